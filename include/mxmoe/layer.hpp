@@ -1,0 +1,57 @@
+// MoeLayer: one MoE layer bound to its weights and the oracle's selection.
+//   forward(x[M,H]) -> y[M,H]: route -> quantize activations once per token -> group tokens
+//   by expert -> GEMM1 (+b1) -> activation -> GEMM2 (+b2) -> weighted combine (+ shared).
+// y is the layer's output before the transformer block's residual add. The workspace is
+// reused across calls: after the first call at a given size, forward does not allocate.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "mxmoe/oracle.hpp"
+#include "mxmoe/weights.hpp"
+
+namespace mxmoe {
+
+class MoeLayer {
+ public:
+  // The weights must outlive the layer (views; the chosen backend may pack a copy).
+  // Throws std::invalid_argument if the weights disagree with the spec, and
+  // NoBackendError if selection.chosen is empty.
+  MoeLayer(const LayerWeights& weights, Selection selection);
+  ~MoeLayer();
+  MoeLayer(MoeLayer&&) noexcept;
+  MoeLayer& operator=(MoeLayer&&) noexcept;
+
+  // Routes with the layer's router weights (+ bias). x, y: [M, H] float32, row-major.
+  void forward(const float* x, std::int64_t tokens, float* y);
+  // Routes from given router logits [M, E].
+  void forward_logits(const float* x, const float* logits, std::int64_t tokens, float* y);
+  // Externally computed routing (as engines pass it): ids/weights [M, top_k]; validated
+  // (ids in range and distinct per token, weights finite) — throws std::invalid_argument.
+  void forward_routed(const float* x, const std::int32_t* ids, const float* weights,
+                      std::int64_t tokens, float* y);
+  // bf16 input/output (raw uint16 bits), computed in float32 inside.
+  void forward_bf16(const std::uint16_t* x, std::int64_t tokens, std::uint16_t* y);
+
+  void set_threads(int threads);  // 0 = the Request's threads
+  int threads() const noexcept;
+
+  const Selection& selection() const noexcept;
+  const LayerSpec& spec() const noexcept;
+  // Times the workspace grew (a test hook for "no allocation after warm-up").
+  std::uint64_t workspace_allocations() const noexcept;
+  // Bytes the chosen backend keeps resident for packed weights (0 when it reads the views).
+  std::size_t packed_weight_bytes() const noexcept;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Convenience: judge with the family's preferences and build the layer (throws
+// NoBackendError when nothing fits).
+MoeLayer make_layer(const LayerSpec& spec, const LayerWeights& weights, const Hardware& hw,
+                    const Request& request);
+
+}  // namespace mxmoe

@@ -1,0 +1,10 @@
+// The umbrella header of mxmoe's C++ API.
+#pragma once
+
+#include "mxmoe/deployment.hpp"
+#include "mxmoe/format.hpp"
+#include "mxmoe/hardware.hpp"
+#include "mxmoe/layer.hpp"
+#include "mxmoe/layer_spec.hpp"
+#include "mxmoe/oracle.hpp"
+#include "mxmoe/weights.hpp"

@@ -1,0 +1,135 @@
+// The oracle: one selector judges every backend on every predicate and keeps every reason
+// as a structured record. There is no other selection path: model families pass their
+// preferences into the same select() as data.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "mxmoe/deployment.hpp"
+
+namespace mxmoe {
+
+// The closed catalogue of reasons a backend can refuse a deployment. Documented, one row
+// per code, in docs/REASON_CODES.md; every code is produced by some test deployment.
+enum class ReasonCode : std::uint8_t {
+  unsupported_isa,    // the CPU lacks an instruction set the backend needs
+  os_denied,          // the CPU has it, the OS refused its state (XCR0 / AMX permission)
+  not_compiled,       // the backend was left out of this build
+  weight_format,      // expert weights are in a format the backend cannot read
+  activation_format,  // the requested activation format is not implemented by the backend
+  activation_fn,      // the expert nonlinearity is not implemented by the backend
+  routing,            // the routing method is not supported
+  shape_alignment,    // a dimension violates the backend's alignment/size rules
+  batch_invariance,   // batch invariance requested and not proven for this backend/format
+  expert_parallel,    // the expert-parallel configuration is invalid or unsupported
+  no_device,          // the backend needs a device (GPU) the Hardware does not have
+  user_excluded,      // the user excluded it (--exclude / MXMOE_EXCLUDE_BACKENDS)
+  not_forced,         // another backend was forced (--backend / MXMOE_BACKEND)
+};
+std::string_view to_string(ReasonCode) noexcept;
+std::vector<ReasonCode> all_reason_codes();
+
+// One failed predicate.
+struct Rejection {
+  ReasonCode code;
+  std::string detail;    // a sentence: what is wrong
+  std::string required;  // what the backend needs ("avx512_vnni", "multiple of 32", ...)
+  std::string actual;    // what the deployment has
+  std::string remedy;    // what the user can do, "" when nothing
+  friend bool operator==(const Rejection&, const Rejection&) = default;
+};
+
+class ExpertKernel;  // src/backends/kernel.hpp: a backend's packed weights + compute
+struct LayerWeights;
+
+// A backend: a name, a description, an honest check() and a factory for its kernel.
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string_view name() const noexcept = 0;
+  virtual std::string_view description() const noexcept = 0;
+  // ALL failing predicates for this deployment (empty = supported). Never throws for a
+  // well-formed Deployment; pure (reads nothing but its argument).
+  virtual std::vector<Rejection> check(const Deployment& d) const = 0;
+  // Estimated microseconds per forward call at d.request.tokens_hint tokens (only called
+  // when check() passed). Ranks supported candidates.
+  virtual double estimate_us(const Deployment& d) const = 0;
+  // Packs the weights into the backend's layout. Only called when check(d) passed.
+  virtual std::unique_ptr<ExpertKernel> create(const Deployment& d,
+                                               const LayerWeights& weights) const = 0;
+};
+
+// A model family's wishes, as data: the activation format used when the Request leaves it
+// unset, and an ordering that breaks ties between candidates of equal estimated cost.
+struct Preferences {
+  std::string source = "default";  // "gpt_oss family", for reports
+  ActivationFormat default_activation = ActivationFormat::bf16;
+  std::vector<std::string> order;  // backend names, preferred first
+};
+Preferences preferences_for(Family family);
+
+struct Verdict {
+  std::string name;
+  bool supported = false;
+  std::vector<Rejection> reasons;  // all of them; empty when supported
+  double estimated_us = 0;         // when supported
+  friend bool operator==(const Verdict&, const Verdict&) = default;
+};
+
+// The single change of the Request that would let some candidate run.
+struct Suggestion {
+  std::string change;   // "batch_invariant=false", "activation=bf16", ...
+  std::string backend;  // the candidate it would allow
+  std::string text;     // "batch_invariant=false would allow amx_int8"
+  friend bool operator==(const Suggestion&, const Suggestion&) = default;
+};
+
+struct Selection {
+  Deployment deployment;          // as judged (activation resolved from preferences)
+  std::string preferences_source;
+  std::vector<Verdict> candidates;  // every registered backend, excluded ones included
+  std::string chosen;               // "" when none fits
+  std::string why;                  // "forced", "lowest estimated cost (12.3 us)", ...
+  std::vector<Suggestion> suggestions;  // filled when none fits
+  friend bool operator==(const Selection&, const Selection&) = default;
+};
+
+std::string to_json(const Selection&);
+Selection selection_from_json(std::string_view);
+
+// The registered backends (the list in src/backends/backends.inc), immutable.
+std::span<const Backend* const> registered_backends();
+const Backend* find_backend(std::string_view name);  // nullptr when unknown
+
+// Judges every candidate. Never throws for lack of a backend: returns chosen == "" then.
+// Throws std::invalid_argument for an unknown forced/excluded backend name (message lists
+// the valid names).
+Selection judge(const Deployment& d, const Preferences& prefs,
+                std::span<const Backend* const> candidates = registered_backends());
+
+// judge(), then throws NoBackendError when nothing fits.
+Selection select(const Deployment& d, const Preferences& prefs,
+                 std::span<const Backend* const> candidates = registered_backends());
+
+// Thrown by select(). what() starts with "No MXFP4 MoE backend supports the deployment
+// configuration." and carries every reason and the suggestions; selection() is the
+// structured report.
+class NoBackendError : public std::runtime_error {
+ public:
+  explicit NoBackendError(Selection s);
+  const Selection& selection() const noexcept { return selection_; }
+
+ private:
+  Selection selection_;
+};
+std::string format_no_backend_message(const Selection& s);
+
+// A human table of the selection: one line per candidate with verdict and reasons.
+std::string format_selection_table(const Selection& s);
+
+}  // namespace mxmoe

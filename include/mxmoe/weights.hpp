@@ -1,0 +1,75 @@
+// LayerWeights: non-owning views of one MoE layer's tensors, typically on mmapped
+// checkpoint bytes (never copied) or on a LayerStorage's buffers.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "mxmoe/format.hpp"
+#include "mxmoe/layer_spec.hpp"
+
+namespace mxmoe {
+
+enum class DType : std::uint8_t { f32, bf16 };
+
+// A dense vector/matrix of f32 or bf16 values, row-major. Empty when data == nullptr.
+struct DenseView {
+  DType dtype = DType::f32;
+  const void* data = nullptr;
+  std::int64_t rows = 0, cols = 0;  // a vector is rows=1 or a [E, n] matrix
+  bool empty() const noexcept { return data == nullptr; }
+  float at(std::int64_t i) const noexcept;  // flat index, converted to float
+};
+
+// MXFP4 weights of all experts for one projection, stored [out, in] per expert:
+// blocks [experts, rows, cols/32, 16] bytes, scales [experts, rows, cols/32] E8M0 bytes.
+struct Mxfp4View {
+  const std::uint8_t* blocks = nullptr;
+  const std::uint8_t* scales = nullptr;
+  std::int64_t experts = 0, rows = 0, cols = 0;
+  bool empty() const noexcept { return blocks == nullptr; }
+  std::int64_t row_bytes() const noexcept { return cols / 2; }
+  std::int64_t row_scales() const noexcept { return cols / 32; }
+  const std::uint8_t* row_blocks(std::int64_t e, std::int64_t r) const noexcept {
+    return blocks + (e * rows + r) * row_bytes();
+  }
+  const std::uint8_t* row_scale(std::int64_t e, std::int64_t r) const noexcept {
+    return scales + (e * rows + r) * row_scales();
+  }
+  std::size_t bytes() const noexcept {
+    return static_cast<std::size_t>(experts * rows * (row_bytes() + row_scales()));
+  }
+};
+
+struct LayerWeights {
+  DenseView router_weight;   // [E, H]; may be empty when routing is given externally
+  DenseView router_bias;     // [1, E] when spec.router_bias
+  DenseView selection_bias;  // [1, E] when spec.routing_params.selection_bias
+  Mxfp4View w1;              // [E, 2I, H] gate/up in spec.gate_up_layout
+  DenseView b1;              // [E, 2I] when spec.expert_bias
+  Mxfp4View w2;              // [E, H, I]
+  DenseView b2;              // [E, H] when spec.expert_bias
+  Mxfp4View shared_w1;       // [1, 2*Is, H] when spec.shared_experts > 0 (Is = shared_intermediate)
+  Mxfp4View shared_w2;       // [1, H, Is]
+};
+
+// Throws std::invalid_argument naming the tensor when a view disagrees with the spec
+// (shape, presence, or an E8M0 scale byte 0xFF in the expert weights).
+void validate(const LayerSpec& spec, const LayerWeights& w);
+
+// Owns the bytes of a layer generated in memory (the embedded default, tests, benchmarks).
+class LayerStorage {
+ public:
+  // Deterministic pseudo-random weights that exercise the whole format: every E2M1 code,
+  // scales spread around a typical checkpoint's range, so outputs are O(1) and finite.
+  static LayerStorage random(const LayerSpec& spec, std::uint64_t seed);
+  const LayerWeights& weights() const noexcept { return views_; }
+
+ private:
+  std::vector<std::vector<std::byte>> buffers_;
+  LayerWeights views_;
+};
+
+}  // namespace mxmoe

@@ -1,0 +1,66 @@
+#include "runtime/thread_pool.hpp"
+
+namespace mxmoe {
+
+ThreadPool::ThreadPool(int threads) {
+  const int workers = threads > 1 ? threads - 1 : 0;
+  workers_.reserve(static_cast<std::size_t>(workers));
+  for (int i = 0; i < workers; ++i) workers_.emplace_back([this, i] { worker_loop(i + 1); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  for (auto& w : workers_) w.join();
+}
+
+void ThreadPool::drain(int thread) {
+  for (;;) {
+    const std::int64_t task = next_.fetch_add(1, std::memory_order_relaxed);
+    if (task >= tasks_) return;
+    fn_(ctx_, task, thread);
+  }
+}
+
+void ThreadPool::run(std::int64_t tasks, void* ctx, Trampoline fn) {
+  if (tasks <= 0) return;
+  if (workers_.empty() || tasks == 1) {
+    for (std::int64_t t = 0; t < tasks; ++t) fn(ctx, t, 0);
+    return;
+  }
+  {
+    std::lock_guard lock(mutex_);
+    ctx_ = ctx;
+    fn_ = fn;
+    tasks_ = tasks;
+    next_.store(0, std::memory_order_relaxed);
+    busy_ = static_cast<int>(workers_.size());
+    ++generation_;
+  }
+  wake_.notify_all();
+  drain(0);
+  std::unique_lock lock(mutex_);
+  done_.wait(lock, [this] { return busy_ == 0; });
+}
+
+void ThreadPool::worker_loop(int thread) {
+  std::uint64_t seen = 0;
+  for (;;) {
+    {
+      std::unique_lock lock(mutex_);
+      wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      if (stop_) return;
+      seen = generation_;
+    }
+    drain(thread);
+    {
+      std::lock_guard lock(mutex_);
+      if (--busy_ == 0) done_.notify_one();
+    }
+  }
+}
+
+}  // namespace mxmoe
