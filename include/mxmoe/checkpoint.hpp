@@ -1,0 +1,43 @@
+// Checkpoints: a model directory (config.json + one safetensors file or a sharded index)
+// opened with mmap; layers are handed out as LayerWeights views into the mapping, never
+// copied. Every malformed input is a LoadError naming the file, the tensor and the numbers.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "mxmoe/layer_spec.hpp"
+#include "mxmoe/weights.hpp"
+
+namespace mxmoe {
+
+class LoadError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class Checkpoint {
+ public:
+  // Opens DIR: parses config.json into a LayerSpec template and maps the safetensors
+  // file(s). Throws LoadError.
+  static Checkpoint open(const std::string& dir);
+  ~Checkpoint();
+  Checkpoint(Checkpoint&&) noexcept;
+  Checkpoint& operator=(Checkpoint&&) noexcept;
+
+  int num_layers() const noexcept;
+  // The spec of layer N (throws LoadError if N is out of range or not a MoE layer).
+  LayerSpec layer_spec(int layer) const;
+  // Views of layer N's tensors, validated against layer_spec(N); valid while *this lives.
+  LayerWeights layer_weights(int layer) const;
+
+ private:
+  struct Impl;
+  explicit Checkpoint(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace mxmoe
