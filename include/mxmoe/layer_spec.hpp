@@ -26,6 +26,7 @@ struct RoutingParams {
   int n_group = 1;                     // sigmoid_group_topk: expert groups
   int topk_group = 1;                  // sigmoid_group_topk: groups kept
   float routed_scaling_factor = 1.0f;  // DeepSeek: multiplies the normalised weights
+  friend bool operator==(const RoutingParams&, const RoutingParams&) = default;
 };
 
 // The expert's nonlinearity on (gate, up).
@@ -38,6 +39,7 @@ enum class ActivationFn : std::uint8_t {
 struct ActivationParams {
   float alpha = 1.702f;  // swiglu_oai only
   float limit = 7.0f;    // swiglu_oai and silu_glu_clamp
+  friend bool operator==(const ActivationParams&, const ActivationParams&) = default;
 };
 
 // Rows of the first projection W1 [2I, H]: gate and up interleaved (even rows gate, odd

@@ -33,6 +33,7 @@ enum class ReasonCode : std::uint8_t {
 };
 std::string_view to_string(ReasonCode) noexcept;
 std::vector<ReasonCode> all_reason_codes();
+ReasonCode parse_reason_code(std::string_view);  // throws std::invalid_argument listing names
 
 // One failed predicate.
 struct Rejection {

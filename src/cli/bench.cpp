@@ -1,12 +1,195 @@
-// PLACEHOLDER until its issue lands: the `bench` subcommand.
+// `mxmoe bench`: times MoE layers per (backend, activation, threads, tokens) and relates
+// them to this machine's measured limits (DRAM read bandwidth, instruction-class peaks).
+#include <fmt/core.h>
+
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
 #include "cli/command.hpp"
 #include "cli/common.hpp"
+#include "mxmoe/checkpoint.hpp"
+#include "mxmoe/hardware.hpp"
+#include "mxmoe/perf.hpp"
+#include "mxmoe/weights.hpp"
+#include "perf/workload.hpp"
 
 namespace mxmoe::cli {
 
+namespace {
+
+struct BenchOptions {
+  LayerOptions layer;
+  std::string tokens = "1,8,64,512";
+  std::string backends = "auto";
+  std::string activations;
+  std::string threads;
+  std::vector<std::string> exclude;
+  bool batch_invariant = false;
+  int reps = 0;
+  bool cache_resident = false;
+  std::string output = "md";
+  bool limits_only = false;
+  std::uint64_t dram_buffer_mb = 0;
+  std::uint64_t memory_budget_mb = 2048;
+  double row_seconds = 0.3;
+  double max_call_seconds = 5;
+};
+
+void say(const std::string& line) {
+  fmt::print(stderr, "{}\n", line);
+}
+
+// Same computation, whatever the name (compared through the JSON form, which lists every
+// field).
+bool same_shape(LayerSpec a, const LayerSpec& b) {
+  a.name = b.name;
+  return to_json(a) == to_json(b);
+}
+
+// The weights the bench cycles through, and what owns them.
+struct LayerSet {
+  std::vector<LayerStorage> storages;
+  std::unique_ptr<Checkpoint> checkpoint;
+  perf::BenchLayers layers;
+};
+
+LayerSet build_layers(const BenchOptions& o, const Hardware& hw) {
+  LayerSet set;
+  const std::uint64_t budget = o.memory_budget_mb << 20;
+  if (!o.layer.from_model()) {
+    set.layers.spec = o.layer.spec();
+    const perf::CopyPlan plan = perf::plan_copies(perf::layer_weight_bytes(set.layers.spec),
+                                                  hw.l3_bytes, budget, o.cache_resident);
+    say(fmt::format("building {} random {} layer copies ({:.2f} GB)...", plan.copies,
+                    set.layers.spec.name, static_cast<double>(plan.total_bytes) / 1e9));
+    for (int c = 0; c < plan.copies; ++c)
+      set.storages.push_back(
+          LayerStorage::random(set.layers.spec, 1000 + static_cast<std::uint64_t>(c)));
+    for (const LayerStorage& s : set.storages) set.layers.copies.push_back(s.weights());
+    set.layers.mode = plan.mode;
+    return set;
+  }
+  // A checkpoint: distinct copies are the model's other layers of the same shape.
+  set.checkpoint = std::make_unique<Checkpoint>(Checkpoint::open(o.layer.model));
+  set.layers.spec = set.checkpoint->layer_spec(o.layer.layer);
+  const std::uint64_t per_copy = perf::layer_weight_bytes(set.layers.spec);
+  const perf::CopyPlan wanted = perf::plan_copies(per_copy, hw.l3_bytes, budget, o.cache_resident);
+  const int n = set.checkpoint->num_layers();
+  for (int i = 0; i < n && static_cast<int>(set.layers.copies.size()) < wanted.copies; ++i) {
+    const int l = (o.layer.layer + i) % n;
+    try {
+      if (l != o.layer.layer && !same_shape(set.checkpoint->layer_spec(l), set.layers.spec))
+        continue;
+      set.layers.copies.push_back(set.checkpoint->layer_weights(l));
+    } catch (const LoadError&) {
+      continue;  // not a MoE layer
+    }
+  }
+  const auto found = static_cast<std::uint64_t>(set.layers.copies.size());
+  set.layers.mode =
+      perf::plan_copies(per_copy, hw.l3_bytes, std::min(budget, found * per_copy), o.cache_resident)
+          .mode +
+      fmt::format(" (layers of {} from {})", o.layer.model, o.layer.layer);
+  return set;
+}
+
+int run_bench_command(const BenchOptions& o, CLI::App& sub) {
+  const perf::OutputFormat format = perf::parse_output_format(o.output);
+  perf::BenchConfig config;
+  config.tokens = perf::parse_positive_int_list(o.tokens, "--tokens");
+  config.backends = perf::parse_name_list(o.backends, "--backend");
+  if (!o.activations.empty())
+    config.activations = perf::parse_name_list(o.activations, "--activation");
+  if (!o.threads.empty()) config.threads = perf::parse_positive_int_list(o.threads, "--threads");
+  config.excluded_backends = o.exclude;
+  config.batch_invariant = o.batch_invariant;
+  config.reps = o.reps;
+  config.row_seconds = o.row_seconds;
+  config.max_call_seconds = o.max_call_seconds;
+  config.progress = say;
+  if (sub.count("--exclude") == 0) {
+    if (const std::string e = env("MXMOE_EXCLUDE_BACKENDS"); !e.empty())
+      config.excluded_backends = perf::parse_name_list(e, "MXMOE_EXCLUDE_BACKENDS");
+  }
+
+  const Hardware hw = HardwareOptions{}.resolve();
+  say("measuring machine limits...");
+  perf::LimitsOptions limits_options;
+  limits_options.dram_buffer_bytes = o.dram_buffer_mb << 20;
+  const perf::MachineLimits limits = perf::measure_limits(hw, limits_options);
+
+  perf::BenchReport report;
+  report.machine = limits;
+  if (!o.limits_only) {
+    LayerSet set = build_layers(o, hw);
+    say(set.layers.mode);
+    report = perf::run_bench(set.layers, hw, limits, config);
+  }
+
+  switch (format) {
+    case perf::OutputFormat::md:
+      fmt::print("{}", perf::to_markdown(report));
+      break;
+    case perf::OutputFormat::json:
+      fmt::print("{}", perf::to_json(report));
+      for (const std::string& n : report.notes) say("note: " + n);
+      break;
+    case perf::OutputFormat::csv:
+      fmt::print(stderr, "{}\n{}\n", perf::format_limits_markdown(limits), report.mode);
+      fmt::print("{}", perf::to_csv(report));
+      for (const std::string& n : report.notes) say("note: " + n);
+      break;
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
 void add_bench(CLI::App& app, Action& action) {
-  auto* sub = app.add_subcommand("bench", "(not built yet)");
-  sub->callback([&action] { action = [] { return kExitError; }; });
+  auto* sub = app.add_subcommand(
+      "bench",
+      "Time MoE layers per backend, activation, thread count and batch size, against this "
+      "machine's measured DRAM bandwidth and compute peaks");
+  auto o = std::make_shared<BenchOptions>();
+  o->layer.add(*sub);
+  sub->add_option("--tokens", o->tokens, "Tokens per call, comma list")->capture_default_str();
+  sub->add_option("--backend", o->backends,
+                  "Backends, comma list; auto = the oracle's choice for each row")
+      ->capture_default_str();
+  sub->add_option("--activation", o->activations,
+                  "Activation formats, comma list (f32, bf16, int8, mxfp8; default: the model "
+                  "family's preference)");
+  sub->add_option("--threads", o->threads, "Thread counts, comma list (default: 1 and all CPUs)");
+  sub->add_option("--exclude", o->exclude, "Exclude backends from auto (comma list)")
+      ->delimiter(',');
+  sub->add_flag("--batch-invariant", o->batch_invariant, "Request batch-invariant backends");
+  sub->add_option("--reps", o->reps,
+                  "Timed calls per row (default: enough for --row-seconds, at least 3)")
+      ->check(CLI::PositiveNumber);
+  sub->add_flag("--cache-resident", o->cache_resident,
+                "Time one layer copy (weights may stay in cache) instead of streaming copies "
+                "that exceed 4x the last-level cache");
+  sub->add_option("-o,--output", o->output, "Output format: md, json, csv")
+      ->check(CLI::IsMember({"md", "json", "csv"}))
+      ->capture_default_str();
+  sub->add_flag("--limits", o->limits_only, "Only measure and print this machine's limits");
+  sub->add_option("--dram-buffer-mb", o->dram_buffer_mb,
+                  "Buffer read for the DRAM bandwidth (default: 4x the last-level cache)");
+  sub->add_option("--memory-budget-mb", o->memory_budget_mb,
+                  "Most weight bytes of streamed layer copies")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--row-seconds", o->row_seconds, "Timed seconds aimed at per row (auto reps)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--max-call-seconds", o->max_call_seconds,
+                  "Skip rows predicted to take longer than this per call")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  sub->callback([&action, o, sub] { action = [o, sub] { return run_bench_command(*o, *sub); }; });
 }
 
 }  // namespace mxmoe::cli

@@ -1,5 +1,7 @@
 #include "cli/common.hpp"
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -7,6 +9,7 @@
 
 #include "mxmoe/hardware.hpp"
 #include "mxmoe/layer_spec.hpp"
+#include "oracle/report.hpp"
 
 namespace mxmoe::cli {
 
@@ -28,7 +31,8 @@ std::vector<std::string> split_commas(const std::string& s) {
 bool parse_bool_env(const char* name, const std::string& v) {
   if (v == "1" || v == "true" || v == "yes" || v == "on") return true;
   if (v == "0" || v == "false" || v == "no" || v == "off" || v.empty()) return false;
-  throw std::invalid_argument(std::string(name) + "=" + v + " is not a boolean (use 1/0, true/false)");
+  throw std::invalid_argument(std::string(name) + "=" + v +
+                              " is not a boolean (use 1/0, true/false)");
 }
 }  // namespace
 
@@ -75,7 +79,13 @@ Request RequestOptions::resolve(CLI::App& app) const {
   const auto given = [&](const char* flag) { return app.count(flag) > 0; };
 
   r.forced_backend = given("--backend") ? backend : env("MXMOE_BACKEND");
-  r.excluded_backends = given("--exclude") ? exclude : split_commas(env("MXMOE_EXCLUDE_BACKENDS"));
+  if (given("--exclude")) {
+    r.excluded_backends = exclude;
+  } else {
+    r.excluded_backends = split_commas(env("MXMOE_EXCLUDE_BACKENDS"));
+    for (std::string& name : split_commas(env("MXMOE_EXCLUDE")))
+      r.excluded_backends.push_back(name);
+  }
   const std::string act = given("--activation") ? activation : env("MXMOE_ACTIVATION");
   if (!act.empty()) r.activation = parse_activation_format(act);
   r.batch_invariant = given("--batch-invariant")
@@ -104,6 +114,14 @@ void LayerOptions::add(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
 }
 
-LayerSpec LayerOptions::spec() const { return mxmoe::preset(preset.empty() ? "gpt-oss-20b" : preset); }
+void log_dispatch(const Selection& s) {
+  const std::vector<std::string> modes = split_commas(env("MXMOE_VERBOSE"));
+  if (std::find(modes.begin(), modes.end(), "dispatch") == modes.end()) return;
+  std::fputs(format_dispatch_log(s).c_str(), stderr);
+}
+
+LayerSpec LayerOptions::spec() const {
+  return mxmoe::preset(preset.empty() ? "gpt-oss-20b" : preset);
+}
 
 }  // namespace mxmoe::cli

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "mxmoe/deployment.hpp"
+#include "mxmoe/oracle.hpp"
 
 namespace mxmoe::cli {
 
@@ -25,7 +26,8 @@ struct HardwareOptions {
 };
 
 // The Request's flags. Flags win over the environment variables:
-//   MXMOE_BACKEND, MXMOE_EXCLUDE_BACKENDS (comma list), MXMOE_ACTIVATION,
+//   MXMOE_BACKEND, MXMOE_EXCLUDE_BACKENDS or MXMOE_EXCLUDE (comma lists, joined),
+//   MXMOE_ACTIVATION,
 //   MXMOE_BATCH_INVARIANT (1/true/0/false), MXMOE_THREADS.
 struct RequestOptions {
   std::string backend;
@@ -51,5 +53,9 @@ struct LayerOptions {
 
 // Reads an environment variable through one place (the edge), "" when unset.
 std::string env(const char* name);
+
+// MXMOE_VERBOSE=dispatch (or a comma list containing it): one line per candidate on stderr
+// (name, verdict, codes). Every command that selects calls this after judge()/select().
+void log_dispatch(const Selection& s);
 
 }  // namespace mxmoe::cli

@@ -1,12 +1,167 @@
-// PLACEHOLDER until the checkpoint issue lands.
+// `mxmoe info --model DIR [--json]`: what a checkpoint directory holds and what the layer
+// loader finds in each layer (shapes and dtypes, without reading the weights), plus the
+// cost of opening it and of fully loading (value-checking) the first MoE layer.
 #include "cli/model_info.hpp"
 
-#include <stdexcept>
+#include <fmt/core.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "cli/common.hpp"
+#include "io/model_dir.hpp"
+#include "mxmoe/checkpoint.hpp"
 
 namespace mxmoe::cli {
 
-int info_model(const std::string& dir, bool) {
-  throw std::runtime_error("reading checkpoints is not built yet: " + dir);
+namespace {
+
+// Resident set size of this process, from /proc/self/statm (0 when unavailable).
+std::uint64_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  std::uint64_t size = 0, resident = 0;
+  if (!(statm >> size >> resident)) return 0;
+  return resident * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+}
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::string describe(const LayerSpec& s, const LayerWeights& w) {
+  std::string text = fmt::format("MoE, MXFP4 experts [{} x {} x {}] + [{} x {} x {}], router {}",
+                                 w.w1.experts, w.w1.rows, w.w1.cols, w.w2.experts, w.w2.rows,
+                                 w.w2.cols, w.router_weight.dtype == DType::bf16 ? "BF16" : "F32");
+  if (s.router_bias) text += " + bias";
+  if (s.routing_params.selection_bias) text += ", selection bias";
+  if (s.expert_bias) text += ", expert biases";
+  if (s.shared_experts > 0) text += fmt::format(", {} shared expert(s)", s.shared_experts);
+  return text;
+}
+
+}  // namespace
+
+int info_model(const std::string& dir, bool json) {
+  const std::uint64_t rss_before = resident_bytes();
+  const auto t_open = std::chrono::steady_clock::now();
+  const io::ModelDir model = io::ModelDir::open(dir);
+  const double open_ms = ms_since(t_open);
+  const std::uint64_t rss_open = resident_bytes();
+
+  const ModelConfig& c = model.config;
+  const LayerSpec& s = c.moe;
+  std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> formats;  // dtype -> n, bytes
+  for (const auto& [name, ref] : model.tensors.tensors()) {
+    auto& f = formats[std::string(to_string(ref.info->dtype))];
+    ++f.first;
+    f.second += ref.info->bytes();
+  }
+
+  nlohmann::ordered_json layers = nlohmann::ordered_json::array();
+  int first_moe = -1;
+  bool all_ok = true;
+  for (int layer = 0; layer < c.num_layers; ++layer) {
+    const std::string& why = c.non_moe_reason[static_cast<std::size_t>(layer)];
+    nlohmann::ordered_json entry = {{"layer", layer}};
+    if (!why.empty()) {
+      entry["status"] = "skipped";
+      entry["found"] = why;
+    } else {
+      try {
+        entry["found"] = describe(s, model.bind(layer, /*check_values=*/false));
+        entry["status"] = "ok";
+        if (first_moe < 0) first_moe = layer;
+      } catch (const LoadError& e) {
+        entry["status"] = "error";
+        entry["found"] = e.what();
+        all_ok = false;
+      }
+    }
+    layers.push_back(entry);
+  }
+
+  // Loading one layer with its value checks touches only that layer's bytes.
+  double layer_ms = 0;
+  std::uint64_t layer_rss = 0;
+  std::string layer_error;
+  if (first_moe >= 0) {
+    const std::uint64_t rss0 = resident_bytes();
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      (void)model.bind(first_moe, /*check_values=*/true);
+    } catch (const LoadError& e) {
+      layer_error = e.what();
+      all_ok = false;
+    }
+    layer_ms = ms_since(t0);
+    const std::uint64_t rss1 = resident_bytes();
+    layer_rss = rss1 > rss0 ? rss1 - rss0 : 0;
+  }
+
+  nlohmann::ordered_json out = {
+      {"directory", dir},
+      {"architecture", c.architecture},
+      {"model_type", c.model_type},
+      {"family", std::string(to_string(s.family))},
+      {"experts", s.num_experts},
+      {"top_k", s.top_k},
+      {"hidden", s.hidden},
+      {"intermediate", s.intermediate},
+      {"shared_experts", s.shared_experts},
+      {"layers", c.num_layers},
+      {"quant_method", c.quant_method},
+      {"gate_up_layout", std::string(to_string(s.gate_up_layout))},
+      {"shards", model.tensors.files().size()},
+      {"sharded", model.tensors.sharded()},
+      {"tensors", model.tensors.tensors().size()},
+      {"tensor_bytes", model.tensors.tensor_bytes()},
+  };
+  nlohmann::ordered_json fmts = nlohmann::ordered_json::object();
+  for (const auto& [dtype, nb] : formats)
+    fmts[dtype] = {{"tensors", nb.first}, {"bytes", nb.second}};
+  out["weight_formats"] = fmts;
+  out["per_layer"] = layers;
+  out["open_ms"] = open_ms;
+  out["resident_after_open_bytes"] = rss_open > rss_before ? rss_open - rss_before : 0;
+  if (first_moe >= 0) {
+    out["first_moe_layer"] = first_moe;
+    out["first_moe_layer_load_ms"] = layer_ms;
+    out["first_moe_layer_resident_bytes"] = layer_rss;
+    if (!layer_error.empty()) out["first_moe_layer_error"] = layer_error;
+  }
+
+  if (json) {
+    fmt::print("{}\n", out.dump(2));
+    return all_ok ? kExitOk : kExitError;
+  }
+  fmt::print("model        {} ({}; architecture {})\n", dir, c.model_type,
+             c.architecture.empty() ? "-" : c.architecture);
+  fmt::print("family       {}\n", to_string(s.family));
+  fmt::print("MoE layer    E={} top-k={} H={} I={}{} gate/up {}\n", s.num_experts, s.top_k,
+             s.hidden, s.intermediate,
+             s.shared_experts ? fmt::format(" shared={}", s.shared_experts) : "",
+             to_string(s.gate_up_layout));
+  fmt::print("layers       {}\n", c.num_layers);
+  fmt::print("files        {} shard(s){}, {} tensors, {} bytes\n", model.tensors.files().size(),
+             model.tensors.sharded() ? " via model.safetensors.index.json" : "",
+             model.tensors.tensors().size(), model.tensors.tensor_bytes());
+  std::string fmt_line;
+  for (const auto& [dtype, nb] : formats)
+    fmt_line += fmt::format("{}{} ({} tensors, {} bytes)", fmt_line.empty() ? "" : ", ", dtype,
+                            nb.first, nb.second);
+  fmt::print("formats      {}\n", fmt_line);
+  fmt::print("open         {:.2f} ms, resident +{} KiB\n", open_ms,
+             out["resident_after_open_bytes"].get<std::uint64_t>() / 1024);
+  if (first_moe >= 0)
+    fmt::print("load layer {} {:.2f} ms with value checks, resident +{} KiB{}\n", first_moe,
+               layer_ms, layer_rss / 1024, layer_error.empty() ? "" : ": " + layer_error);
+  for (const auto& l : layers)
+    fmt::print("  layer {:>3}  {:<7} {}\n", l["layer"].get<int>(), l["status"].get<std::string>(),
+               l["found"].get<std::string>());
+  return all_ok ? kExitOk : kExitError;
 }
 
 }  // namespace mxmoe::cli

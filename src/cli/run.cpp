@@ -1,12 +1,194 @@
-// PLACEHOLDER until its issue lands: the `run` subcommand.
+// `mxmoe run`: one MoE layer through the oracle's choice. With no arguments: the gpt-oss-20b
+// layer shape on deterministic random MXFP4 weights, a batch of random tokens, the
+// selection (one line per candidate) and the time per call, tokens/s and weight GB/s.
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
 #include "cli/command.hpp"
 #include "cli/common.hpp"
+#include "mxmoe/checkpoint.hpp"
+#include "mxmoe/layer.hpp"
+#include "mxmoe/npy.hpp"
+#include "mxmoe/routing.hpp"
 
 namespace mxmoe::cli {
+namespace {
+
+struct RunOptions {
+  LayerOptions layer;
+  HardwareOptions hardware;
+  RequestOptions request;
+  std::uint64_t seed = 1;
+  int reps = 0;  // 0: as many as fit in about 3 s (at least 1)
+  std::string input, output;
+};
+
+// Prints to stdout, or to stderr when stdout is reserved for data (--model runs).
+struct Printer {
+  std::FILE* to;
+  template <class... Args>
+  void operator()(fmt::format_string<Args...> f, Args&&... args) const {
+    fmt::print(to, f, std::forward<Args>(args)...);
+    std::fflush(to);
+  }
+};
+
+std::string candidate_line(const Selection& s, const Verdict& v) {
+  const std::string mark = v.name == s.chosen ? "*" : " ";
+  if (v.supported)
+    return fmt::format("{} {:<12} supported  ~{:.0f} us/call (estimate)", mark, v.name,
+                       v.estimated_us);
+  const Rejection& r = v.reasons.front();
+  return fmt::format("{} {:<12} rejected   {}: {}{}", mark, v.name, to_string(r.code), r.detail,
+                     v.reasons.size() > 1 ? fmt::format(" (+{} more)", v.reasons.size() - 1) : "");
+}
+
+// Bytes of the expert weights one call reads: every distinct local expert the routing
+// touches, plus the shared expert.
+double touched_weight_bytes(const LayerSpec& s, const LayerWeights& w, const Request& r,
+                            const std::vector<float>& x, std::int64_t tokens) {
+  if (w.router_weight.empty()) return 0;
+  std::vector<float> logits(static_cast<std::size_t>(tokens * s.num_experts));
+  for (std::int64_t t = 0; t < tokens; ++t)
+    for (int e = 0; e < s.num_experts; ++e) {
+      double v = w.router_bias.empty() ? 0.0 : static_cast<double>(w.router_bias.at(e));
+      for (int h = 0; h < s.hidden; ++h)
+        v += static_cast<double>(w.router_weight.at(std::int64_t{e} * s.hidden + h)) *
+             static_cast<double>(x[static_cast<std::size_t>(t * s.hidden + h)]);
+      logits[static_cast<std::size_t>(t * s.num_experts + e)] = static_cast<float>(v);
+    }
+  std::vector<std::int32_t> ids(static_cast<std::size_t>(tokens * s.top_k));
+  std::vector<float> weights(ids.size()), scratch(routing_scratch_floats(s));
+  std::vector<float> bias;
+  for (std::int64_t e = 0; e < (w.selection_bias.empty() ? 0 : s.num_experts); ++e)
+    bias.push_back(w.selection_bias.at(e));
+  route_logits(s, logits.data(), bias.empty() ? nullptr : bias.data(), tokens, ids.data(),
+               weights.data(), scratch);
+  const int ep = std::max(r.ep_size, 1);
+  const int begin = r.ep_rank * s.num_experts / ep, end = (r.ep_rank + 1) * s.num_experts / ep;
+  std::vector<bool> used(static_cast<std::size_t>(s.num_experts), false);
+  for (std::int32_t id : ids) used[static_cast<std::size_t>(id)] = true;
+  const double per_expert = static_cast<double>(w.w1.bytes() + w.w2.bytes()) / s.num_experts;
+  double bytes = 0;
+  for (int e = begin; e < end; ++e)
+    if (used[static_cast<std::size_t>(e)]) bytes += per_expert;
+  if (r.ep_rank == 0) bytes += static_cast<double>(w.shared_w1.bytes() + w.shared_w2.bytes());
+  return bytes;
+}
+
+int run(const RunOptions& o, CLI::App& sub) {
+  const bool from_model = o.layer.from_model();
+  const Printer say{from_model ? stderr : stdout};
+  const Printer progress{stderr};
+
+  LayerSpec spec;
+  std::optional<Checkpoint> checkpoint;
+  std::optional<LayerStorage> storage;
+  LayerWeights weights;
+  if (from_model) {
+    checkpoint.emplace(Checkpoint::open(o.layer.model));
+    spec = checkpoint->layer_spec(o.layer.layer);
+    weights = checkpoint->layer_weights(o.layer.layer);
+  } else {
+    spec = o.layer.spec();
+    const double gb =
+        3.0 * spec.num_experts * spec.hidden * double{1} * spec.intermediate * 17 / 32 / 1e9;
+    progress("mxmoe run: generating random MXFP4 weights for {} ({:.2f} GB, seed {})\n", spec.name,
+             gb, o.seed);
+    storage.emplace(LayerStorage::random(spec, o.seed));
+    weights = storage->weights();
+  }
+
+  std::vector<float> x;
+  std::int64_t tokens = o.request.tokens;
+  if (!o.input.empty()) {
+    NpyArray a = read_npy(o.input);
+    if (a.shape.size() != 2 || a.shape[1] != spec.hidden)
+      throw std::invalid_argument(
+          fmt::format("--input {}: expected shape [M, {}]", o.input, spec.hidden));
+    tokens = a.shape[0];
+    x = std::move(a.data);
+  } else {
+    std::mt19937_64 rng(o.seed + 1);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    x.resize(static_cast<std::size_t>(tokens * spec.hidden));
+    for (float& v : x) v = normal(rng);
+  }
+  if (tokens <= 0) throw std::invalid_argument("no tokens to run");
+
+  Request request = o.request.resolve(sub);
+  request.tokens_hint = static_cast<int>(tokens);
+  const Deployment deployment{spec, o.hardware.resolve(), request};
+  Selection selection = select(deployment, preferences_for(spec.family));
+  say("layer: {} (E={}, top-{}, H={}, I={}{})\n", spec.name, spec.num_experts, spec.top_k,
+      spec.hidden, spec.intermediate,
+      spec.shared_experts > 0 ? fmt::format(", shared I={}", spec.shared_intermediate) : "");
+  say("deployment: activation={}, batch_invariant={}, threads={}, tokens={} (preferences: {})\n",
+      to_string(*selection.deployment.request.activation), request.batch_invariant,
+      request.threads > 0 ? request.threads : selection.deployment.hardware.logical_cpus, tokens,
+      selection.preferences_source);
+  say("candidates:\n");
+  for (const Verdict& v : selection.candidates) say("{}\n", candidate_line(selection, v));
+  say("chosen: {} ({})\n", selection.chosen, selection.why);
+
+  MoeLayer layer(weights, std::move(selection));
+  std::vector<float> y(x.size());
+  using Clock = std::chrono::steady_clock;
+  const auto seconds = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
+  progress("mxmoe run: warm-up call...\n");
+  const auto w0 = Clock::now();
+  layer.forward(x.data(), tokens, y.data());
+  const double warm = seconds(Clock::now() - w0);
+  const int reps =
+      o.reps > 0 ? o.reps : std::clamp(static_cast<int>(3.0 / std::max(warm, 1e-6)), 1, 50);
+  if (warm * reps > 2.0) progress("mxmoe run: timing {} calls (~{:.0f} s)...\n", reps, warm * reps);
+  std::vector<double> times;
+  for (int i = 0; i < reps; ++i) {
+    const auto t0 = Clock::now();
+    layer.forward(x.data(), tokens, y.data());
+    times.push_back(seconds(Clock::now() - t0));
+  }
+  std::sort(times.begin(), times.end());
+  const double median = times[times.size() / 2];
+  const double bytes = touched_weight_bytes(spec, weights, request, x, tokens);
+  say("time: {:.1f} us/call (median of {} after a warm-up; {} threads)\n", median * 1e6, reps,
+      layer.threads());
+  say("throughput: {:.1f} tokens/s, {:.2f} GB/s of expert weights ({:.1f} MB touched per call)\n",
+      static_cast<double>(tokens) / median, bytes / median / 1e9, bytes / 1e6);
+
+  if (!o.output.empty()) {
+    const std::int64_t shape[] = {tokens, spec.hidden};
+    write_npy(o.output, y, shape);
+    say("output: {} [{} x {}] float32\n", o.output, tokens, spec.hidden);
+  }
+  return kExitOk;
+}
+
+}  // namespace
 
 void add_run(CLI::App& app, Action& action) {
-  auto* sub = app.add_subcommand("run", "(not built yet)");
-  sub->callback([&action] { action = [] { return kExitError; }; });
+  auto opts = std::make_shared<RunOptions>();
+  auto* sub = app.add_subcommand(
+      "run",
+      "Run one MoE layer (a preset on embedded random weights, or --model DIR --layer N) "
+      "through the oracle's choice and time it");
+  opts->request.tokens = 16;
+  opts->layer.add(*sub);
+  opts->hardware.add(*sub);
+  opts->request.add(*sub);
+  sub->add_option("--seed", opts->seed, "Seed of the random weights and tokens");
+  sub->add_option("--reps", opts->reps, "Timed calls after the warm-up (default: ~3 s worth)")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--input", opts->input, "Input tokens x [M, H] as a float32 .npy file")
+      ->check(CLI::ExistingFile);
+  sub->add_option("--output", opts->output, "Write the output y [M, H] as a float32 .npy file");
+  sub->callback([&action, opts, sub] { action = [opts, sub] { return run(*opts, *sub); }; });
 }
 
 }  // namespace mxmoe::cli

@@ -21,8 +21,8 @@ struct BackendCapabilities {
   std::vector<ActivationFn> activation_fns;
   std::vector<RoutingMethod> routing_methods;
   std::vector<WeightFormat> weight_formats{WeightFormat::mxfp4};
-  int dim_multiple = 32;      // H and I must be multiples of this
-  bool needs_cuda = false;    // no_device when Hardware has no CUDA device
+  int dim_multiple = 32;    // H and I must be multiples of this
+  bool needs_cuda = false;  // no_device when Hardware has no CUDA device
 };
 
 // Every failing predicate of caps against d (d.request.activation must be set: judge()

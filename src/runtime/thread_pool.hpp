@@ -27,9 +27,8 @@ class ThreadPool {
   template <class F>
   void parallel_for(std::int64_t tasks, F&& fn) {
     using Fn = std::remove_reference_t<F>;
-    run(tasks, &fn, [](void* ctx, std::int64_t task, int thread) {
-      (*static_cast<Fn*>(ctx))(task, thread);
-    });
+    run(tasks, &fn,
+        [](void* ctx, std::int64_t task, int thread) { (*static_cast<Fn*>(ctx))(task, thread); });
   }
 
  private:

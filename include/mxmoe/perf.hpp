@@ -1,0 +1,118 @@
+// Performance measurement: this machine's limits (DRAM read bandwidth, compute peaks per
+// instruction class) and the `mxmoe bench` driver that times MoE layers against them.
+// Speed is measured here and in bench/, never asserted in tests.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "mxmoe/hardware.hpp"
+#include "mxmoe/layer_spec.hpp"
+#include "mxmoe/weights.hpp"
+
+namespace mxmoe::perf {
+
+// The peak of one instruction class, measured with independent dependency chains so that
+// only issue throughput limits it.
+struct Peak {
+  std::string name;        // "fp32_fma_avx512", "int8_vnni_avx512", "int8_amx", ...
+  std::string unit;        // "GFLOP/s" or "GOP/s" (one multiply-add counts 2)
+  bool measured = false;   // false: skipped, `note` says why
+  double per_core = 0;     // one thread
+  double all_threads = 0;  // MachineLimits::threads threads at once
+  std::string note;
+};
+
+struct MachineLimits {
+  std::string cpu;
+  int threads = 0;  // "all threads" in the figures below
+  std::uint64_t l3_bytes = 0;
+  std::uint64_t dram_buffer_bytes = 0;  // the buffer read for the bandwidth figures
+  double dram_gbps_one_thread = 0;      // GB/s = 1e9 bytes/s, best of several passes
+  double dram_gbps_all_threads = 0;
+  std::vector<Peak> peaks;
+  double measure_seconds = 0;  // wall time spent measuring
+
+  // Bandwidth / peak for a thread count: the one-thread figure for 1, the all-threads
+  // figure from `threads` up, linear in between. 0 when unknown.
+  double dram_gbps(int thread_count) const;
+  double peak(const std::string& name, int thread_count) const;
+};
+
+struct LimitsOptions {
+  std::uint64_t dram_buffer_bytes = 0;  // 0: 4 x the last-level cache (at least 256 MiB)
+  int threads = 0;                      // 0: hw.logical_cpus
+};
+
+// Measures this machine (about 1-3 s). Each ISA loop runs only when `hw` says the
+// instruction set is usable; otherwise its Peak says why it was skipped.
+MachineLimits measure_limits(const Hardware& hw, const LimitsOptions& options = {});
+
+// The peak class a backend's inner loop uses ("" when unknown): reference and avx2 ->
+// fp32_fma_avx2, avx512_bf16 -> bf16_dp_avx512, avx512_vnni -> int8_vnni_avx512,
+// amx_int8 -> int8_amx, amx_bf16 -> bf16_amx.
+std::string peak_class_for_backend(const std::string& backend);
+
+// ---- the bench driver -------------------------------------------------------------------
+
+// The layers to time: `copies` distinct weight sets of one spec (views that must outlive
+// the run). Calls cycle through them so that weights stream from DRAM.
+struct BenchLayers {
+  LayerSpec spec;
+  std::vector<LayerWeights> copies;
+  std::string mode;  // "streaming: 5 copies, 2.1 GB (4.4x LLC)" or "cache-resident: ..."
+};
+
+struct BenchConfig {
+  std::vector<int> tokens{1, 8, 64, 512};
+  std::vector<std::string> backends{"auto"};  // "auto" = the oracle's choice
+  std::vector<std::string> activations;       // keys; empty = the family's default
+  std::vector<int> threads;                   // empty = {1, all logical CPUs}
+  int reps = 0;                               // 0: enough for `row_seconds`, at least 3
+  double row_seconds = 0.3;                   // timed seconds aimed at per row (auto reps)
+  double row_max_seconds = 6;                 // auto reps shrink (down to 1) to stay under this
+  double max_call_seconds = 5;  // rows predicted slower than this per call are skipped
+  std::vector<std::string> excluded_backends;
+  bool batch_invariant = false;
+  std::function<void(const std::string&)> progress;  // one line per row; may be empty
+};
+
+struct BenchRow {
+  std::string backend, activation;
+  int threads = 0, tokens = 0, reps = 0;
+  double us_median = 0, us_sd = 0;
+  double tokens_per_s = 0;
+  double weight_gbps = 0;  // bytes of the experts touched per call / time
+  double gflops = 0;       // 2 x tokens x (top_k x 3 x H x I + 3 x H x Is) / time
+  double pct_bw = 0;       // of the measured DRAM read bandwidth at this thread count
+  double pct_peak = 0;     // of the measured peak of the backend's instruction class
+  std::string peak_class;  // "" when the class is unknown (pct_peak is then NaN)
+};
+
+struct BenchReport {
+  MachineLimits machine;
+  std::string layer;  // spec name
+  std::string mode;
+  std::vector<BenchRow> rows;
+  std::vector<std::string> notes;  // skipped combinations, with the oracle's first reason
+};
+
+// Times every (backend, activation, threads, tokens) the oracle accepts on `hw`.
+// Throws std::invalid_argument for an unknown backend name or activation key.
+BenchReport run_bench(const BenchLayers& layers, const Hardware& hw, const MachineLimits& limits,
+                      const BenchConfig& config);
+
+enum class OutputFormat : std::uint8_t { md, json, csv };
+OutputFormat parse_output_format(const std::string& key);  // throws std::invalid_argument
+
+// {"machine": {...}, "results": [{"backend", "activation", "threads", "tokens", "us_median",
+// "us_sd", "tokens_per_s", "weight_gbps", "gflops", "pct_bw", "pct_peak"}, ...]}
+// (a NaN is written as null).
+std::string to_json(const BenchReport& report);
+std::string to_markdown(const BenchReport& report);  // limits, mode, table, notes
+std::string to_csv(const BenchReport& report);       // header + one line per row
+std::string format_limits_markdown(const MachineLimits& limits);
+
+}  // namespace mxmoe::perf

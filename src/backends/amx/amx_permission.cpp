@@ -1,0 +1,31 @@
+#include "backends/amx/amx_permission.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+#if defined(__linux__) && defined(__x86_64__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
+namespace mxmoe::amx {
+
+std::string request_amx_tile_permission() {
+#if defined(__linux__) && defined(__x86_64__)
+  constexpr long kArchGetXcompPerm = 0x1022;
+  constexpr long kArchReqXcompPerm = 0x1023;
+  constexpr long kXfeatureXtiledata = 18;
+  unsigned long long permitted = 0;
+  if (syscall(SYS_arch_prctl, kArchGetXcompPerm, &permitted) == 0 &&
+      (permitted & (1ULL << kXfeatureXtiledata)) != 0) {
+    return "";
+  }
+  if (syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0) return "";
+  return std::string("arch_prctl(ARCH_REQ_XCOMP_PERM, XTILEDATA) failed: ") + std::strerror(errno);
+#else
+  return "AMX tile permission is only requested on x86-64 Linux";
+#endif
+}
+
+}  // namespace mxmoe::amx

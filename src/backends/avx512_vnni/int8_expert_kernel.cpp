@@ -1,0 +1,321 @@
+#include "backends/avx512_vnni/int8_expert_kernel.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "backends/avx512_vnni/int8_kernels.hpp"
+#include "runtime/thread_pool.hpp"
+
+namespace mxmoe::int8_backend {
+namespace {
+
+namespace k = int8_kernels;
+
+constexpr std::size_t kAlign = 64;
+constexpr int kTileRows = 32;  // rows of W2 / intermediate units of W1 per task
+constexpr int kChunk = 16;     // slots per inner chunk (one AMX A tile)
+
+std::size_t align_up(std::size_t n) {
+  return (n + kAlign - 1) / kAlign * kAlign;
+}
+
+float dense_value(const DenseView& v, std::int64_t i) {
+  if (v.dtype == DType::f32) return static_cast<const float*>(v.data)[i];
+  const std::uint16_t bits = static_cast<const std::uint16_t*>(v.data)[i];
+  return std::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16);
+}
+
+std::uint8_t e2m1_code(const std::uint8_t* block16, int element) {
+  return static_cast<std::uint8_t>((block16[element / 2] >> (4 * (element % 2))) & 0x0F);
+}
+
+// Packs 16 rows (of expert e) into kGroupBlockBytes per K block, layout in int8_kernels.hpp.
+void pack_group(const Mxfp4View& w, std::int64_t e, const std::int64_t* rows, std::uint8_t* dst) {
+  const std::int64_t blocks = w.row_scales();
+  for (std::int64_t b = 0; b < blocks; ++b) {
+    std::uint8_t* gb = dst + static_cast<std::size_t>(b) * k::kGroupBlockBytes;
+    for (int i = 0; i < k::kGroupRows; ++i) {
+      const std::uint8_t* src = w.row_blocks(e, rows[i]) + b * 16;
+      for (int h = 0; h < 4; ++h) {
+        for (int j = 0; j < 4; ++j) {
+          const auto lo = e2m1_code(src, 8 * h + j);
+          const auto hi = e2m1_code(src, 8 * h + 4 + j);
+          gb[64 * h + 4 * i + j] = static_cast<std::uint8_t>(lo | (hi << 4));
+        }
+      }
+      gb[k::kGroupNibbleBytes + static_cast<std::size_t>(i)] = w.row_scale(e, rows[i])[b];
+    }
+  }
+}
+
+void check_view(const Mxfp4View& v, const char* name, std::int64_t experts, std::int64_t rows,
+                std::int64_t cols) {
+  if (v.empty() || v.experts != experts || v.rows != rows || v.cols != cols || cols % 32 != 0 ||
+      rows % 32 != 0) {
+    throw std::invalid_argument(std::string("int8 expert kernel: ") + name +
+                                " does not match the layer spec");
+  }
+}
+
+void check_shapes(const LayerSpec& spec, const LayerWeights& w) {
+  check_view(w.w1, "w1", spec.num_experts, 2 * std::int64_t{spec.intermediate}, spec.hidden);
+  check_view(w.w2, "w2", spec.num_experts, spec.hidden, spec.intermediate);
+  if (spec.expert_bias && (w.b1.empty() || w.b2.empty()))
+    throw std::invalid_argument("int8 expert kernel: expert biases b1/b2 missing");
+}
+
+// Byte offsets of the workspace regions for `positions` slots and `threads` threads.
+struct Layout {
+  std::size_t xq, xd, xc, aq, ad, ac, thread_base, per_thread, total;
+  std::size_t t_h, t_btiles, t_wscale, t_c;  // offsets inside one thread's region
+};
+
+class Int8ExpertKernel final : public ExpertKernel {
+ public:
+  Int8ExpertKernel(const LayerSpec& spec, const LayerWeights& w, bool use_amx)
+      : experts_(spec.num_experts),
+        top_k_(spec.top_k),
+        hidden_(spec.hidden),
+        inter_(spec.intermediate),
+        use_amx_(use_amx) {
+    check_shapes(spec, w);
+    glu_.fn = spec.activation == ActivationFn::swiglu_oai ? k::kGluSwigluOai
+              : spec.activation == ActivationFn::silu_glu ? k::kGluSilu
+                                                          : k::kGluSiluClamp;
+    glu_.alpha = spec.activation_params.alpha;
+    glu_.limit = spec.activation_params.limit;
+    pack(spec, w);
+  }
+
+  std::size_t packed_bytes() const noexcept override {
+    return w1_.size() + w2_.size() +
+           sizeof(float) * (gate_bias_.size() + up_bias_.size() + b2_.size());
+  }
+
+  std::size_t workspace_bytes(std::int64_t tokens, int threads) const noexcept override {
+    return layout(tokens * top_k_, threads).total;
+  }
+
+  void run(const ExpertForward& f) const noexcept override;
+
+ private:
+  std::int64_t blocks_h() const { return hidden_ / 32; }
+  std::int64_t blocks_i() const { return inter_ / 32; }
+  std::size_t w1_group_bytes() const {
+    return static_cast<std::size_t>(blocks_h()) * k::kGroupBlockBytes;
+  }
+  std::size_t w2_group_bytes() const {
+    return static_cast<std::size_t>(blocks_i()) * k::kGroupBlockBytes;
+  }
+
+  Layout layout(std::int64_t positions, int threads) const noexcept {
+    const auto p = static_cast<std::size_t>(std::max<std::int64_t>(positions, 0));
+    const auto h = static_cast<std::size_t>(hidden_), i = static_cast<std::size_t>(inter_);
+    const auto nbh = static_cast<std::size_t>(blocks_h()),
+               nbi = static_cast<std::size_t>(blocks_i());
+    Layout l{};
+    std::size_t at = 0;
+    l.xq = at, at += align_up(p * h);
+    l.xd = at, at += align_up(p * nbh * sizeof(float));
+    l.xc = at, at += align_up(p * nbh * sizeof(std::int32_t));
+    l.aq = at, at += align_up(p * i);
+    l.ad = at, at += align_up(p * nbi * sizeof(float));
+    l.ac = at, at += align_up(p * nbi * sizeof(std::int32_t));
+    l.thread_base = at;
+    std::size_t t = 0;
+    l.t_h = t, t += align_up(kChunk * 64 * sizeof(float));
+    if (use_amx_) {
+      const std::size_t nb = std::max(nbh, nbi);
+      l.t_btiles = t, t += align_up(4 * nb * k::kAmxBTileBytes);
+      l.t_wscale = t, t += align_up(4 * nb * 16 * sizeof(float));
+      l.t_c = t, t += align_up(256 * sizeof(std::int32_t));
+    }
+    l.per_thread = t;
+    l.total = at + t * static_cast<std::size_t>(std::max(threads, 1));
+    return l;
+  }
+
+  void pack(const LayerSpec& spec, const LayerWeights& w) {
+    const std::int64_t e_count = experts_, h = hidden_, inter = inter_;
+    w1_.resize(static_cast<std::size_t>(e_count * (2 * inter / 16)) * w1_group_bytes());
+    w2_.resize(static_cast<std::size_t>(e_count * (h / 16)) * w2_group_bytes());
+    gate_bias_.assign(static_cast<std::size_t>(e_count * inter), 0.0f);
+    up_bias_.assign(static_cast<std::size_t>(e_count * inter), 0.0f);
+    b2_.assign(static_cast<std::size_t>(e_count * h), 0.0f);
+    const bool interleaved = spec.gate_up_layout == GateUpLayout::interleaved;
+    auto gate_row = [&](std::int64_t j) { return interleaved ? 2 * j : j; };
+    auto up_row = [&](std::int64_t j) { return interleaved ? 2 * j + 1 : inter + j; };
+    std::int64_t rows[16];
+    for (std::int64_t e = 0; e < e_count; ++e) {
+      // W1 groups per 16 intermediate units: [gate rows][up rows].
+      for (std::int64_t jt = 0; jt < inter / 16; ++jt) {
+        for (int up = 0; up < 2; ++up) {
+          for (int i = 0; i < 16; ++i) rows[i] = up ? up_row(16 * jt + i) : gate_row(16 * jt + i);
+          const std::int64_t group = e * (2 * inter / 16) + 2 * jt + up;
+          pack_group(w.w1, e, rows,
+                     w1_.data() + static_cast<std::size_t>(group) * w1_group_bytes());
+        }
+      }
+      for (std::int64_t ot = 0; ot < h / 16; ++ot) {
+        for (int i = 0; i < 16; ++i) rows[i] = 16 * ot + i;
+        const std::int64_t group = e * (h / 16) + ot;
+        pack_group(w.w2, e, rows, w2_.data() + static_cast<std::size_t>(group) * w2_group_bytes());
+      }
+      if (spec.expert_bias) {
+        for (std::int64_t j = 0; j < inter; ++j) {
+          gate_bias_[static_cast<std::size_t>(e * inter + j)] =
+              dense_value(w.b1, e * 2 * inter + gate_row(j));
+          up_bias_[static_cast<std::size_t>(e * inter + j)] =
+              dense_value(w.b1, e * 2 * inter + up_row(j));
+        }
+        for (std::int64_t o = 0; o < h; ++o)
+          b2_[static_cast<std::size_t>(e * h + o)] = dense_value(w.b2, e * h + o);
+      }
+    }
+  }
+
+  int experts_, top_k_, hidden_, inter_;
+  bool use_amx_;
+  k::GluParams glu_;
+  std::vector<std::uint8_t> w1_, w2_;
+  std::vector<float> gate_bias_, up_bias_, b2_;
+};
+
+template <class F>
+void for_each_task(ThreadPool* pool, std::int64_t tasks, F&& fn) {
+  if (tasks <= 0) return;
+  if (pool == nullptr || pool->size() == 1 || tasks == 1) {
+    for (std::int64_t t = 0; t < tasks; ++t) fn(t, 0);
+  } else {
+    pool->parallel_for(tasks, fn);
+  }
+}
+
+void Int8ExpertKernel::run(const ExpertForward& f) const noexcept {
+  const ExpertBatch& batch = f.batch;
+  if (batch.tokens <= 0 || batch.expert_begin >= batch.expert_end) return;
+  const std::int32_t* offsets = batch.expert_offsets;
+  const std::int64_t first = offsets[batch.expert_begin];
+  const std::int64_t positions = offsets[batch.expert_end] - first;
+  if (positions <= 0) return;
+  const int threads = f.pool != nullptr ? f.pool->size() : 1;
+  const Layout l = layout(batch.tokens * top_k_, threads);
+  std::byte* ws = f.workspace;
+  auto* xq = reinterpret_cast<std::int8_t*>(ws + l.xq);
+  auto* xd = reinterpret_cast<float*>(ws + l.xd);
+  auto* xc = reinterpret_cast<std::int32_t*>(ws + l.xc);
+  auto* aq = reinterpret_cast<std::int8_t*>(ws + l.aq);
+  auto* ad = reinterpret_cast<float*>(ws + l.ad);
+  auto* ac = reinterpret_cast<std::int32_t*>(ws + l.ac);
+  const std::int64_t h = hidden_, inter = inter_, nbh = blocks_h(), nbi = blocks_i();
+  const std::int64_t local_experts = batch.expert_end - batch.expert_begin;
+
+  // Phase 1: quantize the input of every local slot (positions in expert order), so an
+  // expert's rows are contiguous for the tile loads. A token's bits are the same in each copy.
+  constexpr std::int64_t kQuantChunk = 8;
+  for_each_task(f.pool, (positions + kQuantChunk - 1) / kQuantChunk, [&](std::int64_t task, int) {
+    const std::int64_t end = std::min(positions, (task + 1) * kQuantChunk);
+    for (std::int64_t p = task * kQuantChunk; p < end; ++p) {
+      const std::int64_t token = batch.slots[first + p] / top_k_;
+      k::quantize_int8_avx512(f.x + token * h, h, xq + p * h, xd + p * nbh, xc + p * nbh);
+    }
+  });
+
+  auto thread_region = [&](int thread) {
+    return ws + l.thread_base + l.per_thread * static_cast<std::size_t>(thread);
+  };
+
+  // Runs `groups` consecutive packed groups on the expert's slots in chunks of kChunk and
+  // hands each chunk's accumulators (rows of 16*groups floats) to `consume`.
+  auto gemm_tile = [&](int thread, const std::uint8_t* group0, std::size_t group_bytes, int groups,
+                       int blocks, const k::QuantRows& x, std::int64_t count, auto&& consume) {
+    std::byte* region = thread_region(thread);
+    auto* hbuf = reinterpret_cast<float*>(region + l.t_h);
+    const bool amx = use_amx_ && count >= kChunk;
+    std::int8_t* btiles = nullptr;
+    float* wscale = nullptr;
+    std::int32_t* cbuf = nullptr;
+    if (amx) {
+      btiles = reinterpret_cast<std::int8_t*>(region + l.t_btiles);
+      wscale = reinterpret_cast<float*>(region + l.t_wscale);
+      cbuf = reinterpret_cast<std::int32_t*>(region + l.t_c);
+      k::amx_int8_tile_config();
+      for (int g = 0; g < groups; ++g) {
+        k::amx_decode_group(group0 + static_cast<std::size_t>(g) * group_bytes, blocks,
+                            btiles + static_cast<std::size_t>(g * blocks) * k::kAmxBTileBytes,
+                            wscale + static_cast<std::size_t>(g * blocks) * 16);
+      }
+    }
+    const std::int64_t stride = 16 * groups;
+    for (std::int64_t c0 = 0; c0 < count; c0 += kChunk) {
+      const int m = static_cast<int>(std::min<std::int64_t>(kChunk, count - c0));
+      const k::QuantRows xs{x.q + c0 * x.q_stride, x.d + c0 * x.s_stride, x.corr + c0 * x.s_stride,
+                            x.q_stride, x.s_stride};
+      for (int g = 0; g < groups; ++g) {
+        if (amx && m == kChunk) {
+          k::gemm16_amx(btiles + static_cast<std::size_t>(g * blocks) * k::kAmxBTileBytes,
+                        wscale + static_cast<std::size_t>(g * blocks) * 16, blocks, xs, m,
+                        hbuf + 16 * g, stride, cbuf);
+        } else {
+          k::gemm16_vnni(group0 + static_cast<std::size_t>(g) * group_bytes, blocks, xs, m,
+                         hbuf + 16 * g, stride);
+        }
+      }
+      consume(c0, m, hbuf);
+    }
+    if (amx) k::amx_int8_tile_release();
+  };
+
+  // Phase 2: GEMM1 for 32 intermediate units (4 groups: gate, up, gate, up), GLU, requantize.
+  const std::int64_t tiles1 = inter / kTileRows;
+  for_each_task(f.pool, local_experts * tiles1, [&](std::int64_t task, int thread) {
+    const std::int64_t e = batch.expert_begin + task / tiles1, jt = task % tiles1;
+    const std::int64_t p0 = offsets[e] - first, count = offsets[e + 1] - offsets[e];
+    if (count == 0) return;
+    const std::uint8_t* group0 =
+        w1_.data() + static_cast<std::size_t>(e * (2 * inter / 16) + 4 * jt) * w1_group_bytes();
+    const k::QuantRows x{xq + p0 * h, xd + p0 * nbh, xc + p0 * nbh, h, nbh};
+    const float* gate_bias = gate_bias_.data() + e * inter + kTileRows * jt;
+    const float* up_bias = up_bias_.data() + e * inter + kTileRows * jt;
+    gemm_tile(thread, group0, w1_group_bytes(), 4, static_cast<int>(nbh), x, count,
+              [&](std::int64_t c0, int m, const float* acc) {
+                const std::int64_t p = p0 + c0;
+                k::glu_quantize_avx512(acc, m, gate_bias, up_bias, glu_,
+                                       aq + p * inter + kTileRows * jt, ad + p * nbi + jt,
+                                       ac + p * nbi + jt, inter, nbi);
+              });
+  });
+
+  // Phase 3: GEMM2 for 32 output rows (2 groups), + b2, written to the slots' outputs.
+  const std::int64_t tiles2 = h / kTileRows;
+  for_each_task(f.pool, local_experts * tiles2, [&](std::int64_t task, int thread) {
+    const std::int64_t e = batch.expert_begin + task / tiles2, ot = task % tiles2;
+    const std::int64_t p0 = offsets[e] - first, count = offsets[e + 1] - offsets[e];
+    if (count == 0) return;
+    const std::uint8_t* group0 =
+        w2_.data() + static_cast<std::size_t>(e * (h / 16) + 2 * ot) * w2_group_bytes();
+    const k::QuantRows a{aq + p0 * inter, ad + p0 * nbi, ac + p0 * nbi, inter, nbi};
+    const float* bias = b2_.data() + e * h + kTileRows * ot;
+    gemm_tile(thread, group0, w2_group_bytes(), 2, static_cast<int>(nbi), a, count,
+              [&](std::int64_t c0, int m, const float* acc) {
+                for (int r = 0; r < m; ++r) {
+                  const std::int64_t slot = batch.slots[offsets[e] + c0 + r];
+                  float* dst = f.slot_out + slot * h + kTileRows * ot;
+                  for (int o = 0; o < kTileRows; ++o) dst[o] = acc[r * kTileRows + o] + bias[o];
+                }
+              });
+  });
+}
+
+}  // namespace
+
+std::unique_ptr<ExpertKernel> make_int8_expert_kernel(const LayerSpec& spec,
+                                                      const LayerWeights& weights, bool use_amx) {
+  return std::make_unique<Int8ExpertKernel>(spec, weights, use_amx);
+}
+
+}  // namespace mxmoe::int8_backend

@@ -1,0 +1,81 @@
+// Hardware <-> JSON. ISA features are an object of named booleans so a captured probe can
+// be read (and edited) by a person.
+#include "mxmoe/hardware.hpp"
+#include "oracle/json_io.hpp"
+
+namespace mxmoe {
+namespace json_io {
+
+using json_fields::get;
+
+Json hardware_to_json(const Hardware& h) {
+  Json isa = Json::object();
+  for (std::string_view name : isa_feature_names())
+    isa[std::string(name)] = isa_feature(h.isa, name).value_or(false);
+  Json cuda = Json::array();
+  for (const CudaDevice& d : h.cuda_devices)
+    cuda.push_back({{"name", d.name}, {"sm", d.sm}, {"memory_bytes", d.memory_bytes}});
+  return Json{{"vendor", h.vendor},
+              {"model", h.model},
+              {"logical_cpus", h.logical_cpus},
+              {"l1d_bytes", h.l1d_bytes},
+              {"l2_bytes", h.l2_bytes},
+              {"l3_bytes", h.l3_bytes},
+              {"isa", isa},
+              {"os_denied", h.os_denied},
+              {"isa_cap", h.isa_cap},
+              {"cuda_devices", cuda},
+              {"source", h.source}};
+}
+
+Hardware hardware_from_json(const Json& j) {
+  constexpr std::string_view what = "Hardware";
+  json_fields::expect_keys(j, what,
+                           {"vendor", "model", "logical_cpus", "l1d_bytes", "l2_bytes", "l3_bytes",
+                            "isa", "os_denied", "isa_cap", "cuda_devices", "source"});
+  Hardware h;
+  h.vendor = get<std::string>(j, what, "vendor");
+  h.model = get<std::string>(j, what, "model");
+  h.logical_cpus = get<int>(j, what, "logical_cpus");
+  h.l1d_bytes = get<std::uint64_t>(j, what, "l1d_bytes");
+  h.l2_bytes = get<std::uint64_t>(j, what, "l2_bytes");
+  h.l3_bytes = get<std::uint64_t>(j, what, "l3_bytes");
+
+  const Json& isa = j.at("isa");
+  constexpr std::string_view isa_what = "Hardware.isa";
+  if (!isa.is_object()) throw std::invalid_argument("Hardware.isa: expected an object");
+  for (const auto& item : isa.items())
+    if (!set_isa_feature(h.isa, item.key(), get<bool>(isa, isa_what, item.key().c_str())))
+      throw std::invalid_argument("Hardware.isa: unknown feature \"" + item.key() + "\"");
+  for (std::string_view name : isa_feature_names())
+    if (!isa.contains(name))
+      throw std::invalid_argument("Hardware.isa: missing feature \"" + std::string(name) + "\"");
+
+  h.os_denied = get<std::vector<std::string>>(j, what, "os_denied");
+  for (const std::string& name : h.os_denied)
+    if (!isa_feature(h.isa, name))
+      throw std::invalid_argument("Hardware.os_denied: unknown feature \"" + name + "\"");
+  h.isa_cap = get<std::string>(j, what, "isa_cap");
+  if (!j.at("cuda_devices").is_array())
+    throw std::invalid_argument("Hardware.cuda_devices: expected an array");
+  for (const Json& d : j.at("cuda_devices")) {
+    constexpr std::string_view dw = "Hardware.cuda_devices[]";
+    json_fields::expect_keys(d, dw, {"name", "sm", "memory_bytes"});
+    h.cuda_devices.push_back({get<std::string>(d, dw, "name"), get<int>(d, dw, "sm"),
+                              get<std::uint64_t>(d, dw, "memory_bytes")});
+  }
+  h.source = get<std::string>(j, what, "source");
+  return h;
+}
+
+}  // namespace json_io
+
+std::string to_json(const Hardware& h) {
+  return json_io::hardware_to_json(h).dump(2);
+}
+
+Hardware hardware_from_json(std::string_view text) {
+  return json_io::hardware_from_json(json_fields::parse(text, "Hardware"));
+}
+
+}  // namespace mxmoe

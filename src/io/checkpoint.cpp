@@ -1,0 +1,43 @@
+// Checkpoint: the public face of ModelDir. Layer views stay valid while it lives.
+#include "mxmoe/checkpoint.hpp"
+
+#include <fmt/core.h>
+
+#include <stdexcept>
+
+#include "io/model_dir.hpp"
+
+namespace mxmoe {
+
+struct Checkpoint::Impl {
+  io::ModelDir model;
+};
+
+Checkpoint::Checkpoint(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Checkpoint::~Checkpoint() = default;
+Checkpoint::Checkpoint(Checkpoint&&) noexcept = default;
+Checkpoint& Checkpoint::operator=(Checkpoint&&) noexcept = default;
+
+Checkpoint Checkpoint::open(const std::string& dir) {
+  return Checkpoint(std::make_unique<Impl>(Impl{io::ModelDir::open(dir)}));
+}
+
+int Checkpoint::num_layers() const noexcept {
+  return impl_->model.config.num_layers;
+}
+
+LayerSpec Checkpoint::layer_spec(int layer) const {
+  return impl_->model.moe_spec(layer);
+}
+
+LayerWeights Checkpoint::layer_weights(int layer) const {
+  LayerWeights w = impl_->model.bind(layer, /*check_values=*/true);
+  try {
+    validate(impl_->model.moe_spec(layer), w);
+  } catch (const std::invalid_argument& e) {
+    throw LoadError(fmt::format("{}: layer {}: {}", impl_->model.dir, layer, e.what()));
+  }
+  return w;
+}
+
+}  // namespace mxmoe

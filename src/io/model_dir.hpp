@@ -1,0 +1,26 @@
+// A checkpoint directory opened: config.json parsed and the safetensors mapped. Shared by
+// Checkpoint and `mxmoe info --model` (which describes every layer without scanning values).
+#pragma once
+
+#include <string>
+
+#include "io/tensor_set.hpp"
+#include "model/model_config.hpp"
+#include "mxmoe/weights.hpp"
+
+namespace mxmoe::io {
+
+struct ModelDir {
+  std::string dir;
+  ModelConfig config;
+  TensorSet tensors;
+
+  // Throws LoadError; says to run `mxmoe quantize` when the experts are not MXFP4.
+  static ModelDir open(const std::string& dir);
+  // LoadError unless LAYER is in range and a MoE layer.
+  const LayerSpec& moe_spec(int layer) const;
+  // Views of LAYER (see bind_gpt_oss_layer); errors are prefixed with the layer.
+  LayerWeights bind(int layer, bool check_values) const;
+};
+
+}  // namespace mxmoe::io

@@ -1,0 +1,322 @@
+// config.json -> ModelConfig. See model_config.hpp for the field policy.
+#include <fmt/core.h>
+
+#include <cmath>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <stdexcept>
+
+#include "io/strict_json.hpp"
+#include "model/model_config.hpp"
+#include "mxmoe/checkpoint.hpp"
+
+namespace mxmoe {
+
+namespace {
+
+using nlohmann::json;
+
+// Reads typed fields of one JSON object; every error names the full field path.
+class Fields {
+ public:
+  Fields(const json& object, std::string prefix, std::string label, std::string model_type)
+      : obj_(object),
+        prefix_(std::move(prefix)),
+        label_(std::move(label)),
+        model_type_(std::move(model_type)) {}
+
+  bool has(const char* key) const { return obj_.contains(key) && !obj_[key].is_null(); }
+  const json& raw(const char* key) const {
+    if (!has(key))
+      throw LoadError(fmt::format("{}: missing field '{}' (required for model_type {})", label_,
+                                  path(key), model_type_));
+    return obj_[key];
+  }
+  [[noreturn]] void bad(const char* key, const std::string& what) const {
+    throw LoadError(fmt::format("{}: field '{}': {}", label_, path(key), what));
+  }
+
+  int integer(const char* key, int min_value) const {
+    const json& v = raw(key);
+    if (!v.is_number_integer() || v.get<std::int64_t>() < min_value ||
+        v.get<std::int64_t>() > std::numeric_limits<int>::max())
+      bad(key, fmt::format("expected an integer >= {}, got {}", min_value, v.dump()));
+    return static_cast<int>(v.get<std::int64_t>());
+  }
+  int integer_or(const char* key, int min_value, int fallback) const {
+    return has(key) ? integer(key, min_value) : fallback;
+  }
+  float positive_number_or(const char* key, float fallback) const {
+    if (!has(key)) return fallback;
+    const json& v = obj_[key];
+    if (!v.is_number() || !(v.get<double>() > 0) || !std::isfinite(v.get<double>()))
+      bad(key, "expected a finite positive number, got " + v.dump());
+    return static_cast<float>(v.get<double>());
+  }
+  bool boolean_or(const char* key, bool fallback) const {
+    if (!has(key)) return fallback;
+    if (!obj_[key].is_boolean()) bad(key, "expected true or false, got " + obj_[key].dump());
+    return obj_[key].get<bool>();
+  }
+  std::string string_or(const char* key, const std::string& fallback) const {
+    if (!has(key)) return fallback;
+    if (!obj_[key].is_string()) bad(key, "expected a string, got " + obj_[key].dump());
+    return obj_[key].get<std::string>();
+  }
+  // A field that, when present, must hold one of the values mxmoe implements.
+  void require_string_in(const char* key, std::initializer_list<const char*> allowed) const {
+    if (!has(key)) return;
+    const std::string v = string_or(key, "");
+    std::string list;
+    for (const char* a : allowed) {
+      if (v == a) return;
+      list += (list.empty() ? "" : ", ") + std::string(a);
+    }
+    bad(key, fmt::format("\"{}\" is not supported by mxmoe (supported: {})", v, list));
+  }
+  std::string path(const char* key) const { return prefix_ + key; }
+
+ private:
+  const json& obj_;
+  std::string prefix_, label_, model_type_;
+};
+
+// Experts per token: HF gpt-oss writes both names; they must agree when both are present.
+int read_top_k(const Fields& f) {
+  if (f.has("num_experts_per_tok") && f.has("experts_per_token") &&
+      f.integer("num_experts_per_tok", 1) != f.integer("experts_per_token", 1))
+    f.bad("experts_per_token", "disagrees with num_experts_per_tok");
+  if (!f.has("num_experts_per_tok") && f.has("experts_per_token"))
+    return f.integer("experts_per_token", 1);
+  return f.integer("num_experts_per_tok", 1);
+}
+
+void check_shapes(const Fields& f, const LayerSpec& s, const char* experts_key,
+                  const char* intermediate_key) {
+  if (s.hidden % 32 != 0)
+    f.bad("hidden_size", fmt::format("{} is not a multiple of the MX block (32)", s.hidden));
+  if (s.intermediate % 32 != 0)
+    f.bad(intermediate_key,
+          fmt::format("{} is not a multiple of the MX block (32)", s.intermediate));
+  if (s.top_k > s.num_experts)
+    f.bad("num_experts_per_tok", fmt::format("top-k {} exceeds the {} experts ('{}')", s.top_k,
+                                             s.num_experts, f.path(experts_key)));
+}
+
+std::vector<std::string> all_moe(int layers) {
+  return std::vector<std::string>(static_cast<std::size_t>(layers));
+}
+
+void parse_gpt_oss(const Fields& f, ModelConfig& c) {
+  LayerSpec& s = c.moe;
+  s.family = Family::gpt_oss;
+  s.num_experts = f.integer("num_local_experts", 1);
+  s.top_k = read_top_k(f);
+  s.hidden = f.integer("hidden_size", 32);
+  s.intermediate = f.integer("intermediate_size", 32);
+  f.require_string_in("hidden_act", {"silu"});  // gpt-oss writes "silu" for its swiglu
+  s.routing = RoutingMethod::topk_softmax;
+  s.activation = ActivationFn::swiglu_oai;
+  s.activation_params.alpha = 1.702f;
+  s.activation_params.limit = f.positive_number_or("swiglu_limit", 7.0f);
+  s.expert_bias = true;
+  s.router_bias = true;
+  s.gate_up_layout = GateUpLayout::interleaved;
+  check_shapes(f, s, "num_local_experts", "intermediate_size");
+  c.non_moe_reason = all_moe(c.num_layers);
+}
+
+void parse_mixtral(const Fields& f, ModelConfig& c) {
+  LayerSpec& s = c.moe;
+  s.family = Family::mixtral;
+  s.num_experts = f.integer("num_local_experts", 1);
+  s.top_k = read_top_k(f);
+  s.hidden = f.integer("hidden_size", 32);
+  s.intermediate = f.integer("intermediate_size", 32);
+  f.require_string_in("hidden_act", {"silu"});
+  s.routing = RoutingMethod::softmax_topk;
+  s.routing_params.renormalize = true;
+  s.activation = ActivationFn::silu_glu;
+  s.gate_up_layout = GateUpLayout::halves;
+  check_shapes(f, s, "num_local_experts", "intermediate_size");
+  c.non_moe_reason = all_moe(c.num_layers);
+}
+
+void parse_qwen3_moe(const Fields& f, ModelConfig& c, const json& obj) {
+  LayerSpec& s = c.moe;
+  s.family = Family::qwen3_moe;
+  s.num_experts = f.integer("num_experts", 1);
+  s.top_k = read_top_k(f);
+  s.hidden = f.integer("hidden_size", 32);
+  s.intermediate = f.integer("moe_intermediate_size", 32);
+  f.require_string_in("hidden_act", {"silu"});
+  s.routing = RoutingMethod::softmax_topk;
+  s.routing_params.renormalize = f.boolean_or("norm_topk_prob", false);  // HF default
+  s.activation = ActivationFn::silu_glu;
+  s.gate_up_layout = GateUpLayout::halves;
+  if (f.has("shared_expert_intermediate_size") &&
+      f.integer("shared_expert_intermediate_size", 0) != 0)
+    f.bad("shared_expert_intermediate_size",
+          "a gated shared expert (Qwen2-MoE style) is not supported by mxmoe");
+  check_shapes(f, s, "num_experts", "moe_intermediate_size");
+
+  const int step = f.integer_or("decoder_sparse_step", 1, 1);
+  std::set<int> dense;
+  if (f.has("mlp_only_layers")) {
+    const json& list = obj["mlp_only_layers"];
+    if (!list.is_array()) f.bad("mlp_only_layers", "expected a list of layer indices");
+    for (const json& v : list) {
+      if (!v.is_number_integer()) f.bad("mlp_only_layers", "expected integers, got " + v.dump());
+      dense.insert(v.get<int>());
+    }
+  }
+  c.non_moe_reason = all_moe(c.num_layers);
+  for (int i = 0; i < c.num_layers; ++i) {
+    if (dense.count(i))
+      c.non_moe_reason[static_cast<std::size_t>(i)] = "dense MLP (listed in mlp_only_layers)";
+    else if ((i + 1) % step != 0)
+      c.non_moe_reason[static_cast<std::size_t>(i)] =
+          fmt::format("dense MLP (decoder_sparse_step {})", step);
+  }
+}
+
+void parse_deepseek(const Fields& f, ModelConfig& c, bool v4) {
+  LayerSpec& s = c.moe;
+  s.family = v4 ? Family::deepseek_v4 : Family::deepseek_v3;
+  s.num_experts = f.integer("n_routed_experts", 1);
+  s.top_k = read_top_k(f);
+  s.hidden = f.integer("hidden_size", 32);
+  s.intermediate = f.integer("moe_intermediate_size", 32);
+  f.require_string_in("hidden_act", {"silu"});
+  s.routing_params.selection_bias = true;
+  s.routing_params.routed_scaling_factor = f.positive_number_or("routed_scaling_factor", 1.0f);
+  if (!f.boolean_or("norm_topk_prob", true))
+    f.bad("norm_topk_prob", "false is not supported (mxmoe normalises the chosen weights)");
+  s.shared_experts = f.integer_or("n_shared_experts", 0, 0);
+  s.shared_intermediate = s.shared_experts * s.intermediate;
+  s.gate_up_layout = GateUpLayout::halves;
+  if (v4) {
+    f.require_string_in("scoring_func", {"sqrtsoftplus"});
+    s.routing = RoutingMethod::sqrtsoftplus_topk;
+    s.activation = ActivationFn::silu_glu_clamp;
+    s.activation_params.limit = f.positive_number_or("swiglu_limit", 10.0f);
+  } else {
+    f.require_string_in("scoring_func", {"sigmoid"});
+    f.require_string_in("topk_method", {"noaux_tc"});
+    s.routing = RoutingMethod::sigmoid_group_topk;
+    s.routing_params.n_group = f.integer_or("n_group", 1, 1);
+    s.routing_params.topk_group = f.integer_or("topk_group", 1, 1);
+    s.activation = ActivationFn::silu_glu;
+    if (s.num_experts % s.routing_params.n_group != 0)
+      f.bad("n_group", fmt::format("{} groups do not divide the {} experts",
+                                   s.routing_params.n_group, s.num_experts));
+    if (s.routing_params.topk_group > s.routing_params.n_group)
+      f.bad("topk_group", fmt::format("keeps {} of only {} groups", s.routing_params.topk_group,
+                                      s.routing_params.n_group));
+  }
+  check_shapes(f, s, "n_routed_experts", "moe_intermediate_size");
+
+  const int first_dense = f.integer_or("first_k_dense_replace", 0, 0);
+  const int freq = f.integer_or("moe_layer_freq", 1, 1);
+  const int hash_layers = v4 ? f.integer_or("num_hash_layers", 0, 0) : 0;
+  c.non_moe_reason = all_moe(c.num_layers);
+  for (int i = 0; i < c.num_layers; ++i) {
+    auto& why = c.non_moe_reason[static_cast<std::size_t>(i)];
+    if (i < first_dense)
+      why = fmt::format("dense MLP (first_k_dense_replace {})", first_dense);
+    else if (i % freq != 0)
+      why = fmt::format("dense MLP (moe_layer_freq {})", freq);
+    else if (i < hash_layers)
+      why =
+          fmt::format("hash-routed MoE (num_hash_layers {}): not supported by mxmoe", hash_layers);
+  }
+}
+
+void parse_quantization(const json& q, const std::string& prefix, const std::string& label,
+                        const std::string& model_type, ModelConfig& c) {
+  const std::string field = prefix + "quantization_config";
+  if (!q.is_object())
+    throw LoadError(fmt::format("{}: field '{}': expected an object", label, field));
+  const Fields f(q, field + ".", label, model_type);
+  for (const auto& [key, value] : q.items()) {
+    (void)value;
+    if (key != "quant_method" && key != "modules_to_not_convert" && key != "mxmoe_gate_up_layout" &&
+        key != "mxmoe_scale_rule")
+      throw LoadError(
+          fmt::format("{}: field '{}.{}': unknown quantization setting (mxmoe cannot honour it)",
+                      label, field, key));
+  }
+  c.quant_method = f.string_or("quant_method", "");
+  if (c.quant_method != "mxfp4")
+    f.bad("quant_method", "\"" + c.quant_method +
+                              "\" is not supported: mxmoe reads MXFP4 experts; convert BF16/F32 "
+                              "experts with `mxmoe quantize`");
+  if (f.has("mxmoe_gate_up_layout")) {
+    try {
+      c.moe.gate_up_layout = parse_gate_up_layout(f.string_or("mxmoe_gate_up_layout", ""));
+    } catch (const std::invalid_argument& e) {
+      f.bad("mxmoe_gate_up_layout", e.what());
+    }
+    c.gate_up_layout_recorded = true;
+  }
+  f.require_string_in("mxmoe_scale_rule", {"floor", "round_up"});
+}
+
+}  // namespace
+
+ModelConfig parse_model_config(std::string_view json_text, const std::string& label,
+                               const std::string& model_name) {
+  const json root = io::parse_strict_json(json_text, label, 64);
+  if (!root.is_object()) throw LoadError(label + ": config must be a JSON object");
+  const bool nested = root.contains("text_config");
+  if (nested && !root["text_config"].is_object())
+    throw LoadError(label + ": field 'text_config': expected an object");
+  const json& obj = nested ? root["text_config"] : root;
+  const std::string prefix = nested ? "text_config." : "";
+
+  ModelConfig c;
+  const Fields top(root, "", label, "?");
+  const Fields inner(obj, prefix, label, "?");
+  c.model_type =
+      inner.has("model_type") ? inner.string_or("model_type", "") : top.string_or("model_type", "");
+  if (c.model_type.empty()) (void)top.raw("model_type");  // throws: missing field
+  if (top.has("architectures")) {
+    const json& a = root["architectures"];
+    if (a.is_array() && !a.empty() && a[0].is_string()) c.architecture = a[0].get<std::string>();
+  }
+  static const std::set<std::string> kSupported = {"gpt_oss", "mixtral", "qwen3_moe", "deepseek_v3",
+                                                   "deepseek_v4"};
+  if (!kSupported.count(c.model_type))
+    inner.bad("model_type", "\"" + c.model_type +
+                                "\" is not supported (supported: gpt_oss, mixtral, qwen3_moe, "
+                                "deepseek_v3, deepseek_v4)");
+  const Fields f(obj, prefix, label, c.model_type);
+  c.moe.name = model_name;
+  c.num_layers = f.integer("num_hidden_layers", 1);
+
+  if (c.model_type == "gpt_oss") {
+    parse_gpt_oss(f, c);
+  } else if (c.model_type == "mixtral") {
+    parse_mixtral(f, c);
+  } else if (c.model_type == "qwen3_moe") {
+    parse_qwen3_moe(f, c, obj);
+  } else if (c.model_type == "deepseek_v3") {
+    parse_deepseek(f, c, /*v4=*/false);
+  } else {
+    parse_deepseek(f, c, /*v4=*/true);
+  }
+  if (root.contains("quantization_config"))
+    parse_quantization(root["quantization_config"], "", label, c.model_type, c);
+  else if (nested && obj.contains("quantization_config"))
+    parse_quantization(obj["quantization_config"], prefix, label, c.model_type, c);
+
+  try {
+    validate(c.moe);
+  } catch (const std::invalid_argument& e) {
+    throw LoadError(label + ": the layer described is invalid: " + e.what());
+  }
+  return c;
+}
+
+}  // namespace mxmoe

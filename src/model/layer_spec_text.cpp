@@ -1,0 +1,141 @@
+// LayerSpec as text: enum names, their parsers, and the strict JSON round trip.
+#include <array>
+#include <string_view>
+
+#include "mxmoe/layer_spec.hpp"
+#include "oracle/enum_names.hpp"
+#include "oracle/json_fields.hpp"
+
+namespace mxmoe {
+namespace {
+
+constexpr std::array<std::string_view, 5> kFamilyNames = {"gpt_oss", "mixtral", "qwen3_moe",
+                                                          "deepseek_v3", "deepseek_v4"};
+constexpr std::array<std::string_view, 4> kRoutingNames = {
+    "topk_softmax", "softmax_topk", "sigmoid_group_topk", "sqrtsoftplus_topk"};
+constexpr std::array<std::string_view, 3> kActivationFnNames = {"swiglu_oai", "silu_glu",
+                                                                "silu_glu_clamp"};
+constexpr std::array<std::string_view, 2> kGateUpLayoutNames = {"interleaved", "halves"};
+constexpr std::array<std::string_view, 1> kWeightFormatNames = {"mxfp4"};
+
+using json_fields::get;
+using json_fields::Json;
+
+}  // namespace
+
+std::string_view to_string(Family v) noexcept {
+  return enum_names::name_of(v, kFamilyNames);
+}
+std::string_view to_string(RoutingMethod v) noexcept {
+  return enum_names::name_of(v, kRoutingNames);
+}
+std::string_view to_string(ActivationFn v) noexcept {
+  return enum_names::name_of(v, kActivationFnNames);
+}
+std::string_view to_string(GateUpLayout v) noexcept {
+  return enum_names::name_of(v, kGateUpLayoutNames);
+}
+std::string_view to_string(WeightFormat v) noexcept {
+  return enum_names::name_of(v, kWeightFormatNames);
+}
+
+Family parse_family(std::string_view s) {
+  return enum_names::parse<Family>(s, kFamilyNames, "model family");
+}
+RoutingMethod parse_routing_method(std::string_view s) {
+  return enum_names::parse<RoutingMethod>(s, kRoutingNames, "routing method");
+}
+ActivationFn parse_activation_fn(std::string_view s) {
+  return enum_names::parse<ActivationFn>(s, kActivationFnNames, "activation function");
+}
+GateUpLayout parse_gate_up_layout(std::string_view s) {
+  return enum_names::parse<GateUpLayout>(s, kGateUpLayoutNames, "gate/up layout");
+}
+WeightFormat parse_weight_format(std::string_view s) {
+  return enum_names::parse<WeightFormat>(s, kWeightFormatNames, "weight format");
+}
+
+namespace json_io {
+
+Json layer_spec_to_json(const LayerSpec& s) {
+  const RoutingParams& r = s.routing_params;
+  return Json{
+      {"name", s.name},
+      {"family", to_string(s.family)},
+      {"num_experts", s.num_experts},
+      {"top_k", s.top_k},
+      {"hidden", s.hidden},
+      {"intermediate", s.intermediate},
+      {"routing", to_string(s.routing)},
+      {"routing_params",
+       {{"renormalize", r.renormalize},
+        {"selection_bias", r.selection_bias},
+        {"n_group", r.n_group},
+        {"topk_group", r.topk_group},
+        {"routed_scaling_factor", r.routed_scaling_factor}}},
+      {"activation", to_string(s.activation)},
+      {"activation_params",
+       {{"alpha", s.activation_params.alpha}, {"limit", s.activation_params.limit}}},
+      {"expert_bias", s.expert_bias},
+      {"router_bias", s.router_bias},
+      {"gate_up_layout", to_string(s.gate_up_layout)},
+      {"shared_experts", s.shared_experts},
+      {"shared_intermediate", s.shared_intermediate},
+      {"weight_format", to_string(s.weight_format)},
+  };
+}
+
+LayerSpec layer_spec_from_json(const Json& j) {
+  constexpr std::string_view what = "LayerSpec";
+  json_fields::expect_keys(
+      j, what,
+      {"name", "family", "num_experts", "top_k", "hidden", "intermediate", "routing",
+       "routing_params", "activation", "activation_params", "expert_bias", "router_bias",
+       "gate_up_layout", "shared_experts", "shared_intermediate", "weight_format"});
+  LayerSpec s;
+  s.name = get<std::string>(j, what, "name");
+  s.family = parse_family(get<std::string>(j, what, "family"));
+  s.num_experts = get<int>(j, what, "num_experts");
+  s.top_k = get<int>(j, what, "top_k");
+  s.hidden = get<int>(j, what, "hidden");
+  s.intermediate = get<int>(j, what, "intermediate");
+  s.routing = parse_routing_method(get<std::string>(j, what, "routing"));
+  {
+    const Json& r = j.at("routing_params");
+    constexpr std::string_view rw = "LayerSpec.routing_params";
+    json_fields::expect_keys(
+        r, rw, {"renormalize", "selection_bias", "n_group", "topk_group", "routed_scaling_factor"});
+    s.routing_params.renormalize = get<bool>(r, rw, "renormalize");
+    s.routing_params.selection_bias = get<bool>(r, rw, "selection_bias");
+    s.routing_params.n_group = get<int>(r, rw, "n_group");
+    s.routing_params.topk_group = get<int>(r, rw, "topk_group");
+    s.routing_params.routed_scaling_factor = get<float>(r, rw, "routed_scaling_factor");
+  }
+  s.activation = parse_activation_fn(get<std::string>(j, what, "activation"));
+  {
+    const Json& a = j.at("activation_params");
+    constexpr std::string_view aw = "LayerSpec.activation_params";
+    json_fields::expect_keys(a, aw, {"alpha", "limit"});
+    s.activation_params.alpha = get<float>(a, aw, "alpha");
+    s.activation_params.limit = get<float>(a, aw, "limit");
+  }
+  s.expert_bias = get<bool>(j, what, "expert_bias");
+  s.router_bias = get<bool>(j, what, "router_bias");
+  s.gate_up_layout = parse_gate_up_layout(get<std::string>(j, what, "gate_up_layout"));
+  s.shared_experts = get<int>(j, what, "shared_experts");
+  s.shared_intermediate = get<int>(j, what, "shared_intermediate");
+  s.weight_format = parse_weight_format(get<std::string>(j, what, "weight_format"));
+  return s;
+}
+
+}  // namespace json_io
+
+std::string to_json(const LayerSpec& s) {
+  return json_io::layer_spec_to_json(s).dump(2);
+}
+
+LayerSpec layer_spec_from_json(std::string_view text) {
+  return json_io::layer_spec_from_json(json_fields::parse(text, "LayerSpec"));
+}
+
+}  // namespace mxmoe

@@ -1,0 +1,30 @@
+// config.json -> the MoE LayerSpec of a model (gpt_oss, mixtral, qwen3_moe, deepseek_v3,
+// deepseek_v4). Policy (docs/CHECKPOINTS.md): only the fields that define the MoE layer are
+// read; each is checked for type and range, and one whose value mxmoe cannot honour (an
+// unsupported hidden_act, quant_method, scoring_func, ...) is an error naming the field.
+// Every other key (torch_dtype, rope_scaling, attention sizes, ...) is ignored.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "mxmoe/layer_spec.hpp"
+
+namespace mxmoe {
+
+struct ModelConfig {
+  std::string model_type;    // as written (text_config's when nested)
+  std::string architecture;  // architectures[0], or ""
+  LayerSpec moe;             // the spec every MoE layer of the model shares
+  int num_layers = 0;
+  std::vector<std::string> non_moe_reason;  // per layer: "" for a MoE layer, else why not
+  std::string quant_method;                 // quantization_config.quant_method, "" when absent
+  bool gate_up_layout_recorded = false;     // quantization_config.mxmoe_gate_up_layout given
+};
+
+// Throws LoadError "LABEL: field 'path.to.field': ..." naming the field.
+ModelConfig parse_model_config(std::string_view json_text, const std::string& label,
+                               const std::string& model_name);
+
+}  // namespace mxmoe

@@ -1,0 +1,40 @@
+#include "oracle/cost.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace mxmoe {
+
+CallWork call_work(const Deployment& d, double packed_bytes_per_weight) {
+  const LayerSpec& l = d.layer;
+  const Request& r = d.request;
+  const int ep = std::max(1, r.ep_size);
+  const double tokens = std::max(1, r.tokens_hint);
+  const double hidden = l.hidden, inter = l.intermediate;
+
+  const double local_experts = std::max(1, l.num_experts / ep);
+  const double local_slots = std::ceil(tokens * l.top_k / ep);
+  const double touched = std::min(local_experts, std::max(1.0, local_slots));
+  // W1 [2I, H] and W2 [H, I]: 3*H*I weights per expert.
+  const double weights_per_expert = 3.0 * hidden * inter;
+  const double bias_bytes = l.expert_bias ? 4.0 * (2.0 * inter + hidden) : 0.0;
+  const double shared_weights = l.shared_experts > 0 ? 3.0 * hidden * l.shared_intermediate : 0.0;
+
+  CallWork w;
+  w.weight_bytes = touched * (weights_per_expert * packed_bytes_per_weight + bias_bytes) +
+                   shared_weights * packed_bytes_per_weight;
+  w.flops = 2.0 * (local_slots * weights_per_expert + tokens * shared_weights);
+  w.threads = r.threads > 0 ? r.threads : std::max(1, d.hardware.logical_cpus);
+  return w;
+}
+
+double roofline_estimate_us(const Deployment& d, const Throughput& per_thread,
+                            double packed_bytes_per_weight) {
+  const CallWork w = call_work(d, packed_bytes_per_weight);
+  const double threads = w.threads;
+  const double bw = std::max(1e-9, per_thread.weight_gb_per_s_per_thread * threads) * 1e9;
+  const double compute = std::max(1e-9, per_thread.gflop_per_s_per_thread * threads) * 1e9;
+  return std::max(w.weight_bytes / bw, w.flops / compute) * 1e6;
+}
+
+}  // namespace mxmoe

@@ -1,0 +1,40 @@
+// The plain-data types as nlohmann::json values (the public to_json/..._from_json functions
+// are these plus dump/parse). Composite documents (a Deployment, a Selection, the output of
+// `mxmoe explain --json`) are built from these pieces so every type has one JSON form.
+#pragma once
+
+#include "mxmoe/deployment.hpp"
+#include "mxmoe/hardware.hpp"
+#include "mxmoe/layer_spec.hpp"
+#include "mxmoe/oracle.hpp"
+#include "oracle/json_fields.hpp"
+
+namespace mxmoe::json_io {
+
+using json_fields::Json;
+
+Json layer_spec_to_json(const LayerSpec&);
+LayerSpec layer_spec_from_json(const Json&);
+
+Json hardware_to_json(const Hardware&);
+Hardware hardware_from_json(const Json&);
+
+Json request_to_json(const Request&);
+Request request_from_json(const Json&);
+
+Json deployment_to_json(const Deployment&);
+Deployment deployment_from_json(const Json&);
+
+Json rejection_to_json(const Rejection&);
+Rejection rejection_from_json(const Json&);
+
+Json verdict_to_json(const Verdict&);
+Verdict verdict_from_json(const Json&);
+
+Json suggestion_to_json(const Suggestion&);
+Suggestion suggestion_from_json(const Json&);
+
+Json selection_to_json(const Selection&);
+Selection selection_from_json(const Json&);
+
+}  // namespace mxmoe::json_io

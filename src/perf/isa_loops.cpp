@@ -1,0 +1,234 @@
+#include "perf/isa_loops.hpp"
+
+#include <immintrin.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstring>
+
+namespace mxmoe::perf::loops {
+
+namespace {
+
+// Inputs the compiler cannot see through, so no loop is folded at compile time.
+volatile float g_multiplier = 0.999999f;
+volatile float g_addend = 1e-7f;
+volatile std::int32_t g_int8_pattern = 0x01020304;
+
+// _mm512_reduce_add_* trips GCC 12's -Wuninitialized inside its own header; sum by hand.
+__attribute__((target("avx512f"))) double sum_lanes(__m512 v) {
+  std::array<float, 16> lanes;
+  _mm512_storeu_ps(lanes.data(), v);
+  double sum = 0;
+  for (float f : lanes) sum += static_cast<double>(f);
+  return sum;
+}
+
+}  // namespace
+
+__attribute__((target("avx512f"))) std::uint64_t read_avx512(const std::byte* data,
+                                                             std::size_t bytes) {
+  __m512i acc[8];
+  for (__m512i& a : acc) a = _mm512_setzero_si512();
+  for (std::size_t off = 0; off < bytes; off += 512) {
+    const std::byte* p = data + off;
+    for (std::size_t j = 0; j < 8; ++j)
+      acc[j] = _mm512_add_epi64(acc[j], _mm512_load_si512(p + 64 * j));
+  }
+  __m512i total = acc[0];
+  for (std::size_t j = 1; j < 8; ++j) total = _mm512_add_epi64(total, acc[j]);
+  std::array<std::uint64_t, 8> lanes;
+  _mm512_storeu_si512(lanes.data(), total);
+  std::uint64_t sum = 0;
+  for (std::uint64_t v : lanes) sum += v;
+  return sum;
+}
+
+__attribute__((target("avx2"))) std::uint64_t read_avx2(const std::byte* data, std::size_t bytes) {
+  __m256i acc[8];
+  for (__m256i& a : acc) a = _mm256_setzero_si256();
+  for (std::size_t off = 0; off < bytes; off += 256) {
+    const auto* p = reinterpret_cast<const __m256i*>(data + off);
+    for (std::size_t j = 0; j < 8; ++j) acc[j] = _mm256_add_epi64(acc[j], _mm256_load_si256(p + j));
+  }
+  __m256i total = acc[0];
+  for (std::size_t j = 1; j < 8; ++j) total = _mm256_add_epi64(total, acc[j]);
+  std::array<std::uint64_t, 4> lanes;
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(lanes.data()), total);
+  return lanes[0] + lanes[1] + lanes[2] + lanes[3];
+}
+
+std::uint64_t read_scalar(const std::byte* data, std::size_t bytes) {
+  std::array<std::uint64_t, 8> acc{};
+  for (std::size_t off = 0; off < bytes; off += 64) {
+    for (std::size_t j = 0; j < 8; ++j) {
+      std::uint64_t v;
+      std::memcpy(&v, data + off + 8 * j, sizeof v);
+      acc[j] += v;
+    }
+  }
+  std::uint64_t total = 0;
+  for (std::uint64_t a : acc) total += a;
+  return total;
+}
+
+__attribute__((target("avx512f"))) double fma_avx512(std::int64_t iterations) {
+  const __m512 a = _mm512_set1_ps(g_multiplier), b = _mm512_set1_ps(g_addend);
+  __m512 acc[kChains];
+  for (std::size_t c = 0; c < kChains; ++c) acc[c] = _mm512_set1_ps(static_cast<float>(c));
+  for (std::int64_t i = 0; i < iterations; ++i)
+    for (__m512& v : acc) v = _mm512_fmadd_ps(v, a, b);
+  __m512 total = acc[0];
+  for (std::size_t c = 1; c < kChains; ++c) total = _mm512_add_ps(total, acc[c]);
+  return sum_lanes(total);
+}
+
+__attribute__((target("avx2,fma"))) double fma_avx2(std::int64_t iterations) {
+  const __m256 a = _mm256_set1_ps(g_multiplier), b = _mm256_set1_ps(g_addend);
+  __m256 acc[kChains];
+  for (std::size_t c = 0; c < kChains; ++c) acc[c] = _mm256_set1_ps(static_cast<float>(c));
+  for (std::int64_t i = 0; i < iterations; ++i)
+    for (__m256& v : acc) v = _mm256_fmadd_ps(v, a, b);
+  __m256 total = acc[0];
+  for (std::size_t c = 1; c < kChains; ++c) total = _mm256_add_ps(total, acc[c]);
+  std::array<float, 8> lanes;
+  _mm256_storeu_ps(lanes.data(), total);
+  double sum = 0;
+  for (float f : lanes) sum += static_cast<double>(f);
+  return sum;
+}
+
+__attribute__((target("avx512f,avx512bf16"))) double bf16_dp_avx512(std::int64_t iterations) {
+  const __m512 x = _mm512_set1_ps(g_multiplier), y = _mm512_set1_ps(g_addend);
+  const __m512bh a = _mm512_cvtne2ps_pbh(x, x), b = _mm512_cvtne2ps_pbh(y, y);
+  __m512 acc[kChains];
+  for (std::size_t c = 0; c < kChains; ++c) acc[c] = _mm512_set1_ps(static_cast<float>(c));
+  for (std::int64_t i = 0; i < iterations; ++i)
+    for (__m512& v : acc) v = _mm512_dpbf16_ps(v, a, b);
+  __m512 total = acc[0];
+  for (std::size_t c = 1; c < kChains; ++c) total = _mm512_add_ps(total, acc[c]);
+  return sum_lanes(total);
+}
+
+__attribute__((target("avx512f,avx512vnni"))) double vnni_avx512(std::int64_t iterations) {
+  const __m512i a = _mm512_set1_epi32(g_int8_pattern), b = _mm512_set1_epi32(g_int8_pattern);
+  __m512i acc[kChains];
+  for (std::size_t c = 0; c < kChains; ++c) acc[c] = _mm512_set1_epi32(static_cast<int>(c));
+  for (std::int64_t i = 0; i < iterations; ++i)
+    for (__m512i& v : acc) v = _mm512_dpbusd_epi32(v, a, b);
+  __m512i total = acc[0];
+  for (std::size_t c = 1; c < kChains; ++c) total = _mm512_add_epi32(total, acc[c]);
+  std::array<std::int32_t, 16> lanes;
+  _mm512_storeu_si512(lanes.data(), total);
+  double sum = 0;
+  for (std::int32_t v : lanes) sum += v;
+  return sum;
+}
+
+namespace {
+
+// The 64-byte tile configuration (palette 1): all eight tiles 16 rows x 64 bytes.
+struct alignas(64) TileConfig {
+  std::uint8_t palette = 1;
+  std::uint8_t start_row = 0;
+  std::array<std::uint8_t, 14> reserved{};
+  std::array<std::uint16_t, 16> bytes_per_row{};
+  std::array<std::uint8_t, 16> rows{};
+};
+static_assert(sizeof(TileConfig) == 64);
+
+TileConfig full_tiles() {
+  TileConfig config;
+  for (std::size_t t = 0; t < 8; ++t) {
+    config.bytes_per_row[t] = 64;
+    config.rows[t] = 16;
+  }
+  return config;
+}
+
+// Operand tiles: 16 x 64 bytes of a small nonzero pattern (values do not change speed).
+struct alignas(64) TileData {
+  std::array<std::int32_t, 256> words{};
+};
+
+TileData pattern_tile() {
+  TileData d;
+  const std::int32_t pattern = g_int8_pattern;
+  d.words.fill(pattern);
+  return d;
+}
+
+double sum_tiles(const std::array<TileData, 4>& out) {
+  double sum = 0;
+  for (const TileData& t : out)
+    for (std::int32_t w : t.words) sum += static_cast<double>(w);
+  return sum;
+}
+
+}  // namespace
+
+__attribute__((target("amx-tile,amx-int8"))) double amx_int8(std::int64_t iterations) {
+  const TileConfig config = full_tiles();
+  const TileData operand = pattern_tile();
+  std::array<TileData, 4> out;
+  _tile_loadconfig(&config);
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  _tile_loadd(4, operand.words.data(), 64);
+  _tile_loadd(5, operand.words.data(), 64);
+  _tile_loadd(6, operand.words.data(), 64);
+  _tile_loadd(7, operand.words.data(), 64);
+  for (std::int64_t i = 0; i < iterations; ++i) {
+    _tile_dpbssd(0, 4, 6);
+    _tile_dpbssd(1, 4, 7);
+    _tile_dpbssd(2, 5, 6);
+    _tile_dpbssd(3, 5, 7);
+  }
+  _tile_stored(0, out[0].words.data(), 64);
+  _tile_stored(1, out[1].words.data(), 64);
+  _tile_stored(2, out[2].words.data(), 64);
+  _tile_stored(3, out[3].words.data(), 64);
+  _tile_release();
+  return sum_tiles(out);
+}
+
+__attribute__((target("amx-tile,amx-bf16"))) double amx_bf16(std::int64_t iterations) {
+  const TileConfig config = full_tiles();
+  TileData operand;
+  operand.words.fill(0x3f803f80);  // pairs of bf16 1.0
+  std::array<TileData, 4> out;
+  _tile_loadconfig(&config);
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  _tile_loadd(4, operand.words.data(), 64);
+  _tile_loadd(5, operand.words.data(), 64);
+  _tile_loadd(6, operand.words.data(), 64);
+  _tile_loadd(7, operand.words.data(), 64);
+  for (std::int64_t i = 0; i < iterations; ++i) {
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  }
+  _tile_stored(0, out[0].words.data(), 64);
+  _tile_stored(1, out[1].words.data(), 64);
+  _tile_stored(2, out[2].words.data(), 64);
+  _tile_stored(3, out[3].words.data(), 64);
+  _tile_release();
+  return sum_tiles(out);  // float bit patterns summed as integers: a checksum only
+}
+
+const char* request_amx_permission() {
+  constexpr long kArchReqXcompPerm = 0x1023;
+  constexpr long kXfeatureXtiledata = 18;
+  if (syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) != 0)
+    return "the OS refused the AMX tile state (arch_prctl ARCH_REQ_XCOMP_PERM)";
+  return "";
+}
+
+}  // namespace mxmoe::perf::loops

@@ -1,0 +1,40 @@
+// The instruction loops behind the machine limits. Each is compiled for its ISA with a
+// function-level target attribute (src/ is built without ISA flags); callers check the
+// Hardware first. Every loop returns a checksum so the compiler cannot drop the work.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace mxmoe::perf::loops {
+
+// Sums `bytes` (a multiple of 512, 64-byte aligned) with 64-bit adds, 8 independent
+// accumulators, full-width loads.
+std::uint64_t read_avx512(const std::byte* data, std::size_t bytes);
+std::uint64_t read_avx2(const std::byte* data, std::size_t bytes);
+std::uint64_t read_scalar(const std::byte* data, std::size_t bytes);
+
+// Compute loops: `iterations` rounds over independent accumulator chains (enough to cover
+// the instruction latency on two ports). The ops done are iterations x ops_per_iteration.
+inline constexpr std::size_t kChains = 16;
+inline constexpr double kFmaAvx512Ops = kChains * 16 * 2;     // vfmadd231ps zmm
+inline constexpr double kFmaAvx2Ops = kChains * 8 * 2;        // vfmadd231ps ymm
+inline constexpr double kBf16DpAvx512Ops = kChains * 32 * 2;  // vdpbf16ps zmm: 32 products
+inline constexpr double kVnniAvx512Ops = kChains * 64 * 2;    // vpdpbusd zmm: 64 products
+// AMX: 4 accumulator tiles (2x2 blocking), 16 rows x 64 bytes each.
+inline constexpr double kAmxInt8Ops = 4.0 * 16 * 16 * 64 * 2;  // tdpbssd: 16x16x64 products
+inline constexpr double kAmxBf16Ops = 4.0 * 16 * 16 * 32 * 2;  // tdpbf16ps: 16x16x32
+
+double fma_avx512(std::int64_t iterations);
+double fma_avx2(std::int64_t iterations);
+double bf16_dp_avx512(std::int64_t iterations);
+double vnni_avx512(std::int64_t iterations);
+// Configure tiles on the calling thread, loop, release. Need the AMX permission first.
+double amx_int8(std::int64_t iterations);
+double amx_bf16(std::int64_t iterations);
+
+// Asks Linux for the AMX tile-data state (arch_prctl ARCH_REQ_XCOMP_PERM, XTILEDATA).
+// Returns "" when granted, else the reason.
+const char* request_amx_permission();
+
+}  // namespace mxmoe::perf::loops

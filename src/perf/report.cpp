@@ -1,0 +1,126 @@
+// The bench report as JSON (for comparing builds), Markdown (for people) and CSV.
+#include <fmt/core.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+#include "mxmoe/perf.hpp"
+
+namespace mxmoe::perf {
+
+namespace {
+
+using Json = nlohmann::json;
+
+Json machine_json(const MachineLimits& m) {
+  Json peaks = Json::array();
+  for (const Peak& p : m.peaks)
+    peaks.push_back({{"name", p.name},
+                     {"unit", p.unit},
+                     {"measured", p.measured},
+                     {"per_core", p.per_core},
+                     {"all_threads", p.all_threads},
+                     {"note", p.note}});
+  return {{"cpu", m.cpu},
+          {"threads", m.threads},
+          {"l3_bytes", m.l3_bytes},
+          {"dram_buffer_bytes", m.dram_buffer_bytes},
+          {"dram_gbps_one_thread", m.dram_gbps_one_thread},
+          {"dram_gbps_all_threads", m.dram_gbps_all_threads},
+          {"peaks", peaks},
+          {"measure_seconds", m.measure_seconds}};
+}
+
+// A figure for a table cell: "-" when unknown (NaN or not measured).
+std::string cell(double v, int decimals = 1) {
+  return std::isfinite(v) ? fmt::format("{:.{}f}", v, decimals) : std::string("-");
+}
+
+std::string csv_number(double v) {
+  return std::isfinite(v) ? fmt::format("{:.6g}", v) : std::string();
+}
+
+}  // namespace
+
+OutputFormat parse_output_format(const std::string& key) {
+  if (key == "md") return OutputFormat::md;
+  if (key == "json") return OutputFormat::json;
+  if (key == "csv") return OutputFormat::csv;
+  throw std::invalid_argument("unknown output format '" + key + "' (valid: md, json, csv)");
+}
+
+std::string to_json(const BenchReport& report) {
+  Json results = Json::array();
+  for (const BenchRow& r : report.rows)
+    results.push_back({{"backend", r.backend},
+                       {"activation", r.activation},
+                       {"threads", r.threads},
+                       {"tokens", r.tokens},
+                       {"us_median", r.us_median},
+                       {"us_sd", r.us_sd},
+                       {"tokens_per_s", r.tokens_per_s},
+                       {"weight_gbps", r.weight_gbps},
+                       {"gflops", r.gflops},
+                       {"pct_bw", r.pct_bw},
+                       {"pct_peak", r.pct_peak}});
+  const Json doc = {{"machine", machine_json(report.machine)}, {"results", results}};
+  return doc.dump(2) + "\n";  // nlohmann writes NaN as null
+}
+
+std::string format_limits_markdown(const MachineLimits& m) {
+  std::string out = fmt::format(
+      "Machine limits ({}; measured in {:.1f} s, best of several runs; shared machines are "
+      "noisy):\n\n| limit | 1 thread | {} threads | unit | note |\n|---|---:|---:|---|---|\n",
+      m.cpu.empty() ? "this CPU" : m.cpu, m.measure_seconds, m.threads);
+  out += fmt::format(
+      "| DRAM read ({:.2f} GB buffer, {:.1f}x LLC) | {} | {} | GB/s | |\n",
+      static_cast<double>(m.dram_buffer_bytes) / 1e9,
+      m.l3_bytes > 0 ? static_cast<double>(m.dram_buffer_bytes) / static_cast<double>(m.l3_bytes)
+                     : 0.0,
+      cell(m.dram_gbps_one_thread), cell(m.dram_gbps_all_threads));
+  for (const Peak& p : m.peaks) {
+    const double nan = std::nan("");
+    out +=
+        fmt::format("| {} | {} | {} | {} | {} |\n", p.name, cell(p.measured ? p.per_core : nan, 0),
+                    cell(p.measured ? p.all_threads : nan, 0), p.unit, p.note);
+  }
+  return out;
+}
+
+std::string to_markdown(const BenchReport& report) {
+  std::string out = format_limits_markdown(report.machine);
+  if (!report.layer.empty() || !report.mode.empty())
+    out += fmt::format("\nLayer: {}; {}\n", report.layer, report.mode);
+  if (!report.rows.empty()) {
+    out +=
+        "\n| backend | activation | threads | tokens | us/call (median ± sd) | reps | tokens/s | "
+        "weight GB/s | GFLOP/s | % DRAM bw | % peak | peak class |\n"
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
+    for (const BenchRow& r : report.rows)
+      out += fmt::format("| {} | {} | {} | {} | {} ± {} | {} | {} | {} | {} | {} | {} | {} |\n",
+                         r.backend, r.activation, r.threads, r.tokens, cell(r.us_median),
+                         cell(r.us_sd), r.reps, cell(r.tokens_per_s, 0), cell(r.weight_gbps, 2),
+                         cell(r.gflops, 1), cell(r.pct_bw), cell(r.pct_peak),
+                         r.peak_class.empty() ? "-" : r.peak_class);
+  }
+  if (!report.notes.empty()) {
+    out += "\nNotes:\n";
+    for (const std::string& n : report.notes) out += "- " + n + "\n";
+  }
+  return out;
+}
+
+std::string to_csv(const BenchReport& report) {
+  std::string out =
+      "backend,activation,threads,tokens,reps,us_median,us_sd,tokens_per_s,weight_gbps,gflops,"
+      "pct_bw,pct_peak,peak_class\n";
+  for (const BenchRow& r : report.rows)
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.backend, r.activation,
+                       r.threads, r.tokens, r.reps, csv_number(r.us_median), csv_number(r.us_sd),
+                       csv_number(r.tokens_per_s), csv_number(r.weight_gbps), csv_number(r.gflops),
+                       csv_number(r.pct_bw), csv_number(r.pct_peak), r.peak_class);
+  return out;
+}
+
+}  // namespace mxmoe::perf

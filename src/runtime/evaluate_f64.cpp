@@ -1,0 +1,111 @@
+#include "runtime/evaluate_f64.hpp"
+
+#include <span>
+
+#include "model/activation.hpp"
+#include "mxmoe/format.hpp"
+#include "runtime/activation_rounding.hpp"
+#include "runtime/thread_pool.hpp"
+
+namespace mxmoe {
+namespace {
+
+class ExpertEvaluator {
+ public:
+  ExpertEvaluator(const LayerSpec& spec, std::optional<ActivationFormat> format)
+      : spec_(spec),
+        format_(format),
+        row_(static_cast<std::size_t>(std::max(spec.hidden, spec.intermediate))),
+        scratch_(rounding_scratch_bytes(row_.size()) + sizeof(float)) {}
+
+  // out += scale * (W2 . Q(act(W1 . xq + b1)) + b2) for expert e of (w1, b1, w2, b2).
+  void add(const Mxfp4View& w1, const DenseView& b1, const Mxfp4View& w2, const DenseView& b2,
+           std::int64_t e, const float* xq, double scale, double* out) {
+    const std::int64_t inter = w2.cols, hidden = w2.rows;
+    std::vector<double> h(static_cast<std::size_t>(2 * inter));
+    for (std::int64_t r = 0; r < 2 * inter; ++r) {
+      double v = row_dot(w1, e, r, xq);
+      if (!b1.empty()) v += static_cast<double>(b1.at(e * 2 * inter + r));
+      h[static_cast<std::size_t>(r)] = v;
+    }
+    LayerSpec act_spec = spec_;
+    act_spec.intermediate = static_cast<int>(inter);
+    std::vector<double> a(static_cast<std::size_t>(inter));
+    activate_row(act_spec, h.data(), a.data());
+    std::vector<float> aq(a.size());
+    for (std::size_t i = 0; i < a.size(); ++i) aq[i] = static_cast<float>(a[i]);
+    if (format_) {
+      round_activations(*format_, aq, aq, scratch_.data());
+      for (std::size_t i = 0; i < a.size(); ++i) a[i] = static_cast<double>(aq[i]);
+    }
+    for (std::int64_t r = 0; r < hidden; ++r) {
+      double v = 0;
+      dequantize(w2, e, r);
+      for (std::int64_t i = 0; i < inter; ++i)
+        v +=
+            static_cast<double>(row_[static_cast<std::size_t>(i)]) * a[static_cast<std::size_t>(i)];
+      if (!b2.empty()) v += static_cast<double>(b2.at(e * hidden + r));
+      out[r] += scale * v;
+    }
+  }
+
+  void round_input(const float* x, float* xq) {
+    const auto n = static_cast<std::size_t>(spec_.hidden);
+    if (format_)
+      round_activations(*format_, {x, n}, {xq, n}, scratch_.data());
+    else
+      std::copy(x, x + n, xq);
+  }
+
+ private:
+  void dequantize(const Mxfp4View& w, std::int64_t e, std::int64_t r) {
+    dequantize_mxfp4({w.row_blocks(e, r), static_cast<std::size_t>(w.row_bytes())},
+                     {w.row_scale(e, r), static_cast<std::size_t>(w.row_scales())},
+                     {row_.data(), static_cast<std::size_t>(w.cols)});
+  }
+  double row_dot(const Mxfp4View& w, std::int64_t e, std::int64_t r, const float* v) {
+    dequantize(w, e, r);
+    double acc = 0;
+    for (std::int64_t i = 0; i < w.cols; ++i)
+      acc += static_cast<double>(row_[static_cast<std::size_t>(i)]) * static_cast<double>(v[i]);
+    return acc;
+  }
+
+  const LayerSpec& spec_;
+  std::optional<ActivationFormat> format_;
+  std::vector<float> row_;
+  std::vector<std::byte> scratch_;
+};
+
+}  // namespace
+
+std::vector<double> evaluate_f64(const LayerSpec& spec, const LayerWeights& w, const float* x,
+                                 std::int64_t tokens, const std::int32_t* ids, const float* weights,
+                                 std::optional<ActivationFormat> format, int ep_size, int ep_rank,
+                                 ThreadPool* pool) {
+  const std::int64_t hidden = spec.hidden;
+  const int k = spec.top_k;
+  const int begin = ep_rank * spec.num_experts / ep_size;
+  const int end = (ep_rank + 1) * spec.num_experts / ep_size;
+  std::vector<double> y(static_cast<std::size_t>(tokens * hidden), 0.0);
+  const auto token = [&](std::int64_t t) {
+    ExpertEvaluator eval(spec, format);
+    std::vector<float> xq(static_cast<std::size_t>(hidden));
+    eval.round_input(x + t * hidden, xq.data());
+    double* yt = y.data() + t * hidden;
+    for (int j = 0; j < k; ++j) {
+      const std::int32_t e = ids[t * k + j];
+      if (e < begin || e >= end) continue;
+      eval.add(w.w1, w.b1, w.w2, w.b2, e, xq.data(), static_cast<double>(weights[t * k + j]), yt);
+    }
+    if (spec.shared_experts > 0 && ep_rank == 0)
+      eval.add(w.shared_w1, DenseView{}, w.shared_w2, DenseView{}, 0, xq.data(), 1.0, yt);
+  };
+  if (pool != nullptr)
+    pool->parallel_for(tokens, [&](std::int64_t t, int) { token(t); });
+  else
+    for (std::int64_t t = 0; t < tokens; ++t) token(t);
+  return y;
+}
+
+}  // namespace mxmoe

@@ -1,0 +1,27 @@
+// A float64 evaluation of a MoE layer for `mxmoe verify`: the weights dequantized exactly,
+// double everywhere else. With a format, both GEMM inputs are rounded to it exactly as the
+// backends do (x per token; the activation output rounded to float, then to the format), so
+// the only difference to a backend is the rounding of accumulation. Without one, it is the
+// unquantized layer, which measures the format's own error.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "mxmoe/deployment.hpp"
+#include "mxmoe/weights.hpp"
+
+namespace mxmoe {
+
+class ThreadPool;
+
+// x [tokens, H]; ids/weights [tokens, top_k] (the routing to evaluate). Returns y [tokens, H].
+// Expert parallelism as in MoeLayer: only experts [rank*E/ep, (rank+1)*E/ep) contribute and
+// the shared expert is added on rank 0. pool may be null (one thread).
+std::vector<double> evaluate_f64(const LayerSpec& spec, const LayerWeights& w, const float* x,
+                                 std::int64_t tokens, const std::int32_t* ids, const float* weights,
+                                 std::optional<ActivationFormat> format, int ep_size = 1,
+                                 int ep_rank = 0, ThreadPool* pool = nullptr);
+
+}  // namespace mxmoe

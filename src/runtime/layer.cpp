@@ -1,0 +1,313 @@
+// MoeLayer: route -> group slots by expert (counting sort) -> the backend kernel ->
+// weighted combine in a fixed order (+ shared expert). See docs/MODELS.md for the math.
+#include "mxmoe/layer.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "backends/kernel.hpp"
+#include "mxmoe/format.hpp"
+#include "mxmoe/routing.hpp"
+#include "runtime/dot.hpp"
+#include "runtime/thread_pool.hpp"
+#include "runtime/workspace.hpp"
+
+namespace mxmoe {
+namespace {
+
+std::vector<float> to_floats(const DenseView& v) {
+  std::vector<float> out(static_cast<std::size_t>(v.empty() ? 0 : v.rows * v.cols));
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = v.at(static_cast<std::int64_t>(i));
+  return out;
+}
+
+// The shared experts as a one-expert layer every token is routed to (weight 1, no bias).
+LayerSpec shared_expert_spec(const LayerSpec& s) {
+  LayerSpec d;
+  d.name = s.name + " (shared expert)";
+  d.family = s.family;
+  d.num_experts = 1;
+  d.top_k = 1;
+  d.hidden = s.hidden;
+  d.intermediate = s.shared_intermediate;
+  d.routing = RoutingMethod::topk_softmax;
+  d.activation = s.activation;
+  d.activation_params = s.activation_params;
+  d.gate_up_layout = s.gate_up_layout;
+  d.weight_format = s.weight_format;
+  return d;
+}
+
+std::string join_reasons(const std::vector<Rejection>& reasons) {
+  std::string out;
+  for (const Rejection& r : reasons) out += (out.empty() ? "" : "; ") + r.detail;
+  return out;
+}
+
+}  // namespace
+
+struct MoeLayer::Impl {
+  LayerWeights weights;
+  Selection selection;
+  std::unique_ptr<ExpertKernel> kernel, shared_kernel;
+  std::vector<float> router_weight, router_bias, selection_bias;
+  int expert_begin = 0, expert_end = 0;
+  bool adds_shared = false;  // the shared expert's output is added by EP rank 0 only
+  int threads = 1;
+  std::unique_ptr<ThreadPool> pool;
+  Workspace workspace;
+
+  const LayerSpec& spec() const { return selection.deployment.layer; }
+
+  // Every buffer of one call, in one workspace.
+  struct Buffers {
+    float* logits;
+    std::int32_t* ids;
+    float* weights;
+    std::int32_t* offsets;         // [E + 1]
+    std::int32_t* cursor;          // [E]
+    std::int32_t* slots;           // [M * k]
+    float* slot_out;               // [M * k, H]
+    std::int32_t* shared_offsets;  // [2]
+    std::int32_t* shared_slots;    // [M]
+    float* shared_out;             // [M, H]
+    float* routing_scratch;
+    float* x_f32;  // forward_bf16 only
+    float* y_f32;
+    std::byte* kernel_ws;
+    std::size_t kernel_ws_size;
+  };
+
+  Buffers carve(std::byte* base, std::int64_t tokens, bool bf16_io) const {
+    const LayerSpec& s = spec();
+    const auto m = static_cast<std::size_t>(tokens);
+    const auto k = static_cast<std::size_t>(s.top_k);
+    const auto e = static_cast<std::size_t>(s.num_experts);
+    const auto h = static_cast<std::size_t>(s.hidden);
+    const bool shared = shared_kernel != nullptr;
+    Carver c(base);
+    Buffers b{};
+    b.logits = c.take<float>(m * e);
+    b.ids = c.take<std::int32_t>(m * k);
+    b.weights = c.take<float>(m * k);
+    b.offsets = c.take<std::int32_t>(e + 1);
+    b.cursor = c.take<std::int32_t>(e);
+    b.slots = c.take<std::int32_t>(m * k);
+    b.slot_out = c.take<float>(m * k * h);
+    b.shared_offsets = c.take<std::int32_t>(2);
+    b.shared_slots = c.take<std::int32_t>(shared ? m : 0);
+    b.shared_out = c.take<float>(shared ? m * h : 0);
+    b.routing_scratch = c.take<float>(routing_scratch_floats(s));
+    b.x_f32 = c.take<float>(bf16_io ? m * h : 0);
+    b.y_f32 = c.take<float>(bf16_io ? m * h : 0);
+    b.kernel_ws_size = kernel->workspace_bytes(tokens, pool->size());
+    if (shared)
+      b.kernel_ws_size =
+          std::max(b.kernel_ws_size, shared_kernel->workspace_bytes(tokens, pool->size()));
+    b.kernel_ws = c.take_bytes(b.kernel_ws_size);
+    if (base == nullptr) b.kernel_ws_size = c.used();  // measuring: report the total
+    return b;
+  }
+
+  Buffers buffers(std::int64_t tokens, bool bf16_io) {
+    const std::size_t total = carve(nullptr, tokens, bf16_io).kernel_ws_size;
+    return carve(workspace.reserve(total), tokens, bf16_io);
+  }
+
+  void router_logits(const float* x, std::int64_t tokens, float* logits) {
+    const LayerSpec& s = spec();
+    if (router_weight.empty())
+      throw std::invalid_argument("layer '" + s.name +
+                                  "' has no router weights: use forward_logits or forward_routed");
+    const auto h = static_cast<std::size_t>(s.hidden);
+    const int e = s.num_experts;
+    pool->parallel_for(tokens, [&](std::int64_t t, int) {
+      for (int j = 0; j < e; ++j) {
+        double v =
+            dot_f64(router_weight.data() + static_cast<std::size_t>(j) * h, x + t * s.hidden, h);
+        if (!router_bias.empty())
+          v += static_cast<double>(router_bias[static_cast<std::size_t>(j)]);
+        logits[t * e + j] = static_cast<float>(v);
+      }
+    });
+  }
+
+  // Everything after routing: group, compute, combine.
+  void run_routed(const float* x, const std::int32_t* ids, const float* route_weights,
+                  std::int64_t tokens, float* y, Buffers& b) {
+    const LayerSpec& s = spec();
+    const int k = s.top_k, e = s.num_experts;
+    const std::int64_t h = s.hidden;
+    const std::int64_t slots = tokens * k;
+
+    // Counting sort of the slots by expert, stable in the slot index (so ascending in t).
+    std::fill(b.offsets, b.offsets + e + 1, 0);
+    for (std::int64_t i = 0; i < slots; ++i) ++b.offsets[ids[i] + 1];
+    for (int j = 0; j < e; ++j) b.offsets[j + 1] += b.offsets[j];
+    std::copy(b.offsets, b.offsets + e, b.cursor);
+    for (std::int64_t i = 0; i < slots; ++i)
+      b.slots[b.cursor[ids[i]]++] = static_cast<std::int32_t>(i);
+
+    ExpertForward f;
+    f.x = x;
+    f.batch = {tokens, k, e, b.offsets, b.slots, expert_begin, expert_end};
+    f.slot_out = b.slot_out;
+    f.pool = pool.get();
+    f.workspace = b.kernel_ws;
+    f.workspace_size = b.kernel_ws_size;
+    kernel->run(f);
+
+    if (adds_shared) {
+      b.shared_offsets[0] = 0;
+      b.shared_offsets[1] = static_cast<std::int32_t>(tokens);
+      for (std::int64_t t = 0; t < tokens; ++t) b.shared_slots[t] = static_cast<std::int32_t>(t);
+      ExpertForward sf = f;
+      sf.batch = {tokens, 1, 1, b.shared_offsets, b.shared_slots, 0, 1};
+      sf.slot_out = b.shared_out;
+      shared_kernel->run(sf);
+    }
+
+    // y_t = sum_k w_tk * slot_out[t*k + k] over local experts, in slot order, then + shared.
+    pool->parallel_for(tokens, [&](std::int64_t t, int) {
+      float* yt = y + t * h;
+      std::fill(yt, yt + h, 0.0f);
+      for (int j = 0; j < k; ++j) {
+        const std::int32_t id = ids[t * k + j];
+        if (id < expert_begin || id >= expert_end) continue;
+        const float w = route_weights[t * k + j];
+        const float* out = b.slot_out + (t * k + j) * h;
+        for (std::int64_t i = 0; i < h; ++i) yt[i] += w * out[i];
+      }
+      if (adds_shared) {
+        const float* out = b.shared_out + t * h;
+        for (std::int64_t i = 0; i < h; ++i) yt[i] += out[i];
+      }
+    });
+  }
+
+  void route_and_run(const float* x, const float* logits, std::int64_t tokens, float* y,
+                     Buffers& b) {
+    const LayerSpec& s = spec();
+    route_logits(s, logits, selection_bias.empty() ? nullptr : selection_bias.data(), tokens, b.ids,
+                 b.weights, {b.routing_scratch, routing_scratch_floats(s)});
+    run_routed(x, b.ids, b.weights, tokens, y, b);
+  }
+};
+
+MoeLayer::MoeLayer(const LayerWeights& weights, Selection selection)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  if (selection.chosen.empty()) throw NoBackendError(std::move(selection));
+  const Deployment& d = selection.deployment;
+  const LayerSpec& s = d.layer;
+  validate(s, weights);
+  if (!d.request.activation)
+    throw std::invalid_argument(
+        "selection.deployment.request.activation is unset (judge() resolves it)");
+  const Backend* backend = find_backend(selection.chosen);
+  if (backend == nullptr)
+    throw std::invalid_argument("the selection chose '" + selection.chosen +
+                                "', which is not a registered backend");
+  if (const auto reasons = backend->check(d); !reasons.empty())
+    throw std::invalid_argument("the selection chose '" + selection.chosen +
+                                "' but its check rejects the deployment: " + join_reasons(reasons));
+
+  m.weights = weights;
+  m.kernel = backend->create(d, weights);
+  const int ep = std::max(d.request.ep_size, 1), rank = d.request.ep_rank;
+  m.expert_begin = rank * s.num_experts / ep;
+  m.expert_end = (rank + 1) * s.num_experts / ep;
+  if (s.shared_experts > 0) {
+    Deployment sd = d;
+    sd.layer = shared_expert_spec(s);
+    sd.request.ep_size = 1;
+    sd.request.ep_rank = 0;
+    LayerWeights sw;
+    sw.w1 = weights.shared_w1;
+    sw.w2 = weights.shared_w2;
+    m.shared_kernel = backend->create(sd, sw);
+    m.adds_shared = rank == 0;
+  }
+  m.router_weight = to_floats(weights.router_weight);
+  m.router_bias = to_floats(weights.router_bias);
+  m.selection_bias = to_floats(weights.selection_bias);
+  m.selection = std::move(selection);
+  set_threads(0);
+}
+
+MoeLayer::~MoeLayer() = default;
+MoeLayer::MoeLayer(MoeLayer&&) noexcept = default;
+MoeLayer& MoeLayer::operator=(MoeLayer&&) noexcept = default;
+
+void MoeLayer::forward(const float* x, std::int64_t tokens, float* y) {
+  if (tokens < 0) throw std::invalid_argument("forward: tokens < 0");
+  if (tokens == 0) return;
+  Impl::Buffers b = impl_->buffers(tokens, false);
+  impl_->router_logits(x, tokens, b.logits);
+  impl_->route_and_run(x, b.logits, tokens, y, b);
+}
+
+void MoeLayer::forward_logits(const float* x, const float* logits, std::int64_t tokens, float* y) {
+  if (tokens < 0) throw std::invalid_argument("forward_logits: tokens < 0");
+  if (tokens == 0) return;
+  Impl::Buffers b = impl_->buffers(tokens, false);
+  impl_->route_and_run(x, logits, tokens, y, b);
+}
+
+void MoeLayer::forward_routed(const float* x, const std::int32_t* ids, const float* weights,
+                              std::int64_t tokens, float* y) {
+  if (tokens < 0) throw std::invalid_argument("forward_routed: tokens < 0");
+  if (tokens == 0) return;
+  validate_routing(impl_->spec(), ids, weights, tokens);
+  Impl::Buffers b = impl_->buffers(tokens, false);
+  impl_->run_routed(x, ids, weights, tokens, y, b);
+}
+
+void MoeLayer::forward_bf16(const std::uint16_t* x, std::int64_t tokens, std::uint16_t* y) {
+  if (tokens < 0) throw std::invalid_argument("forward_bf16: tokens < 0");
+  if (tokens == 0) return;
+  Impl::Buffers b = impl_->buffers(tokens, true);
+  const std::int64_t n = tokens * impl_->spec().hidden;
+  for (std::int64_t i = 0; i < n; ++i) b.x_f32[i] = bf16_to_f32(x[i]);
+  impl_->router_logits(b.x_f32, tokens, b.logits);
+  impl_->route_and_run(b.x_f32, b.logits, tokens, b.y_f32, b);
+  for (std::int64_t i = 0; i < n; ++i) y[i] = f32_to_bf16(b.y_f32[i]);
+}
+
+void MoeLayer::set_threads(int threads) {
+  if (threads < 0) throw std::invalid_argument("set_threads: threads < 0");
+  const Deployment& d = impl_->selection.deployment;
+  if (threads == 0) threads = d.request.threads > 0 ? d.request.threads : d.hardware.logical_cpus;
+  threads = std::max(threads, 1);
+  if (impl_->pool && impl_->pool->size() == threads) return;
+  impl_->pool.reset();
+  impl_->pool = std::make_unique<ThreadPool>(threads);
+  impl_->threads = threads;
+}
+
+int MoeLayer::threads() const noexcept {
+  return impl_->threads;
+}
+const Selection& MoeLayer::selection() const noexcept {
+  return impl_->selection;
+}
+const LayerSpec& MoeLayer::spec() const noexcept {
+  return impl_->spec();
+}
+std::uint64_t MoeLayer::workspace_allocations() const noexcept {
+  return impl_->workspace.growths();
+}
+std::size_t MoeLayer::packed_weight_bytes() const noexcept {
+  return impl_->kernel->packed_bytes() +
+         (impl_->shared_kernel ? impl_->shared_kernel->packed_bytes() : 0);
+}
+
+MoeLayer make_layer(const LayerSpec& spec, const LayerWeights& weights, const Hardware& hw,
+                    const Request& request) {
+  const Deployment d{spec, hw, request};
+  return MoeLayer(weights, select(d, preferences_for(spec.family)));
+}
+
+}  // namespace mxmoe

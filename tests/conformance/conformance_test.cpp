@@ -1,0 +1,176 @@
+// The backend conformance suite: every registered backend whose check() passes on this
+// machine, for every activation format it supports, against the reference backend with the
+// same format (same quantized inputs; only the order and precision of accumulation may
+// differ). A new backend in backends.inc is picked up here without editing this file.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "mxmoe/hardware.hpp"
+#include "mxmoe/layer.hpp"
+
+namespace {
+
+using mxmoe::ActivationFormat;
+using mxmoe::LayerSpec;
+
+// 1e-5 relative L2: a float32 backend's accumulation error over K <= 160 products is a
+// few 1e-7 relative (random-walk sqrt(K) * 2^-24 per step, twice: GEMM1 and GEMM2), the
+// reference's (double) is ~1e-16; a real bug (a wrong block, scale, lane or bias) gives
+// errors of order 1e-2 or more.
+constexpr double kTolerance = 1e-5;
+
+// Shapes with tails: H and I multiples of 32 but not of 64.
+LayerSpec shape(std::string_view preset, int experts, int top_k) {
+  LayerSpec s = mxmoe::preset(preset);
+  s.name += " (conformance)";
+  s.num_experts = experts;
+  s.top_k = top_k;
+  s.hidden = 96;
+  s.intermediate = 160;
+  if (s.shared_experts > 0) s.shared_intermediate = 96;
+  if (s.routing == mxmoe::RoutingMethod::sigmoid_group_topk) {
+    s.routing_params.n_group = 2;
+    s.routing_params.topk_group = 2;
+  }
+  return s;
+}
+
+// Unit-variance inputs with tails: one element in 64 is 30x larger (outlier channels).
+std::vector<float> input(const LayerSpec& s, std::int64_t tokens, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(static_cast<std::size_t>(tokens * s.hidden));
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = normal(rng) * (rng() % 64 == 0 ? 30.0f : 1.0f);
+  return x;
+}
+
+enum class Pattern { spread, one_expert, few_experts };
+
+// Explicit routing so the extreme cases are certain: every token on expert E-1 (plus the
+// next ones when k > 1), or only the first k+1 experts used (the others get zero tokens).
+void routing(const LayerSpec& s, std::int64_t tokens, Pattern p, unsigned seed,
+             std::vector<std::int32_t>& ids, std::vector<float>& weights) {
+  std::mt19937 rng(seed);
+  const int e = s.num_experts, k = s.top_k;
+  ids.assign(static_cast<std::size_t>(tokens * k), 0);
+  weights.assign(ids.size(), 0.0f);
+  for (std::int64_t t = 0; t < tokens; ++t) {
+    std::vector<std::int32_t> order(static_cast<std::size_t>(e));
+    for (int i = 0; i < e; ++i) order[static_cast<std::size_t>(i)] = i;
+    if (p == Pattern::spread) std::shuffle(order.begin(), order.end(), rng);
+    if (p == Pattern::one_expert) std::reverse(order.begin(), order.end());
+    if (p == Pattern::few_experts)
+      std::shuffle(order.begin(), order.begin() + std::min(e, k + 1), rng);
+    for (int j = 0; j < k; ++j) {
+      ids[static_cast<std::size_t>(t * k + j)] = order[static_cast<std::size_t>(j)];
+      weights[static_cast<std::size_t>(t * k + j)] =
+          0.25f + static_cast<float>(rng() % 1000) / 1000.0f;
+    }
+  }
+}
+
+mxmoe::Selection selection(const mxmoe::Backend& b, const LayerSpec& s, const mxmoe::Hardware& hw,
+                           ActivationFormat f, int threads) {
+  mxmoe::Selection sel;
+  sel.deployment.layer = s;
+  sel.deployment.hardware = hw;
+  sel.deployment.request.activation = f;
+  sel.deployment.request.threads = threads;
+  sel.chosen = std::string(b.name());
+  sel.why = "conformance";
+  return sel;
+}
+
+double relative_l2(const std::vector<float>& got, const std::vector<float>& want) {
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double d = static_cast<double>(got[i]) - static_cast<double>(want[i]);
+    num += d * d;
+    den += static_cast<double>(want[i]) * static_cast<double>(want[i]);
+  }
+  return std::sqrt(num / den);
+}
+
+struct Scenario {
+  const char* preset;
+  int experts, top_k;
+  std::int64_t tokens;
+  Pattern pattern;
+};
+
+constexpr Scenario kScenarios[] = {
+    {"gpt-oss-20b", 6, 2, 1, Pattern::spread},
+    {"gpt-oss-20b", 6, 2, 37, Pattern::spread},
+    {"gpt-oss-20b", 5, 5, 64, Pattern::spread},  // top-k = E
+    {"gpt-oss-20b", 8, 2, 600, Pattern::spread},
+    {"mixtral-8x7b", 8, 2, 150, Pattern::few_experts},  // experts with zero tokens
+    {"qwen3-30b-a3b", 4, 1, 129, Pattern::one_expert},  // all tokens on one expert
+    {"deepseek-v3", 6, 3, 33, Pattern::spread},         // shared expert
+    {"deepseek-v4-flash", 4, 4, 17, Pattern::one_expert},
+};
+
+TEST(Conformance, EveryBackendMatchesTheReference) {
+  const mxmoe::Hardware hw = mxmoe::probe_hardware();
+  const mxmoe::Backend* reference = mxmoe::find_backend("reference");
+  ASSERT_NE(reference, nullptr);
+  int checked = 0;
+  for (const Scenario& sc : kScenarios) {
+    const LayerSpec s = shape(sc.preset, sc.experts, sc.top_k);
+    const auto storage = mxmoe::LayerStorage::random(s, 101);
+    const auto x = input(s, sc.tokens, 102);
+    std::vector<std::int32_t> ids;
+    std::vector<float> weights;
+    routing(s, sc.tokens, sc.pattern, 103, ids, weights);
+    for (ActivationFormat f : mxmoe::all_activation_formats()) {
+      std::vector<float> want(x.size());
+      mxmoe::MoeLayer(storage.weights(), selection(*reference, s, hw, f, 2))
+          .forward_routed(x.data(), ids.data(), weights.data(), sc.tokens, want.data());
+      for (const mxmoe::Backend* b : mxmoe::registered_backends()) {
+        const auto sel = selection(*b, s, hw, f, 1);
+        if (!b->check(sel.deployment).empty()) continue;  // not selectable here
+        SCOPED_TRACE(std::string(b->name()) + " " + std::string(mxmoe::to_string(f)) + " " +
+                     s.name + " tokens=" + std::to_string(sc.tokens));
+        mxmoe::MoeLayer layer(storage.weights(), sel);
+        std::vector<float> one(x.size()), two(x.size());
+        layer.forward_routed(x.data(), ids.data(), weights.data(), sc.tokens, one.data());
+        layer.set_threads(2);
+        layer.forward_routed(x.data(), ids.data(), weights.data(), sc.tokens, two.data());
+        EXPECT_EQ(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)), 0)
+            << "1 and 2 threads differ";
+        EXPECT_LT(relative_l2(one, want), kTolerance);
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GT(checked, 0) << "the reference backend at least must be selectable";
+}
+
+// The layer's own router path too (not only explicit routing), for each backend.
+TEST(Conformance, RouterPathMatchesTheReference) {
+  const mxmoe::Hardware hw = mxmoe::probe_hardware();
+  const mxmoe::Backend* reference = mxmoe::find_backend("reference");
+  ASSERT_NE(reference, nullptr);
+  const LayerSpec s = shape("gpt-oss-20b", 8, 4);
+  const auto storage = mxmoe::LayerStorage::random(s, 201);
+  const auto x = input(s, 45, 202);
+  for (ActivationFormat f : mxmoe::all_activation_formats()) {
+    std::vector<float> want(x.size());
+    mxmoe::MoeLayer(storage.weights(), selection(*reference, s, hw, f, 1))
+        .forward(x.data(), 45, want.data());
+    for (const mxmoe::Backend* b : mxmoe::registered_backends()) {
+      const auto sel = selection(*b, s, hw, f, 2);
+      if (!b->check(sel.deployment).empty()) continue;
+      SCOPED_TRACE(std::string(b->name()) + " " + std::string(mxmoe::to_string(f)));
+      std::vector<float> got(x.size());
+      mxmoe::MoeLayer(storage.weights(), sel).forward(x.data(), 45, got.data());
+      EXPECT_LT(relative_l2(got, want), kTolerance);
+    }
+  }
+}
+
+}  // namespace

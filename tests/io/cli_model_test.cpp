@@ -1,0 +1,85 @@
+// End to end through the mxmoe executable: a gpt-oss-layout checkpoint directory and x.npy
+// written here -> `mxmoe run --model DIR --layer 1` -> y.npy matches the float64 evaluation;
+// `mxmoe info --model DIR --json` describes it. Skipped when the executable is not built.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+
+#include "io_fixtures.hpp"
+#include "mxmoe/npy.hpp"
+
+namespace mxmoe {
+namespace {
+
+using testing_io::Dims;
+using testing_io::TempDir;
+
+// Runs COMMAND with the executable; returns (exit code, stdout).
+std::pair<int, std::string> run_cli(const std::string& args) {
+  const std::string command = std::string(MXMOE_CLI_PATH) + " " + args + " 2>/dev/null";
+  FILE* pipe = ::popen(command.c_str(), "r");
+  std::string out;
+  char buffer[4096];
+  while (pipe && std::fgets(buffer, sizeof buffer, pipe)) out += buffer;
+  const int status = pipe ? ::pclose(pipe) : -1;
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+class CliModel : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!std::filesystem::exists(MXMOE_CLI_PATH))
+      GTEST_SKIP() << "the mxmoe executable is not built: " << MXMOE_CLI_PATH;
+  }
+};
+
+TEST_F(CliModel, RunModelLayerMatchesFloat64Evaluation) {
+  TempDir dir, io;
+  const Dims d;
+  const auto layers = testing_io::write_gpt_oss_checkpoint(dir.path(), d, /*sharded=*/true);
+  const int tokens = 7;
+  const auto x = testing_io::random_input(tokens, d.hidden, 99);
+  const std::vector<std::int64_t> shape = {tokens, d.hidden};
+  write_npy(io / "x.npy", x, shape);
+  const auto [rc, out] =
+      run_cli("run --model " + dir.path() + " --layer 1 --input " + (io / "x.npy") + " --output " +
+              (io / "y.npy") + " --backend reference --activation f32 --threads 1");
+  ASSERT_EQ(rc, 0) << out;
+  const NpyArray y = read_npy(io / "y.npy");
+  EXPECT_EQ(y.shape, shape);
+  // Reference backend, float32 activations: only float32 accumulation differs (see
+  // checkpoint_test.cpp for the bound).
+  EXPECT_LT(testing_io::relative_l2(y.data, testing_io::gpt_oss_reference(d, layers[1], x, tokens)),
+            2e-5);
+}
+
+TEST_F(CliModel, InfoModelJsonDescribesTheCheckpoint) {
+  TempDir dir;
+  testing_io::write_gpt_oss_checkpoint(dir.path(), Dims{}, /*sharded=*/true);
+  const auto [rc, out] = run_cli("info --model " + dir.path() + " --json");
+  ASSERT_EQ(rc, 0) << out;
+  const auto j = nlohmann::json::parse(out);
+  EXPECT_EQ(j["family"], "gpt_oss");
+  EXPECT_EQ(j["experts"], 4);
+  EXPECT_EQ(j["top_k"], 2);
+  EXPECT_EQ(j["hidden"], 64);
+  EXPECT_EQ(j["intermediate"], 96);
+  EXPECT_EQ(j["layers"], 2);
+  EXPECT_EQ(j["shards"], 2);
+  EXPECT_EQ(j["tensors"], 16);
+  EXPECT_EQ(j["per_layer"][1]["status"], "ok");
+  EXPECT_TRUE(j["weight_formats"].contains("U8"));
+}
+
+TEST_F(CliModel, MalformedCheckpointFailsWithTheFileNamed) {
+  TempDir dir;
+  testing_io::write_gpt_oss_checkpoint(dir.path(), Dims{}, /*sharded=*/false);
+  testing_io::write_bytes(dir / "model.safetensors", "tiny");
+  const auto [rc, out] = run_cli("info --model " + dir.path());
+  EXPECT_NE(rc, 0);
+}
+
+}  // namespace
+}  // namespace mxmoe

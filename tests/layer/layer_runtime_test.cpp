@@ -1,0 +1,263 @@
+// MoeLayer's runtime behaviour: no allocation after warm-up, thread-count independence,
+// expert parallelism, the forward variants and their input checks.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "layer/layer_fixture.hpp"
+#include "layer/naive_moe.hpp"
+#include "mxmoe/format.hpp"
+#include "mxmoe/routing.hpp"
+
+// Counts every global allocation of this test binary (a test-only replacement).
+namespace {
+std::atomic<std::uint64_t> g_allocations{0};
+void* counted_alloc(std::size_t n, std::size_t align) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  void* p =
+      align <= alignof(std::max_align_t)
+          ? std::malloc(n == 0 ? 1 : n)
+          : std::aligned_alloc(align, (std::max<std::size_t>(n, 1) + align - 1) / align * align);
+  if (p == nullptr) throw std::bad_alloc();
+  return p;
+}
+}  // namespace
+
+void* operator new(std::size_t n) {
+  return counted_alloc(n, 0);
+}
+void* operator new[](std::size_t n) {
+  return counted_alloc(n, 0);
+}
+void* operator new(std::size_t n, std::align_val_t a) {
+  return counted_alloc(n, static_cast<std::size_t>(a));
+}
+void* operator new[](std::size_t n, std::align_val_t a) {
+  return counted_alloc(n, static_cast<std::size_t>(a));
+}
+void operator delete(void* p) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, std::size_t) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p, std::size_t) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, std::align_val_t) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p, std::align_val_t) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept {
+  std::free(p);
+}
+
+namespace {
+
+using layer_test::reference_selection;
+using layer_test::shrink;
+using mxmoe::ActivationFormat;
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+TEST(LayerRuntime, NoAllocationAfterWarmUp) {
+  for (ActivationFormat f : mxmoe::all_activation_formats()) {
+    SCOPED_TRACE(std::string(mxmoe::to_string(f)));
+    const auto spec = shrink("deepseek-v3", 16, 4, 64, 32);  // shared expert included
+    const auto storage = mxmoe::LayerStorage::random(spec, 1);
+    mxmoe::MoeLayer layer(storage.weights(), reference_selection(spec, f, 2));
+    const auto x = layer_test::random_input(spec, 33, 2);
+    std::vector<float> y(x.size());
+    layer.forward(x.data(), 33, y.data());  // warm-up at 33 tokens
+    const std::uint64_t grown = layer.workspace_allocations();
+    const std::uint64_t before = g_allocations.load();
+    for (std::int64_t tokens : {33, 1, 17, 33}) layer.forward(x.data(), tokens, y.data());
+    EXPECT_EQ(g_allocations.load(), before) << "forward allocated after warm-up";
+    EXPECT_EQ(layer.workspace_allocations(), grown);
+    layer.forward(x.data(), 0, y.data());
+    EXPECT_EQ(g_allocations.load(), before);
+  }
+}
+
+TEST(LayerRuntime, WorkspaceGrowsOnlyForLargerCalls) {
+  const auto spec = shrink("gpt-oss-20b", 4, 2, 64, 64);
+  const auto storage = mxmoe::LayerStorage::random(spec, 3);
+  mxmoe::MoeLayer layer(storage.weights(), reference_selection(spec, ActivationFormat::f32));
+  const auto x = layer_test::random_input(spec, 40, 4);
+  std::vector<float> y(x.size());
+  EXPECT_EQ(layer.workspace_allocations(), 0u);
+  layer.forward(x.data(), 10, y.data());
+  EXPECT_EQ(layer.workspace_allocations(), 1u);
+  layer.forward(x.data(), 5, y.data());
+  EXPECT_EQ(layer.workspace_allocations(), 1u);
+  layer.forward(x.data(), 40, y.data());
+  EXPECT_EQ(layer.workspace_allocations(), 2u);
+}
+
+TEST(LayerRuntime, ThreadCountDoesNotChangeBits) {
+  for (ActivationFormat f : mxmoe::all_activation_formats()) {
+    SCOPED_TRACE(std::string(mxmoe::to_string(f)));
+    const auto spec = shrink("deepseek-v4-flash", 8, 3, 96, 64);
+    const auto storage = mxmoe::LayerStorage::random(spec, 5);
+    mxmoe::MoeLayer layer(storage.weights(), reference_selection(spec, f, 1));
+    const auto x = layer_test::random_input(spec, 21, 6);
+    std::vector<float> one(x.size()), two(x.size());
+    layer.forward(x.data(), 21, one.data());
+    layer.set_threads(2);
+    EXPECT_EQ(layer.threads(), 2);
+    layer.forward(x.data(), 21, two.data());
+    EXPECT_TRUE(same_bits(one, two));
+  }
+}
+
+TEST(LayerRuntime, TokenAloneEqualsTokenInBatch) {
+  const auto spec = shrink("gpt-oss-20b", 6, 2, 96, 64);
+  const auto storage = mxmoe::LayerStorage::random(spec, 7);
+  mxmoe::MoeLayer layer(storage.weights(), reference_selection(spec, ActivationFormat::int8, 2));
+  const std::int64_t tokens = 13;
+  const auto x = layer_test::random_input(spec, tokens, 8);
+  std::vector<float> batch(x.size()), alone(static_cast<std::size_t>(spec.hidden));
+  layer.forward(x.data(), tokens, batch.data());
+  for (std::int64_t t = 0; t < tokens; ++t) {
+    layer.forward(x.data() + t * spec.hidden, 1, alone.data());
+    EXPECT_EQ(
+        std::memcmp(alone.data(), batch.data() + t * spec.hidden, alone.size() * sizeof(float)), 0)
+        << "token " << t;
+  }
+}
+
+// Each rank contributes its local experts' partial sum (the shared expert on rank 0); the
+// ranks' outputs add up to the single-rank layer up to float rounding of the sum.
+TEST(LayerRuntime, ExpertParallelRanksSumToTheWhole) {
+  const auto spec = shrink("deepseek-v3", 16, 4, 64, 32);
+  const auto storage = mxmoe::LayerStorage::random(spec, 9);
+  const std::int64_t tokens = 11;
+  const auto x = layer_test::random_input(spec, tokens, 10);
+  std::vector<float> whole(x.size());
+  mxmoe::MoeLayer(storage.weights(), reference_selection(spec, ActivationFormat::f32))
+      .forward(x.data(), tokens, whole.data());
+  for (int ep : {2, 4}) {
+    std::vector<double> sum(x.size(), 0.0);
+    for (int rank = 0; rank < ep; ++rank) {
+      std::vector<float> part(x.size());
+      mxmoe::MoeLayer(storage.weights(),
+                      reference_selection(spec, ActivationFormat::f32, 1, ep, rank))
+          .forward(x.data(), tokens, part.data());
+      for (std::size_t i = 0; i < sum.size(); ++i) sum[i] += static_cast<double>(part[i]);
+    }
+    EXPECT_LT(naive::relative_l2(sum, whole), 1e-6) << "ep=" << ep;
+  }
+}
+
+TEST(LayerRuntime, ForwardVariantsAgree) {
+  const auto spec = shrink("qwen3-30b-a3b", 8, 2, 64, 32);
+  const auto storage = mxmoe::LayerStorage::random(spec, 13);
+  mxmoe::MoeLayer layer(storage.weights(), reference_selection(spec, ActivationFormat::f32));
+  const std::int64_t tokens = 6;
+  const auto x = layer_test::random_input(spec, tokens, 14);
+  std::vector<float> y(x.size()), y_logits(x.size()), y_routed(x.size());
+  layer.forward(x.data(), tokens, y.data());
+
+  // Logits as the runtime computes them (router weights . x), then the routing they give.
+  const auto& w = storage.weights();
+  std::vector<float> logits(static_cast<std::size_t>(tokens * spec.num_experts));
+  for (std::int64_t t = 0; t < tokens; ++t)
+    for (int e = 0; e < spec.num_experts; ++e) {
+      double v = 0;
+      for (int h = 0; h < spec.hidden; ++h)
+        v += static_cast<double>(w.router_weight.at(std::int64_t{e} * spec.hidden + h)) *
+             static_cast<double>(x[static_cast<std::size_t>(t * spec.hidden + h)]);
+      logits[static_cast<std::size_t>(t * spec.num_experts + e)] = static_cast<float>(v);
+    }
+  layer.forward_logits(x.data(), logits.data(), tokens, y_logits.data());
+  EXPECT_LT(naive::relative_l2(y_logits, y), 1e-6);
+
+  std::vector<std::int32_t> ids(static_cast<std::size_t>(tokens * spec.top_k));
+  std::vector<float> weights(ids.size());
+  std::vector<float> scratch(mxmoe::routing_scratch_floats(spec));
+  mxmoe::route_logits(spec, logits.data(), nullptr, tokens, ids.data(), weights.data(), scratch);
+  layer.forward_routed(x.data(), ids.data(), weights.data(), tokens, y_routed.data());
+  EXPECT_TRUE(same_bits(y_routed, y_logits));
+
+  // bf16 in/out: the same layer on the bf16-rounded input, output rounded to bf16.
+  std::vector<std::uint16_t> xb(x.size()), yb(x.size());
+  std::vector<float> xr(x.size()), yr(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    xb[i] = mxmoe::f32_to_bf16(x[i]);
+    xr[i] = mxmoe::bf16_to_f32(xb[i]);
+  }
+  layer.forward_bf16(xb.data(), tokens, yb.data());
+  layer.forward(xr.data(), tokens, yr.data());
+  for (std::size_t i = 0; i < x.size(); ++i) ASSERT_EQ(yb[i], mxmoe::f32_to_bf16(yr[i])) << i;
+}
+
+TEST(LayerRuntime, ForwardRoutedRejectsBadRouting) {
+  const auto spec = shrink("mixtral-8x7b", 4, 2, 64, 32);
+  const auto storage = mxmoe::LayerStorage::random(spec, 15);
+  mxmoe::MoeLayer layer(storage.weights(), reference_selection(spec, ActivationFormat::f32));
+  const auto x = layer_test::random_input(spec, 2, 16);
+  std::vector<float> y(x.size());
+  const float good_w[] = {0.5f, 0.5f, 0.7f, 0.3f};
+  const std::int32_t out_of_range[] = {0, 1, 2, 4};
+  const std::int32_t negative[] = {-1, 1, 2, 3};
+  const std::int32_t duplicate[] = {0, 1, 3, 3};
+  EXPECT_THROW(layer.forward_routed(x.data(), out_of_range, good_w, 2, y.data()),
+               std::invalid_argument);
+  EXPECT_THROW(layer.forward_routed(x.data(), negative, good_w, 2, y.data()),
+               std::invalid_argument);
+  EXPECT_THROW(layer.forward_routed(x.data(), duplicate, good_w, 2, y.data()),
+               std::invalid_argument);
+  const std::int32_t ok[] = {0, 1, 2, 3};
+  const float nan_w[] = {0.5f, 0.5f, std::numeric_limits<float>::quiet_NaN(), 0.3f};
+  EXPECT_THROW(layer.forward_routed(x.data(), ok, nan_w, 2, y.data()), std::invalid_argument);
+  EXPECT_NO_THROW(layer.forward_routed(x.data(), ok, good_w, 2, y.data()));
+}
+
+TEST(LayerRuntime, ConstructionChecks) {
+  const auto spec = shrink("gpt-oss-20b", 4, 2, 64, 32);
+  const auto storage = mxmoe::LayerStorage::random(spec, 17);
+  auto none = reference_selection(spec, ActivationFormat::f32);
+  none.chosen = "";
+  EXPECT_THROW(mxmoe::MoeLayer(storage.weights(), none), mxmoe::NoBackendError);
+  auto unknown = reference_selection(spec, ActivationFormat::f32);
+  unknown.chosen = "no_such_backend";
+  EXPECT_THROW(mxmoe::MoeLayer(storage.weights(), unknown), std::invalid_argument);
+  auto unresolved = reference_selection(spec, ActivationFormat::f32);
+  unresolved.deployment.request.activation.reset();
+  EXPECT_THROW(mxmoe::MoeLayer(storage.weights(), unresolved), std::invalid_argument);
+  auto other = shrink("gpt-oss-20b", 4, 2, 96, 32);  // weights of another shape
+  EXPECT_THROW(
+      mxmoe::MoeLayer(storage.weights(), reference_selection(other, ActivationFormat::f32)),
+      std::invalid_argument);
+}
+
+TEST(LayerRuntime, MakeLayerSelectsAndRuns) {
+  const auto spec = shrink("gpt-oss-20b", 4, 2, 64, 32);
+  const auto storage = mxmoe::LayerStorage::random(spec, 19);
+  mxmoe::Request request;
+  request.forced_backend = "reference";
+  request.threads = 1;
+  mxmoe::MoeLayer layer =
+      mxmoe::make_layer(spec, storage.weights(), layer_test::test_hardware(), request);
+  EXPECT_EQ(layer.selection().chosen, "reference");
+  ASSERT_TRUE(layer.selection().deployment.request.activation.has_value());
+  const auto x = layer_test::random_input(spec, 3, 20);
+  std::vector<float> y(x.size());
+  layer.forward(x.data(), 3, y.data());
+  for (float v : y) ASSERT_TRUE(std::isfinite(v));
+}
+
+}  // namespace

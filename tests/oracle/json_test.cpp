@@ -1,0 +1,143 @@
+// JSON round trips of the plain-data types, and their strictness: a saved deployment is
+// replayed only if every key is known and none is missing.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "stub_backend.hpp"
+
+namespace mxmoe::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A deployment with every field away from its default, drawn at random (seeded).
+Deployment random_deployment(std::mt19937& rng) {
+  auto pick = [&rng](int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng); };
+  auto real = [&rng](float lo, float hi) {
+    return std::uniform_real_distribution<float>(lo, hi)(rng);
+  };
+  Deployment d = sample_deployment();
+  d.layer.name = "random-" + std::to_string(pick(1000));
+  d.layer.family = static_cast<Family>(pick(5));
+  d.layer.num_experts = 8 * (1 + pick(32));
+  d.layer.top_k = 1 + pick(8);
+  d.layer.hidden = 32 * (1 + pick(200));
+  d.layer.intermediate = 32 * (1 + pick(200));
+  d.layer.routing = static_cast<RoutingMethod>(pick(4));
+  d.layer.routing_params = {pick(2) == 1, pick(2) == 1, 1 + pick(8), 1 + pick(4), real(0.5f, 3.f)};
+  d.layer.activation = static_cast<ActivationFn>(pick(3));
+  d.layer.activation_params = {real(1.f, 2.f), real(5.f, 10.f)};
+  d.layer.expert_bias = pick(2) == 1;
+  d.layer.router_bias = pick(2) == 1;
+  d.layer.gate_up_layout = static_cast<GateUpLayout>(pick(2));
+  d.layer.shared_experts = pick(3);
+  d.layer.shared_intermediate = 32 * pick(100);
+  for (std::string_view n : isa_feature_names()) set_isa_feature(d.hardware.isa, n, pick(2) == 1);
+  d.hardware.os_denied = {"amx_tile"};
+  d.hardware.isa_cap = "avx512";
+  d.hardware.l1d_bytes = 49152;
+  d.hardware.l2_bytes = 2ull << 20;
+  d.hardware.l3_bytes = 105ull << 20;
+  d.hardware.cuda_devices = {{"NVIDIA GB200", 100, 192ull << 30}};
+  d.hardware.source = "captured.json";
+  d.request.activation = static_cast<ActivationFormat>(pick(4));
+  d.request.batch_invariant = pick(2) == 1;
+  d.request.ep_size = 1 + pick(4);
+  d.request.ep_rank = pick(d.request.ep_size);
+  d.request.threads = pick(64);
+  d.request.tokens_hint = 1 + pick(4096);
+  d.request.forced_backend = pick(2) == 1 ? "avx2" : "";
+  d.request.excluded_backends = {"amx_int8", "reference"};
+  return d;
+}
+
+TEST(Json, HardwareRoundTripsIncludingThisMachinesProbe) {
+  const Hardware probed = probe_hardware();
+  EXPECT_EQ(hardware_from_json(to_json(probed)), probed);
+  std::mt19937 rng(7);
+  const Hardware random = random_deployment(rng).hardware;
+  EXPECT_EQ(hardware_from_json(to_json(random)), random);
+  // ISA features are named booleans.
+  EXPECT_THAT(to_json(random), HasSubstr("\"avx512_vnni\": "));
+}
+
+TEST(Json, DeploymentRoundTrips) {
+  std::mt19937 rng(11);
+  for (int i = 0; i < 50; ++i) {
+    const Deployment d = random_deployment(rng);
+    ASSERT_EQ(deployment_from_json(to_json(d)), d) << to_json(d);
+    EXPECT_EQ(request_from_json(to_json(d.request)), d.request);
+    EXPECT_EQ(layer_spec_from_json(to_json(d.layer)), d.layer);
+  }
+  Deployment unset = sample_deployment();
+  unset.request.activation.reset();
+  EXPECT_EQ(deployment_from_json(to_json(unset)), unset);
+}
+
+TEST(Json, SelectionRoundTripsWithReasonsAndSuggestions) {
+  BackendCapabilities not_invariant = portable_caps();
+  not_invariant.batch_invariant_activations = {ActivationFormat::f32};
+  const StubBackend a("a", with_isa(portable_caps(), {"amx_int8"}), 1.0 / 3.0);
+  const StubBackend b("b", not_invariant, 2.5);
+  Deployment d = sample_deployment();
+  d.hardware.isa.amx_int8 = false;
+  d.request.batch_invariant = true;
+  const Selection failed = judge(d, Preferences{}, candidates(a, b));
+  ASSERT_FALSE(failed.suggestions.empty());
+  EXPECT_EQ(selection_from_json(to_json(failed)), failed);
+
+  d.request.batch_invariant = false;
+  d.hardware.isa.amx_int8 = true;
+  const Selection chosen = judge(d, preferences_for(Family::deepseek_v4), candidates(a, b));
+  ASSERT_EQ(chosen.chosen, "a");
+  EXPECT_EQ(selection_from_json(to_json(chosen)), chosen);  // 1/3 survives the text form
+}
+
+TEST(Json, UnknownAndMissingKeysAreNamed) {
+  const std::string good = to_json(sample_deployment());
+  auto expect_error = [](const std::string& text, const std::string& needle) {
+    try {
+      (void)deployment_from_json(text);
+      ADD_FAILURE() << "accepted: " << needle;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_THAT(e.what(), HasSubstr(needle));
+    }
+  };
+  std::string typo = good;
+  typo.replace(typo.find("\"top_k\""), 7, "\"topk\"");
+  expect_error(typo, "topk");
+  std::string missing = good;
+  missing.replace(missing.find("\"batch_invariant\": false,"), 25, "");
+  expect_error(missing, "missing field \"batch_invariant\"");
+  std::string feature = good;
+  feature.replace(feature.find("\"avx512_vnni\""), 13, "\"avx512vnni\"");
+  expect_error(feature, "avx512vnni");
+  expect_error("{", "invalid JSON");
+  std::string bad_enum = good;
+  bad_enum.replace(bad_enum.find("\"swiglu_oai\""), 12, "\"gelu\"");
+  expect_error(bad_enum, "valid: swiglu_oai, silu_glu, silu_glu_clamp");
+}
+
+TEST(Json, EnumNamesRoundTripAndParseErrorsListValidNames) {
+  for (ActivationFormat f : all_activation_formats())
+    EXPECT_EQ(parse_activation_format(to_string(f)), f);
+  for (int i = 0; i < 5; ++i)
+    EXPECT_EQ(parse_family(to_string(static_cast<Family>(i))), static_cast<Family>(i));
+  for (int i = 0; i < 4; ++i)
+    EXPECT_EQ(parse_routing_method(to_string(static_cast<RoutingMethod>(i))),
+              static_cast<RoutingMethod>(i));
+  EXPECT_EQ(parse_gate_up_layout("halves"), GateUpLayout::halves);
+  EXPECT_EQ(parse_weight_format("mxfp4"), WeightFormat::mxfp4);
+  try {
+    (void)parse_activation_format("fp8");
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_THAT(e.what(),
+                HasSubstr("unknown activation format 'fp8' (valid: f32, bf16, int8, mxfp8)"));
+  }
+}
+
+}  // namespace
+}  // namespace mxmoe::testing

@@ -1,0 +1,199 @@
+// judge()/select(): ranking, forcing, excluding, unknown names, suggestions, replay of
+// captured hardware.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "stub_backend.hpp"
+
+namespace mxmoe::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Stand-ins for the real ladder, with the ISA the real ones need.
+struct Ladder {
+  StubBackend amx{"amx_int8", with_isa(portable_caps(), {"amx_tile", "amx_int8"}), 10.0};
+  StubBackend vnni{"avx512_vnni", with_isa(portable_caps(), {"avx512f", "avx512bw", "avx512_vnni"}),
+                   20.0};
+  StubBackend avx2{"avx2", with_isa(portable_caps(), {"avx2", "fma", "f16c"}), 40.0};
+  StubBackend ref{"reference", portable_caps(), 400.0};
+  std::vector<const Backend*> all() const { return candidates(amx, vnni, avx2, ref); }
+};
+
+std::vector<bool> supported(const Selection& s) {
+  std::vector<bool> out;
+  for (const Verdict& v : s.candidates) out.push_back(v.supported);
+  return out;
+}
+
+TEST(Selection, LowestEstimatedCostWinsAndSaysWhy) {
+  const Ladder l;
+  const Selection s = select(sample_deployment(), Preferences{}, l.all());
+  EXPECT_EQ(s.chosen, "amx_int8");
+  EXPECT_EQ(s.why, "lowest estimated cost: 10.0 us at 1 token (next: avx512_vnni 20.0 us)");
+  EXPECT_EQ(supported(s), (std::vector<bool>{true, true, true, true}));
+  EXPECT_DOUBLE_EQ(s.candidates[2].estimated_us, 40.0);
+}
+
+TEST(Selection, TiesFollowThePreferenceOrderThenRegistryOrder) {
+  const StubBackend a("a", portable_caps(), 5.0), b("b", portable_caps(), 5.0);
+  Preferences prefs;
+  prefs.source = "test family";
+  prefs.order = {"not_built", "b", "a"};  // unknown names are ignored
+  EXPECT_EQ(select(sample_deployment(), prefs, candidates(a, b)).chosen, "b");
+  EXPECT_THAT(select(sample_deployment(), prefs, candidates(a, b)).why,
+              HasSubstr("tied with a; first in the test family order"));
+  EXPECT_EQ(select(sample_deployment(), Preferences{}, candidates(a, b)).chosen, "a");
+}
+
+TEST(Selection, ActivationResolvedFromPreferencesUnlessRequested) {
+  BackendCapabilities int8_only = portable_caps();
+  int8_only.activations = {ActivationFormat::int8};
+  const StubBackend stub("int8_only", int8_only, 1.0);
+  Deployment d = sample_deployment();
+  d.request.activation.reset();
+  Preferences prefs;
+  prefs.default_activation = ActivationFormat::int8;
+  const Selection s = select(d, prefs, candidates(stub));
+  EXPECT_EQ(s.deployment.request.activation, ActivationFormat::int8);
+  d.request.activation = ActivationFormat::f32;
+  EXPECT_THROW((void)select(d, prefs, candidates(stub)), NoBackendError);
+}
+
+TEST(Selection, ForcedBackendWinsAndOthersKeepTheirOwnReasons) {
+  const Ladder l;
+  Deployment d = sample_deployment();
+  d.hardware.isa.amx_int8 = false;
+  d.request.forced_backend = "avx2";
+  const Selection s = select(d, Preferences{}, l.all());
+  EXPECT_EQ(s.chosen, "avx2");
+  EXPECT_THAT(s.why, HasSubstr("forced by the request"));
+  const Verdict& amx = s.candidates[0];
+  ASSERT_EQ(amx.reasons.size(), 2u);  // its own unsupported_isa, then not_forced
+  EXPECT_EQ(amx.reasons[0].code, ReasonCode::unsupported_isa);
+  EXPECT_EQ(amx.reasons[1].code, ReasonCode::not_forced);
+  EXPECT_EQ(s.candidates[1].reasons.at(0).code, ReasonCode::not_forced);
+}
+
+TEST(Selection, ForcingAnUnsupportedBackendFailsWithItsReasons) {
+  const Ladder l;
+  Deployment d = sample_deployment();
+  d.hardware.isa.amx_int8 = false;
+  d.request.forced_backend = "amx_int8";
+  try {
+    (void)select(d, Preferences{}, l.all());
+    FAIL();
+  } catch (const NoBackendError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("backend: amx_int8, reason: unsupported_isa: the backend "
+                                    "needs the amx_int8 instructions"));
+    EXPECT_THAT(e.what(), HasSubstr("not forcing backend amx_int8 would allow avx512_vnni"));
+    EXPECT_EQ(e.selection().suggestions.at(0).backend, "avx512_vnni");
+  }
+}
+
+TEST(Selection, ExcludedBackendsAreJudgedAndReported) {
+  const Ladder l;
+  Deployment d = sample_deployment();
+  d.request.excluded_backends = {"amx_int8", "avx512_vnni"};
+  const Selection s = select(d, Preferences{}, l.all());
+  EXPECT_EQ(s.chosen, "avx2");
+  ASSERT_EQ(s.candidates.size(), 4u);  // excluded ones are still in the report
+  EXPECT_EQ(s.candidates[0].reasons.at(0).code, ReasonCode::user_excluded);
+  EXPECT_THAT(format_selection_table(s), HasSubstr("excluded"));
+}
+
+TEST(Selection, UnknownBackendNamesListTheValidOnes) {
+  const Ladder l;
+  Deployment d = sample_deployment();
+  d.request.forced_backend = "cuda_marlin";
+  try {
+    (void)judge(d, Preferences{}, l.all());
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_THAT(e.what(), HasSubstr("unknown backend 'cuda_marlin'"));
+    EXPECT_THAT(e.what(), HasSubstr("amx_int8, avx512_vnni, avx2, reference"));
+  }
+  d.request.forced_backend.clear();
+  d.request.excluded_backends = {"avx3"};
+  EXPECT_THROW((void)judge(d, Preferences{}, l.all()), std::invalid_argument);
+}
+
+TEST(Selection, SuggestionsListEverySingleChangeThatHelps) {
+  BackendCapabilities amx_caps = with_isa(portable_caps(), {"amx_int8"});
+  amx_caps.activations = {ActivationFormat::int8};
+  amx_caps.batch_invariant_activations = {};
+  BackendCapabilities bf16_invariant = portable_caps();
+  bf16_invariant.batch_invariant_activations = {ActivationFormat::bf16};
+  const StubBackend amx("amx_int8", amx_caps, 1.0);
+  const StubBackend portable("portable", bf16_invariant, 9.0);
+  Deployment d = sample_deployment();
+  d.request.batch_invariant = true;
+  d.request.excluded_backends = {"portable"};
+  const Selection s = judge(d, Preferences{}, candidates(amx, portable));
+  ASSERT_EQ(s.chosen, "");
+  std::vector<std::string> texts;
+  for (const Suggestion& g : s.suggestions) texts.push_back(g.text);
+  // batch_invariant=false alone: amx still lacks bf16, portable is still excluded -> none.
+  // activation=int8 alone: neither proves int8 invariant -> none. Only the exclusion helps.
+  EXPECT_EQ(texts, (std::vector<std::string>{"not excluding portable would allow portable"}));
+
+  d.request.excluded_backends.clear();
+  d.request.activation = ActivationFormat::int8;
+  d.request.forced_backend = "amx_int8";
+  // Only amx_int8 may run (forced), and it only lacks batch invariance.
+  const Selection t = judge(d, Preferences{}, candidates(amx, portable));
+  std::vector<std::string> changes;
+  for (const Suggestion& g : t.suggestions) changes.push_back(g.text);
+  EXPECT_EQ(changes, (std::vector<std::string>{"batch_invariant=false would allow amx_int8"}));
+}
+
+// A probe captured on a machine without AVX-512, and one where the OS refused AMX, replayed
+// here: the verdicts are those a machine of that kind gives, whatever this machine has.
+TEST(Selection, ReplayedHardwareGivesThatMachinesVerdicts) {
+  const Ladder l;
+  const std::string haswell = R"({
+    "vendor": "GenuineIntel", "model": "Intel(R) Xeon(R) CPU E5-2699 v3", "logical_cpus": 36,
+    "l1d_bytes": 32768, "l2_bytes": 262144, "l3_bytes": 47185920,
+    "isa": {"avx2": true, "fma": true, "f16c": true, "avx512f": false, "avx512bw": false,
+            "avx512vl": false, "avx512dq": false, "avx512_vnni": false, "avx_vnni": false,
+            "avx512_bf16": false, "avx512_fp16": false, "amx_tile": false, "amx_int8": false,
+            "amx_bf16": false},
+    "os_denied": [], "isa_cap": "", "cuda_devices": [], "source": "probe"})";
+  Deployment d = sample_deployment();
+  d.hardware = hardware_from_json(haswell);
+  Selection s = select(d, Preferences{}, l.all());
+  EXPECT_EQ(s.chosen, "avx2");
+  EXPECT_EQ(supported(s), (std::vector<bool>{false, false, true, true}));
+  EXPECT_EQ(s.candidates[1].reasons.size(), 3u);  // avx512f, avx512bw, avx512_vnni
+  for (const Rejection& r : s.candidates[1].reasons) EXPECT_EQ(r.code, ReasonCode::unsupported_isa);
+
+  // Sapphire Rapids in a container whose seccomp filter refuses arch_prctl: AMX denied.
+  Hardware spr = sample_deployment().hardware;
+  spr.isa.amx_tile = spr.isa.amx_int8 = spr.isa.amx_bf16 = false;
+  spr.os_denied = {"amx_tile", "amx_int8", "amx_bf16"};
+  d.hardware = hardware_from_json(to_json(spr));
+  s = select(d, Preferences{}, l.all());
+  EXPECT_EQ(s.chosen, "avx512_vnni");
+  ASSERT_EQ(s.candidates[0].reasons.size(), 2u);
+  EXPECT_EQ(s.candidates[0].reasons[0].code, ReasonCode::os_denied);
+  EXPECT_EQ(s.candidates[0].reasons[0].required, "amx_tile");
+
+  // The same verdicts as an ISA cap applied at probe time on a full machine.
+  Deployment capped = sample_deployment();
+  capped.hardware.isa = cap_isa(capped.hardware.isa, "avx2");
+  EXPECT_EQ(supported(select(capped, Preferences{}, l.all())),
+            (std::vector<bool>{false, false, true, true}));
+}
+
+TEST(Selection, DispatchPreferencesExistForEveryFamily) {
+  for (Family f : {Family::gpt_oss, Family::mixtral, Family::qwen3_moe, Family::deepseek_v3,
+                   Family::deepseek_v4}) {
+    const Preferences p = preferences_for(f);
+    EXPECT_THAT(p.source, HasSubstr(to_string(f)));
+    EXPECT_FALSE(p.order.empty());
+    EXPECT_EQ(p.order.back(), "reference");
+  }
+}
+
+}  // namespace
+}  // namespace mxmoe::testing

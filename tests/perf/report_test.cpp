@@ -1,0 +1,168 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "mxmoe/perf.hpp"
+
+namespace mxmoe::perf {
+namespace {
+
+MachineLimits sample_limits() {
+  MachineLimits m;
+  m.cpu = "Test CPU";
+  m.threads = 2;
+  m.l3_bytes = 480ull << 20;
+  m.dram_buffer_bytes = 2ull << 30;
+  m.dram_gbps_one_thread = 12;
+  m.dram_gbps_all_threads = 24;
+  m.peaks.push_back({"fp32_fma_avx2", "GFLOP/s", true, 100, 200, ""});
+  m.peaks.push_back({"int8_amx", "GOP/s", false, 0, 0, "needs amx_tile"});
+  m.measure_seconds = 1.5;
+  return m;
+}
+
+BenchReport sample_report() {
+  BenchReport r;
+  r.machine = sample_limits();
+  r.layer = "gpt-oss-20b";
+  r.mode = "streaming: 5 copies";
+  BenchRow row;
+  row.backend = "reference";
+  row.activation = "bf16";
+  row.threads = 2;
+  row.tokens = 8;
+  row.reps = 5;
+  row.us_median = 1000;
+  row.us_sd = 10;
+  row.tokens_per_s = 8000;
+  row.weight_gbps = 12;
+  row.gflops = 50;
+  row.pct_bw = 50;
+  row.pct_peak = 25;
+  row.peak_class = "fp32_fma_avx2";
+  r.rows.push_back(row);
+  row.backend = "mystery";
+  row.pct_peak = std::nan("");
+  row.peak_class = "";
+  r.rows.push_back(row);
+  r.notes.push_back("backend=amx_int8 activation=default: skipped: amx_int8: unsupported_isa: x");
+  return r;
+}
+
+TEST(Report, JsonHasExactlyTheDocumentedFields) {
+  const nlohmann::json j = nlohmann::json::parse(to_json(sample_report()));
+  ASSERT_TRUE(j.is_object());
+  EXPECT_EQ(j.size(), 2u);
+  EXPECT_EQ(j.at("machine").at("dram_gbps_all_threads").get<double>(), 24);
+  EXPECT_EQ(j.at("machine").at("peaks").size(), 2u);
+  EXPECT_EQ(j.at("machine").at("peaks")[1].at("note"), "needs amx_tile");
+  const auto& results = j.at("results");
+  ASSERT_EQ(results.size(), 2u);
+  for (const auto& row : results) {
+    EXPECT_EQ(row.size(), 11u);
+    for (const char* key : {"backend", "activation", "threads", "tokens", "us_median", "us_sd",
+                            "tokens_per_s", "weight_gbps", "gflops", "pct_bw", "pct_peak"})
+      EXPECT_TRUE(row.contains(key)) << key;
+  }
+  EXPECT_EQ(results[0].at("backend"), "reference");
+  EXPECT_EQ(results[0].at("tokens"), 8);
+  EXPECT_DOUBLE_EQ(results[0].at("us_median").get<double>(), 1000);
+  EXPECT_TRUE(results[1].at("pct_peak").is_null());  // unknown class: NaN -> null
+}
+
+TEST(Report, CsvHasAHeaderAndOneLinePerRow) {
+  const std::string csv = to_csv(sample_report());
+  std::istringstream in(csv);
+  std::string header, line1, line2, extra;
+  std::getline(in, header);
+  std::getline(in, line1);
+  std::getline(in, line2);
+  EXPECT_FALSE(std::getline(in, extra));
+  EXPECT_EQ(header.rfind("backend,activation,threads,tokens,", 0), 0u);
+  EXPECT_EQ(line1, "reference,bf16,2,8,5,1000,10,8000,12,50,50,25,fp32_fma_avx2");
+  EXPECT_EQ(line2, "mystery,bf16,2,8,5,1000,10,8000,12,50,50,,");  // NaN -> empty cell
+}
+
+TEST(Report, MarkdownShowsLimitsTableAndNotes) {
+  const std::string md = to_markdown(sample_report());
+  EXPECT_NE(md.find("| DRAM read (2.15 GB buffer, 4.3x LLC) | 12.0 | 24.0 | GB/s |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| int8_amx | - | - | GOP/s | needs amx_tile |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| reference | bf16 | 2 | 8 | 1000.0 ± 10.0 | 5 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("streaming: 5 copies"), std::string::npos);
+  EXPECT_NE(md.find("- backend=amx_int8"), std::string::npos);
+}
+
+TEST(Report, OutputFormatKeys) {
+  EXPECT_EQ(parse_output_format("md"), OutputFormat::md);
+  EXPECT_EQ(parse_output_format("json"), OutputFormat::json);
+  EXPECT_EQ(parse_output_format("csv"), OutputFormat::csv);
+  EXPECT_THROW(parse_output_format("xml"), std::invalid_argument);
+}
+
+TEST(Limits, ThreadCountInterpolation) {
+  MachineLimits m = sample_limits();
+  EXPECT_DOUBLE_EQ(m.dram_gbps(1), 12);
+  EXPECT_DOUBLE_EQ(m.dram_gbps(2), 24);
+  EXPECT_DOUBLE_EQ(m.dram_gbps(8), 24);
+  EXPECT_DOUBLE_EQ(m.peak("fp32_fma_avx2", 1), 100);
+  EXPECT_DOUBLE_EQ(m.peak("fp32_fma_avx2", 2), 200);
+  EXPECT_DOUBLE_EQ(m.peak("int8_amx", 2), 0);  // not measured
+  EXPECT_DOUBLE_EQ(m.peak("nonexistent", 1), 0);
+  m.threads = 5;
+  m.dram_gbps_all_threads = 20;  // 12 at 1, 20 at 5: +2 per thread
+  EXPECT_DOUBLE_EQ(m.dram_gbps(3), 16);
+}
+
+TEST(Limits, BackendClasses) {
+  EXPECT_EQ(peak_class_for_backend("reference"), "fp32_fma_avx2");
+  EXPECT_EQ(peak_class_for_backend("avx2"), "fp32_fma_avx2");
+  EXPECT_EQ(peak_class_for_backend("avx512_bf16"), "bf16_dp_avx512");
+  EXPECT_EQ(peak_class_for_backend("avx512_vnni"), "int8_vnni_avx512");
+  EXPECT_EQ(peak_class_for_backend("amx_int8"), "int8_amx");
+  EXPECT_EQ(peak_class_for_backend("amx_bf16"), "bf16_amx");
+  EXPECT_EQ(peak_class_for_backend("cuda"), "");
+}
+
+// Runs the measurement on a small buffer (no figure is asserted beyond being positive):
+// loops the Hardware marks unusable are skipped with a reason and never executed.
+TEST(Limits, SkipsWhatTheHardwareLacksAndMeasuresTheRest) {
+  Hardware hw;
+  hw.logical_cpus = 2;
+  hw.l3_bytes = 1 << 20;
+  LimitsOptions options;
+  options.dram_buffer_bytes = 8u << 20;
+  const MachineLimits none = measure_limits(hw, options);  // no ISA at all: scalar read
+  EXPECT_EQ(none.threads, 2);
+  EXPECT_EQ(none.dram_buffer_bytes, 8u << 20);
+  EXPECT_GT(none.dram_gbps_one_thread, 0);
+  EXPECT_GT(none.dram_gbps_all_threads, 0);
+  EXPECT_EQ(none.peaks.size(), 6u);
+  for (const Peak& p : none.peaks) {
+    EXPECT_FALSE(p.measured) << p.name;
+    EXPECT_NE(p.note.find("needs"), std::string::npos) << p.name;
+  }
+
+  __builtin_cpu_init();
+  hw.isa.avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  hw.isa.fma = hw.isa.avx2;
+  hw.isa.avx512f = __builtin_cpu_supports("avx512f");
+  if (!hw.isa.avx2) GTEST_SKIP() << "this CPU has no AVX2";
+  const MachineLimits some = measure_limits(hw, options);
+  for (const Peak& p : some.peaks) {
+    const bool expected =
+        p.name == "fp32_fma_avx2" || (p.name == "fp32_fma_avx512" && hw.isa.avx512f);
+    EXPECT_EQ(p.measured, expected) << p.name;
+    if (p.measured) {
+      EXPECT_GT(p.per_core, 0) << p.name;
+      EXPECT_GT(p.all_threads, 0) << p.name;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace mxmoe::perf
