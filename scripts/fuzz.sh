@@ -18,7 +18,7 @@ for target in safetensors index; do
   work=$build/corpus_$target
   mkdir -p "$work" "$build/artifacts_$target"
   echo "== fuzz_$target for ${seconds}s"
-  if ! "$build/fuzz_$target" "$work" "$root/fuzz/corpus/$target" \
+  if ! "$build/fuzz/fuzz_$target" "$work" "$root/fuzz/corpus/$target" \
       -max_total_time="$seconds" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
       -artifact_prefix="$build/artifacts_$target/" -print_final_stats=1 2>"$build/fuzz_$target.log"; then
     echo "fuzz_$target FOUND A CRASH (log: $build/fuzz_$target.log):"

@@ -70,7 +70,8 @@ void route_topk_softmax(const LayerSpec& spec, const float* logits, TokenScratch
     weights[j] = std::exp(logits[ids[j]] - top);
     sum += static_cast<double>(weights[j]);
   }
-  for (int j = 0; j < k; ++j) weights[j] = static_cast<float>(static_cast<double>(weights[j]) / sum);
+  for (int j = 0; j < k; ++j)
+    weights[j] = static_cast<float>(static_cast<double>(weights[j]) / sum);
 }
 
 void route_softmax_topk(const LayerSpec& spec, const float* logits, TokenScratch s,
@@ -86,14 +87,16 @@ void route_softmax_topk(const LayerSpec& spec, const float* logits, TokenScratch
       s.score[e] = std::exp(logits[e] - top);
       sum += static_cast<double>(s.score[e]);
     }
-    for (int e = 0; e < num; ++e) s.score[e] = static_cast<float>(static_cast<double>(s.score[e]) / sum);
+    for (int e = 0; e < num; ++e)
+      s.score[e] = static_cast<float>(static_cast<double>(s.score[e]) / sum);
   }
   top_k(s.score, s.taken, num, k, ids);
   double chosen = 0;
   for (int j = 0; j < k; ++j) chosen += static_cast<double>(s.score[ids[j]]);
   for (int j = 0; j < k; ++j) {
     const float p = s.score[ids[j]];
-    weights[j] = spec.routing_params.renormalize ? static_cast<float>(static_cast<double>(p) / chosen) : p;
+    weights[j] =
+        spec.routing_params.renormalize ? static_cast<float>(static_cast<double>(p) / chosen) : p;
   }
 }
 

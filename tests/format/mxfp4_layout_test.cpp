@@ -45,8 +45,8 @@ TEST(Mxfp4Layout, ConversionsAreInverseAndPreserveElements) {
     mxfp4_block_from_ggml(ggml.data(), back.data());
     ASSERT_EQ(back, original);
     for (std::size_t i = 0; i < kMxBlock; ++i) {
-      const unsigned in_gpt_oss = (original[i / 2] >> (4 * (i % 2))) & 0xFu;
-      const unsigned in_ggml = (ggml[i % 16] >> (4 * (i / 16))) & 0xFu;
+      const unsigned in_gpt_oss = (unsigned{original[i / 2]} >> (4 * (i % 2))) & 0xFu;
+      const unsigned in_ggml = (unsigned{ggml[i % 16]} >> (4 * (i / 16))) & 0xFu;
       ASSERT_EQ(in_gpt_oss, in_ggml) << "element " << i;
     }
     mxfp4_block_to_ggml(ggml.data(), back.data());    // and the other way round

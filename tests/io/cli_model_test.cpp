@@ -16,9 +16,10 @@ namespace {
 using testing_io::Dims;
 using testing_io::TempDir;
 
-// Runs COMMAND with the executable; returns (exit code, stdout).
-std::pair<int, std::string> run_cli(const std::string& args) {
-  const std::string command = std::string(MXMOE_CLI_PATH) + " " + args + " 2>/dev/null";
+// Runs the executable with ARGS; returns (exit code, stdout [+ stderr when merged]).
+std::pair<int, std::string> run_cli(const std::string& args, bool merge_stderr = false) {
+  const std::string command =
+      std::string(MXMOE_CLI_PATH) + " " + args + (merge_stderr ? " 2>&1" : " 2>/dev/null");
   FILE* pipe = ::popen(command.c_str(), "r");
   std::string out;
   char buffer[4096];
@@ -77,8 +78,14 @@ TEST_F(CliModel, MalformedCheckpointFailsWithTheFileNamed) {
   TempDir dir;
   testing_io::write_gpt_oss_checkpoint(dir.path(), Dims{}, /*sharded=*/false);
   testing_io::write_bytes(dir / "model.safetensors", "tiny");
-  const auto [rc, out] = run_cli("info --model " + dir.path());
-  EXPECT_NE(rc, 0);
+  const auto [rc, out] = run_cli("info --model " + dir.path(), /*merge_stderr=*/true);
+  EXPECT_EQ(rc, 1);
+  EXPECT_THAT(out, ::testing::HasSubstr("model.safetensors: file is 4 bytes"));
+  // quantize refuses a checkpoint that is already MXFP4.
+  const auto [rc2, out2] =
+      run_cli("quantize --model " + dir.path() + " --out " + dir.path(), /*merge_stderr=*/true);
+  EXPECT_EQ(rc2, 1);
+  EXPECT_THAT(out2, ::testing::HasSubstr("already MXFP4"));
 }
 
 }  // namespace

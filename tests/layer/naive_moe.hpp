@@ -147,7 +147,8 @@ inline void route_token(const mxmoe::LayerSpec& s, const std::vector<double>& lo
     for (int j = 0; j < k; ++j)
       sum += w[static_cast<std::size_t>(j)] =
           score[static_cast<std::size_t>(chosen[static_cast<std::size_t>(j)])];
-    for (double& x : w) x = (p.renormalize ? x / sum : x) * static_cast<double>(p.routed_scaling_factor);
+    for (double& x : w)
+      x = (p.renormalize ? x / sum : x) * static_cast<double>(p.routed_scaling_factor);
   }
   for (int j = 0; j < k; ++j) {
     ids[j] = chosen[static_cast<std::size_t>(j)];

@@ -35,8 +35,8 @@ class ReferenceBackend final : public Backend {
   // Deliberately slow constants (~1 GFLOP/s per thread, weights read at ~2 GB/s) so any
   // fast backend that supports the deployment ranks ahead of the judge.
   double estimate_us(const Deployment& d) const override {
-    return roofline_estimate_us(d, Throughput{.weight_gb_per_s_per_thread = 2.0,
-                                              .gflop_per_s_per_thread = 1.0});
+    return roofline_estimate_us(
+        d, Throughput{.weight_gb_per_s_per_thread = 2.0, .gflop_per_s_per_thread = 1.0});
   }
   std::unique_ptr<ExpertKernel> create(const Deployment& d,
                                        const LayerWeights& weights) const override {
