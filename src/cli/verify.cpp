@@ -20,6 +20,7 @@
 #include "mxmoe/routing.hpp"
 #include "runtime/accuracy.hpp"
 #include "runtime/evaluate_f64.hpp"
+#include "runtime/invariance.hpp"
 #include "runtime/thread_pool.hpp"
 
 namespace mxmoe::cli {
@@ -167,16 +168,20 @@ int verify(const VerifyOptions& o) {
       bool ok = vs_same <= budget.against_same_format && vs_exact <= budget.format_error;
       std::string invariance;
       if (o.batch_invariant) {
-        bool same_bits = true;
-        std::vector<float> alone(static_cast<std::size_t>(spec.hidden));
-        for (std::int64_t t = 0; t < tokens && same_bits; ++t) {
-          layer.forward_routed(x.data() + t * spec.hidden, ids.data() + t * spec.top_k,
-                               weights.data() + t * spec.top_k, 1, alone.data());
-          same_bits = std::memcmp(alone.data(), y.data() + t * spec.hidden,
-                                  alone.size() * sizeof(float)) == 0;
-        }
-        invariance = same_bits ? "  identical bits" : "  DIFFERENT bits";
-        ok = ok && same_bits;
+        // The conformance sweep of tests/invariance (src/runtime/invariance.hpp) on this
+        // machine and model: 257 random tokens, batches of 1..257, 1 and N threads, 2 runs.
+        InvarianceOptions inv;
+        inv.thread_counts = {1, pool.size()};
+        const InvarianceRouting routing =
+            w.router_weight.empty() ? InvarianceRouting::routed : InvarianceRouting::router;
+        const InvarianceReport report =
+            check_batch_invariance([&] { return MoeLayer(w, sel); },
+                                   random_invariance_inputs(spec, routing, 257, o.seed + 3), inv);
+        if (!report.identical())
+          fmt::print(stderr, "mxmoe verify: {} {}: {}\n", b->name(), to_string(f),
+                     report.first_mismatch->describe());
+        invariance = report.identical() ? "  identical bits" : "  DIFFERENT bits";
+        ok = ok && report.identical();
       }
       fmt::print("{:<12} {:<6} {:>14.3e} {:>10.1e} {:>14.3e} {:>10.1e} {:<10}{}\n", b->name(),
                  to_string(f), vs_same, budget.against_same_format, vs_exact, budget.format_error,
@@ -209,7 +214,8 @@ void add_verify(CLI::App& app, Action& action) {
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--seed", opts->seed, "Seed of the random weights and tokens");
   sub->add_flag("--batch-invariant", opts->batch_invariant,
-                "Also check each token alone against the same token in the batch, bit for bit");
+                "Also check each token alone against the same token in batches of 1..257, bit "
+                "for bit");
   sub->callback([&action, opts] { action = [opts] { return verify(*opts); }; });
 }
 

@@ -66,6 +66,17 @@ void check_dimension(const char* label, int value, int multiple, std::vector<Rej
 
 }  // namespace
 
+bool activation_scale_is_per_token(ActivationFormat format) noexcept {
+  switch (format) {
+    case ActivationFormat::f32:    // no scale
+    case ActivationFormat::bf16:   // no scale
+    case ActivationFormat::int8:   // float32 scale per 32-element block of one token
+    case ActivationFormat::mxfp8:  // E8M0 scale per 32-element block of one token
+      return true;
+  }
+  return false;
+}
+
 std::vector<Rejection> check_capabilities(const BackendCapabilities& caps, const Deployment& d) {
   std::vector<Rejection> out;
   const LayerSpec& layer = d.layer;
@@ -107,7 +118,14 @@ std::vector<Rejection> check_capabilities(const BackendCapabilities& caps, const
   if (layer.shared_experts > 0)
     check_dimension("shared_intermediate", layer.shared_intermediate, caps.dim_multiple, out);
 
-  if (req.batch_invariant && !contains(caps.batch_invariant_activations, act)) {
+  if (req.batch_invariant && !activation_scale_is_per_token(act)) {
+    out.push_back({ReasonCode::batch_invariance,
+                   fmt::format("activation {} scales by the whole batch, so a token's output "
+                               "depends on its neighbours",
+                               to_string(act)),
+                   "per-token activation scales", std::string(to_string(act)),
+                   "batch_invariant=false, or a per-token format (activation=bf16)"});
+  } else if (req.batch_invariant && !contains(caps.batch_invariant_activations, act)) {
     std::string remedy = "batch_invariant=false";
     for (ActivationFormat f : caps.batch_invariant_activations)
       if (contains(caps.activations, f)) remedy += fmt::format(", or activation={}", to_string(f));

@@ -25,6 +25,12 @@ struct BackendCapabilities {
   bool needs_cuda = false;  // no_device when Hardware has no CUDA device
 };
 
+// True when a format's activation scales are computed from one token alone (per token or per
+// 32-element block). A format whose scale depends on other tokens (a per-tensor scale) can
+// never be batch invariant: check_capabilities refuses batch_invariant for it whatever the
+// backend claims. All formats are per-token today (docs/INVARIANCE.md).
+bool activation_scale_is_per_token(ActivationFormat format) noexcept;
+
 // Every failing predicate of caps against d (d.request.activation must be set: judge()
 // resolves it from the preferences before calling any check()). Also validates the
 // expert-parallel configuration (expert_parallel code).

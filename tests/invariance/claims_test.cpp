@@ -1,0 +1,139 @@
+// The oracle side of batch invariance: every claim is covered by the suite, unclaimed
+// formats are refused with the batch_invariance code and a remedy, the scale rule holds, and
+// backends the oracle may pick for one request at different batch sizes give the same bits.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+#include "invariance_fixture.hpp"
+#include "oracle/capabilities.hpp"
+#include "runtime/invariance.hpp"
+
+namespace invariance_test {
+namespace {
+
+using mxmoe::ActivationFormat;
+using mxmoe::all_activation_formats;
+using mxmoe::Backend;
+using mxmoe::ReasonCode;
+
+bool covered(std::string_view backend, ActivationFormat f) {
+  return std::any_of(covered_claims().begin(), covered_claims().end(),
+                     [&](const Claim& c) { return c.backend == backend && c.format == f; });
+}
+
+// Hardware with every ISA feature, so claims of backends this machine cannot run are seen too.
+mxmoe::Deployment everything_deployment(ActivationFormat f, bool batch_invariant) {
+  mxmoe::Deployment d = deployment(small_spec(), f, batch_invariant);
+  d.hardware.os_denied.clear();
+  for (std::string_view name : mxmoe::isa_feature_names())
+    mxmoe::set_isa_feature(d.hardware.isa, name, true);
+  return d;
+}
+
+// Table: registered backends x formats. Accepting batch_invariant=true implies the suite
+// covers the pair; accepting the format but not invariance means exactly one
+// batch_invariance rejection with a remedy.
+TEST(Claims, EveryAcceptedInvariantFormatIsCoveredOrRefusedWithRemedy) {
+  for (const Backend* b : mxmoe::registered_backends()) {
+    for (ActivationFormat f : all_activation_formats()) {
+      SCOPED_TRACE(claim_name(b->name(), f));
+      const auto plain = b->check(everything_deployment(f, false));
+      const auto invariant = b->check(everything_deployment(f, true));
+      if (invariant.empty()) {
+        EXPECT_TRUE(covered(b->name(), f)) << "claims invariance but tests/invariance does not "
+                                              "cover it: add it to covered_claims()";
+        continue;
+      }
+      if (!plain.empty()) continue;  // the format itself is refused: nothing to claim
+      ASSERT_EQ(invariant.size(), 1u);
+      EXPECT_EQ(invariant.front().code, ReasonCode::batch_invariance);
+      EXPECT_NE(invariant.front().remedy.find("batch_invariant=false"), std::string::npos)
+          << invariant.front().remedy;
+      EXPECT_FALSE(covered(b->name(), f)) << "covered but not claimed";
+    }
+  }
+}
+
+// Every covered claim is one the backend really makes (no stale entry hides a dropped claim).
+TEST(Claims, EveryCoveredClaimIsAccepted) {
+  for (const Claim& c : covered_claims()) {
+    const Backend* b = mxmoe::find_backend(c.backend);
+    ASSERT_NE(b, nullptr) << c.backend;
+    EXPECT_TRUE(b->check(everything_deployment(c.format, true)).empty())
+        << claim_name(c.backend, c.format);
+  }
+}
+
+// A request the fast backends do not claim (mxfp8 invariant): the oracle still picks a backend
+// that claims it, and refuses the others with batch_invariance.
+TEST(Claims, JudgeRefusesUnclaimedFormatsWithTheCode) {
+  const mxmoe::Deployment d = deployment(small_spec(), ActivationFormat::mxfp8, true);
+  const mxmoe::Selection s = mxmoe::judge(d, mxmoe::Preferences{});
+  ASSERT_FALSE(s.chosen.empty());
+  EXPECT_TRUE(covered(s.chosen, ActivationFormat::mxfp8)) << s.chosen;
+  int refused_for_invariance = 0;
+  for (const mxmoe::Verdict& v : s.candidates)
+    for (const mxmoe::Rejection& r : v.reasons)
+      if (r.code == ReasonCode::batch_invariance) {
+        ++refused_for_invariance;
+        EXPECT_FALSE(r.remedy.empty()) << v.name;
+      }
+  // avx512_bf16 implements mxfp8 without claiming it; other machines may lack it entirely.
+  if (runnable_here(small_spec(), "avx512_bf16", ActivationFormat::bf16) &&
+      mxmoe::find_backend("avx512_bf16")
+          ->check(deployment(small_spec(), ActivationFormat::mxfp8, false))
+          .empty())
+    EXPECT_GE(refused_for_invariance, 1);
+}
+
+// Per-tensor (batch-dependent) activation scales can never be invariant; every format mxmoe
+// has today scales per token or per 32-element block.
+TEST(Claims, AllActivationFormatsScalePerToken) {
+  for (ActivationFormat f : all_activation_formats())
+    EXPECT_TRUE(mxmoe::activation_scale_is_per_token(f)) << mxmoe::to_string(f);
+}
+
+std::vector<float> run_backend(const mxmoe::LayerSpec& spec, const mxmoe::LayerStorage& storage,
+                               std::string_view backend, ActivationFormat f,
+                               const mxmoe::InvarianceInputs& in, int threads) {
+  mxmoe::MoeLayer layer(storage.weights(), forced_selection(spec, backend, f));
+  layer.set_threads(threads);
+  std::vector<float> y(in.x.size());
+  layer.forward_routed(in.x.data(), in.ids.data(), in.route_weights.data(), in.tokens, y.data());
+  return y;
+}
+
+// The numerics classes: the backends the oracle may choose for one batch-invariant request at
+// different token counts (tokens_hint 1, 8, 512) must give identical bits, and so must
+// amx_int8 and avx512_vnni for int8 (one class: exact int32 block dots, same float epilogue).
+TEST(NumericsClass, BackendsChosenAcrossBatchSizesGiveTheSameBits) {
+  const mxmoe::LayerSpec spec = small_spec();
+  const mxmoe::LayerStorage storage = mxmoe::LayerStorage::random(spec, 13);
+  const auto in = mxmoe::random_invariance_inputs(spec, mxmoe::InvarianceRouting::routed, 257, 31);
+  for (ActivationFormat f : all_activation_formats()) {
+    SCOPED_TRACE(mxmoe::to_string(f));
+    std::set<std::string> chosen;
+    for (int hint : {1, 8, 512}) {
+      const auto s = mxmoe::judge(deployment(spec, f, true, hint), mxmoe::Preferences{});
+      if (!s.chosen.empty()) chosen.insert(s.chosen);
+    }
+    if (f == ActivationFormat::int8) {
+      for (std::string_view name : {"amx_int8", "avx512_vnni"})
+        if (runnable_here(spec, name, f)) chosen.insert(std::string(name));
+    }
+    if (chosen.size() < 2) continue;
+    const std::vector<float> first = run_backend(spec, storage, *chosen.begin(), f, in, 2);
+    for (const std::string& name : chosen)
+      for (int threads : {1, 2}) {
+        const std::vector<float> y = run_backend(spec, storage, name, f, in, threads);
+        EXPECT_EQ(std::memcmp(y.data(), first.data(), y.size() * sizeof(float)), 0)
+            << name << " vs " << *chosen.begin() << ", " << threads << " threads";
+      }
+  }
+}
+
+}  // namespace
+}  // namespace invariance_test

@@ -1,0 +1,78 @@
+// Shared pieces of the batch-invariance suite: the claims the suite covers, the test layer,
+// and a layer bound to one named backend.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "mxmoe/layer.hpp"
+
+namespace invariance_test {
+
+// (backend, activation format) pairs the conformance suite runs. A backend that adds a format
+// to batch_invariant_activations must be added here too, or ClaimsAreCovered fails: no
+// backend can claim invariance without being tested.
+struct Claim {
+  std::string_view backend;
+  mxmoe::ActivationFormat format;
+};
+inline const std::vector<Claim>& covered_claims() {
+  using mxmoe::ActivationFormat;
+  static const std::vector<Claim> claims{
+      {"amx_int8", ActivationFormat::int8},    {"avx512_vnni", ActivationFormat::int8},
+      {"avx512_bf16", ActivationFormat::bf16}, {"avx2", ActivationFormat::f32},
+      {"avx2", ActivationFormat::bf16},        {"reference", ActivationFormat::f32},
+      {"reference", ActivationFormat::bf16},   {"reference", ActivationFormat::int8},
+      {"reference", ActivationFormat::mxfp8},
+  };
+  return claims;
+}
+
+inline std::string claim_name(std::string_view backend, mxmoe::ActivationFormat format) {
+  return std::string(backend) + "_" + std::string(mxmoe::to_string(format));
+}
+
+// gpt-oss math (interleaved gate/up, swiglu_oai, biases, top-k softmax) at a small shape;
+// H=96 and I=160 are multiples of 32 but not of 64 or 128, so kernels run their tails.
+inline mxmoe::LayerSpec small_spec(int experts = 8, int hidden = 96, int intermediate = 160) {
+  mxmoe::LayerSpec s = mxmoe::preset("gpt-oss-20b");
+  s.name = "gpt-oss (invariance test shape)";
+  s.num_experts = experts;
+  s.top_k = 2;
+  s.hidden = hidden;
+  s.intermediate = intermediate;
+  return s;
+}
+
+inline mxmoe::Deployment deployment(const mxmoe::LayerSpec& spec, mxmoe::ActivationFormat format,
+                                    bool batch_invariant, int tokens_hint = 1) {
+  mxmoe::Deployment d;
+  d.layer = spec;
+  d.hardware = mxmoe::probe_hardware();
+  d.request.activation = format;
+  d.request.batch_invariant = batch_invariant;
+  d.request.threads = 2;
+  d.request.tokens_hint = tokens_hint;
+  return d;
+}
+
+// A selection bound to `backend` (as the oracle would produce when it chose it).
+inline mxmoe::Selection forced_selection(const mxmoe::LayerSpec& spec, std::string_view backend,
+                                         mxmoe::ActivationFormat format) {
+  mxmoe::Selection s;
+  s.deployment = deployment(spec, format, /*batch_invariant=*/true);
+  s.chosen = std::string(backend);
+  s.why = "invariance test";
+  return s;
+}
+
+// True when the backend accepts the batch-invariant deployment on this machine.
+inline bool runnable_here(const mxmoe::LayerSpec& spec, std::string_view backend,
+                          mxmoe::ActivationFormat format) {
+  const mxmoe::Backend* b = mxmoe::find_backend(backend);
+  return b != nullptr && b->check(deployment(spec, format, true)).empty();
+}
+
+}  // namespace invariance_test
