@@ -65,9 +65,16 @@ class LayerStorage {
   // Deterministic pseudo-random weights that exercise the whole format: every E2M1 code,
   // scales spread around a typical checkpoint's range, so outputs are O(1) and finite.
   static LayerStorage random(const LayerSpec& spec, std::uint64_t seed);
+  // The views point into buffers_: a copy would alias the original's bytes, so only moves
+  // (which keep the heap buffers where they are) are allowed.
+  LayerStorage(const LayerStorage&) = delete;
+  LayerStorage& operator=(const LayerStorage&) = delete;
+  LayerStorage(LayerStorage&&) noexcept = default;
+  LayerStorage& operator=(LayerStorage&&) noexcept = default;
   const LayerWeights& weights() const noexcept { return views_; }
 
  private:
+  LayerStorage() = default;
   std::vector<std::vector<std::byte>> buffers_;
   LayerWeights views_;
 };

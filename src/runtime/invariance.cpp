@@ -56,13 +56,15 @@ void run_batch(MoeLayer& layer, const InvarianceInputs& in, const std::vector<st
   }
 }
 
-void check_inputs(const LayerSpec& s, const InvarianceInputs& in) {
+void check_inputs(const LayerSpec& s, const InvarianceInputs& in, const InvarianceOptions& o) {
   const auto need = [&](std::size_t have, std::int64_t width, const char* what) {
     if (have != to_size(in.tokens * width))
       throw std::invalid_argument(fmt::format(
           "check_batch_invariance: {} has {} values, expected {}", what, have, in.tokens * width));
   };
   if (in.tokens < 1) throw std::invalid_argument("check_batch_invariance: empty token pool");
+  if (o.batch_sizes.empty() || o.thread_counts.empty())
+    throw std::invalid_argument("check_batch_invariance: no batch sizes or thread counts");
   need(in.x.size(), s.hidden, "x");
   if (in.routing == InvarianceRouting::logits) need(in.logits.size(), s.num_experts, "logits");
   if (in.routing == InvarianceRouting::routed) {
@@ -86,7 +88,7 @@ InvarianceReport check_batch_invariance(const std::function<MoeLayer()>& make_la
                                         const InvarianceOptions& options) {
   MoeLayer first = make_layer();
   const LayerSpec& spec = first.spec();
-  check_inputs(spec, inputs);
+  check_inputs(spec, inputs, options);
   const auto hidden = static_cast<std::size_t>(spec.hidden);
 
   // The reference: every pool token alone, one thread.

@@ -169,6 +169,42 @@ TEST_P(FloatBackends, TokenAloneMatchesTokenInBatch) {
   }
 }
 
+// A token's bits do not depend on how many tokens share the call (1..300): small batches take
+// the fused few-token path, large ones the decode-once path with tiles of several tokens.
+TEST_P(FloatBackends, TokenBitsIndependentOfBatchSize) {
+  const BackendFormat bf = GetParam();
+  const LayerSpec spec =
+      test::small_spec(96, 160, 8, 2, ActivationFn::swiglu_oai, GateUpLayout::interleaved, true);
+  const test::RandomLayer layer(spec, 31);
+  const auto kernel =
+      make(bf.backend, test::deployment(spec, bf.format, test::sapphire_rapids()), layer.weights());
+  std::mt19937_64 rng(32);
+  const std::int64_t tokens = 300;
+  const auto x = test::random_tokens(tokens, spec.hidden, rng);
+  const auto ids = test::random_ids(tokens, 2, 8, rng);
+  const auto h = static_cast<std::size_t>(spec.hidden);
+  const auto first = [&](const auto& v, std::size_t n) {
+    return std::vector<typename std::decay_t<decltype(v)>::value_type>(
+        v.begin(), v.begin() + static_cast<std::ptrdiff_t>(n));
+  };
+  std::vector<std::vector<float>> alone;
+  for (std::int64_t t = 0; t < tokens; ++t) {
+    const auto tt = static_cast<std::size_t>(t);
+    const std::vector<float> xt(x.begin() + static_cast<std::ptrdiff_t>(tt * h),
+                                x.begin() + static_cast<std::ptrdiff_t>((tt + 1) * h));
+    const std::vector<std::int32_t> idt(ids.begin() + static_cast<std::ptrdiff_t>(2 * tt),
+                                        ids.begin() + static_cast<std::ptrdiff_t>(2 * tt + 2));
+    alone.push_back(test::run_kernel(*kernel, spec, xt, test::group_by_expert(idt, 8), 1));
+  }
+  for (const std::size_t m : {1u, 2u, 3u, 5u, 8u, 13u, 29u, 64u, 150u, 300u}) {
+    const auto batch = test::run_kernel(*kernel, spec, first(x, m * h),
+                                        test::group_by_expert(first(ids, 2 * m), 8), 2);
+    for (std::size_t t = 0; t < m; ++t)
+      EXPECT_TRUE(same_bits(alone[t].data(), batch.data() + 2 * t * h, 2 * h))
+          << "token " << t << " in a batch of " << m;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(All, FloatBackends, ::testing::ValuesIn(kCandidates),
                          [](const auto& param_info) {
                            return std::string(param_info.param.backend) + "_" +

@@ -69,6 +69,20 @@ void check_ops(const strip::StripOps& ops, const Case& c, std::uint64_t seed) {
     std::vector<const void*> all_rows;
     for (int t = 0; t < tokens; ++t) all_rows.push_back(x_row(t));
     ops.dot(decoded, packed.kblocks, ps.scale_outside, all_rows.data(), tokens, full.data());
+    // The fused decode-and-dot path (few tokens) must give the decoded path's bits for every
+    // tile size: the driver picks either by the expert's token count.
+    if (ops.fused_dot != nullptr) {
+      for (int m = 1; m <= tokens; ++m) {
+        std::vector<float> fused(kStripRows * static_cast<std::size_t>(m));
+        ops.fused_dot(ps, all_rows.data(), m, fused.data());
+        for (int n = 0; n < kStripRows; ++n)
+          for (int t = 0; t < m; ++t)
+            EXPECT_EQ(std::memcmp(&fused[static_cast<std::size_t>(n * m + t)],
+                                  &full[static_cast<std::size_t>(n * tokens + t)], sizeof(float)),
+                      0)
+                << "fused tile of " << m << " strip " << s << " row " << n << " token " << t;
+      }
+    }
     for (int n = 0; n < kStripRows; ++n) {
       const std::int64_t r = kStripRows * s + n;
       dequantize_mxfp4({view.row_blocks(0, r), cols / 2}, {view.row_scale(0, r), kblocks}, dequant);
@@ -107,8 +121,9 @@ strip::StripOps avx2_ops() {
           &avx2_kernels::dot_strip};
 }
 strip::StripOps bf16_ops() {
-  return {strip::NibbleOrder::row_words, 2, avx512_bf16_kernels::kMaxTokens,
-          &avx512_bf16_kernels::decode_strip, &avx512_bf16_kernels::dot_strip};
+  return {strip::NibbleOrder::row_words,   2,
+          avx512_bf16_kernels::kMaxTokens, &avx512_bf16_kernels::decode_strip,
+          &avx512_bf16_kernels::dot_strip, &avx512_bf16_kernels::fused_dot_strip};
 }
 
 const Case kCases[] = {

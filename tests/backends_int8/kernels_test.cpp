@@ -158,19 +158,28 @@ TEST(Int8Kernels, VnniGemmFollowsTheScalarOrderBitForBit) {
 TEST(Int8Kernels, AmxGemmGivesTheVnniBits) {
   if (!has_amx()) GTEST_SKIP() << "no AMX int8 (or the OS refused the tile permission)";
   std::mt19937 rng(13);
-  constexpr int kBlocks = 7, kTokens = 48;
-  const auto group = random_group(kBlocks, rng);
-  const Activations a = random_activations(kTokens, 32 * kBlocks, rng);
-  std::vector<std::int8_t> b_tiles(kBlocks * k::kAmxBTileBytes);
-  std::vector<float> scales(kBlocks * 16);
-  alignas(64) std::int32_t c_scratch[256];
+  constexpr int kTokens = 48, kMaxBlocks = 8;
+  std::vector<std::int8_t> b_tiles(kMaxBlocks * k::kAmxBTileBytes);
+  std::vector<float> scales(kMaxBlocks * 16);
   std::vector<float> out(kTokens * 16);
-  k::amx_int8_tile_config();
-  k::amx_decode_group(group.data(), kBlocks, b_tiles.data(), scales.data());
-  k::gemm16_amx(b_tiles.data(), scales.data(), kBlocks, a.rows(), kTokens, out.data(), 16,
-                c_scratch);
-  k::amx_int8_tile_release();
-  expect_same_bits(out, scalar_gemm16(group, kBlocks, a, kTokens));
+  alignas(64) std::int32_t c_scratch[k::kAmxCScratchInts];
+  // Each run uses the first `blocks` blocks of these (rows keep their full stride).
+  const auto group = random_group(kMaxBlocks, rng);
+  const Activations a = random_activations(kTokens, 32 * kMaxBlocks, rng);
+  // The tile products are software-pipelined two blocks deep: odd and even block counts and
+  // the shortest ones exercise every prologue/epilogue of that pipeline.
+  for (const int blocks : {1, 2, 3, 7, 8}) {
+    SCOPED_TRACE(blocks);
+    k::amx_int8_tile_config();
+    k::amx_decode_group(group.data(), blocks, b_tiles.data(), scales.data());
+    // A partial last tile (45 = 2 x 16 + 13) reads rows 45..47 and must store only 13.
+    const int tokens = blocks % 2 == 1 ? 45 : kTokens;
+    out.assign(static_cast<std::size_t>(tokens) * 16, 0.0f);
+    k::gemm16_amx(b_tiles.data(), scales.data(), blocks, a.rows(), tokens, out.data(), 16,
+                  c_scratch);
+    k::amx_int8_tile_release();
+    expect_same_bits(out, scalar_gemm16(group, blocks, a, tokens));
+  }
 }
 
 }  // namespace

@@ -82,11 +82,11 @@ TEST(Claims, JudgeRefusesUnclaimedFormatsWithTheCode) {
         EXPECT_FALSE(r.remedy.empty()) << v.name;
       }
   // avx512_bf16 implements mxfp8 without claiming it; other machines may lack it entirely.
-  if (runnable_here(small_spec(), "avx512_bf16", ActivationFormat::bf16) &&
-      mxmoe::find_backend("avx512_bf16")
-          ->check(deployment(small_spec(), ActivationFormat::mxfp8, false))
-          .empty())
+  const mxmoe::Backend* bf16 = mxmoe::find_backend("avx512_bf16");
+  if (bf16 != nullptr &&
+      bf16->check(deployment(small_spec(), ActivationFormat::mxfp8, false)).empty()) {
     EXPECT_GE(refused_for_invariance, 1);
+  }
 }
 
 // Per-tensor (batch-dependent) activation scales can never be invariant; every format mxmoe
@@ -133,6 +133,28 @@ TEST(NumericsClass, BackendsChosenAcrossBatchSizesGiveTheSameBits) {
             << name << " vs " << *chosen.begin() << ", " << threads << " threads";
       }
   }
+}
+
+// The checker itself can fail: a "fresh" layer that rounds differently (bf16 instead of f32)
+// is caught in the second run and reported with its position and both values.
+TEST(Checker, ReportsTheFirstMismatch) {
+  const mxmoe::LayerSpec spec = small_spec();
+  const mxmoe::LayerStorage storage = mxmoe::LayerStorage::random(spec, 14);
+  const auto in = mxmoe::random_invariance_inputs(spec, mxmoe::InvarianceRouting::routed, 16, 32);
+  int built = 0;
+  const auto make = [&] {
+    const ActivationFormat f = built++ == 0 ? ActivationFormat::f32 : ActivationFormat::bf16;
+    return mxmoe::MoeLayer(storage.weights(), forced_selection(spec, "reference", f));
+  };
+  mxmoe::InvarianceOptions options;
+  options.batch_sizes = {1, 16};
+  const auto report = mxmoe::check_batch_invariance(make, in, options);
+  ASSERT_FALSE(report.identical());
+  EXPECT_EQ(report.first_mismatch->run, 1);
+  EXPECT_EQ(report.first_mismatch->threads, 1);
+  EXPECT_EQ(report.first_mismatch->batch_size, 1);
+  EXPECT_NE(report.first_mismatch->alone, report.first_mismatch->batched);
+  EXPECT_NE(report.first_mismatch->describe().find("batch of 1"), std::string::npos);
 }
 
 }  // namespace

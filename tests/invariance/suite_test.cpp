@@ -119,8 +119,8 @@ TEST_P(Suite, LayerRouter) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Claims, Suite, ::testing::ValuesIn(covered_claims()),
-                         [](const ::testing::TestParamInfo<Claim>& info) {
-                           return claim_name(info.param.backend, info.param.format);
+                         [](const ::testing::TestParamInfo<Claim>& param) {
+                           return claim_name(param.param.backend, param.param.format);
                          });
 
 // gpt-oss-20b's hidden/intermediate (2880 = 22.5 x 128: every kernel's tail path) with 4

@@ -1,6 +1,7 @@
 // The amx_int8 backend: the avx512_vnni numerics with AMX tiles (TDPBSSD, K = one 32-block)
-// for every full chunk of 16 slots of an expert; smaller remainders use the VNNI kernel. Both
-// paths give identical bits, so switching by batch size keeps batch invariance.
+// for every expert with at least 16 slots (all its chunks, a partial last one included);
+// experts with fewer slots use the VNNI kernel. Both paths give identical bits, so switching
+// by batch size keeps batch invariance.
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -31,7 +32,7 @@ class AmxInt8Backend final : public Backend {
  public:
   std::string_view name() const noexcept override { return "amx_int8"; }
   std::string_view description() const noexcept override {
-    return "AMX int8 tiles for 16-slot chunks, AVX-512 VNNI for the rest (same bits); int8 "
+    return "AMX int8 tiles for experts with >= 16 slots, AVX-512 VNNI below (same bits); int8 "
            "activations per 32-block";
   }
   std::vector<Rejection> check(const Deployment& d) const override {

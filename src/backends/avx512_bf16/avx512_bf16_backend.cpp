@@ -34,7 +34,8 @@ strip::StripOps avx512_bf16_ops() {
                          .element_bytes = 2,
                          .max_tokens = avx512_bf16_kernels::kMaxTokens,
                          .decode = &avx512_bf16_kernels::decode_strip,
-                         .dot = &avx512_bf16_kernels::dot_strip};
+                         .dot = &avx512_bf16_kernels::dot_strip,
+                         .fused_dot = &avx512_bf16_kernels::fused_dot_strip};
 }
 
 class Avx512Bf16Backend final : public Backend {

@@ -21,5 +21,8 @@ inline constexpr int kMaxTokens = 6;  // 4 rows x 6 tokens of zmm accumulators +
 void decode_strip(const strip::PackedStrip& strip, void* decoded);
 void dot_strip(const void* decoded, std::int64_t kblocks, bool scale_outside,
                const void* const* x_rows, int tokens, float* out);
+// decode_strip + dot_strip in one pass, weights kept in registers (same bits).
+void fused_dot_strip(const strip::PackedStrip& strip, const void* const* x_rows, int tokens,
+                     float* out);
 
 }  // namespace mxmoe::avx512_bf16_kernels

@@ -119,11 +119,14 @@ class Int8ExpertKernel final : public ExpertKernel {
                nbi = static_cast<std::size_t>(blocks_i());
     Layout l{};
     std::size_t at = 0;
-    l.xq = at, at += align_up(p * h);
-    l.xd = at, at += align_up(p * nbh * sizeof(float));
+    // The AMX path reads whole 16-row A tiles: an expert's last partial chunk reads up to 15
+    // rows past its slots (other experts' rows, or this padding); those results are dropped.
+    const std::size_t rows = p + (use_amx_ ? kChunk - 1 : 0);
+    l.xq = at, at += align_up(rows * h);
+    l.xd = at, at += align_up(rows * nbh * sizeof(float));
     l.xc = at, at += align_up(p * nbh * sizeof(std::int32_t));
-    l.aq = at, at += align_up(p * i);
-    l.ad = at, at += align_up(p * nbi * sizeof(float));
+    l.aq = at, at += align_up(rows * i);
+    l.ad = at, at += align_up(rows * nbi * sizeof(float));
     l.ac = at, at += align_up(p * nbi * sizeof(std::int32_t));
     l.thread_base = at;
     std::size_t t = 0;
@@ -132,7 +135,7 @@ class Int8ExpertKernel final : public ExpertKernel {
       const std::size_t nb = std::max(nbh, nbi);
       l.t_btiles = t, t += align_up(4 * nb * k::kAmxBTileBytes);
       l.t_wscale = t, t += align_up(4 * nb * 16 * sizeof(float));
-      l.t_c = t, t += align_up(256 * sizeof(std::int32_t));
+      l.t_c = t, t += align_up(k::kAmxCScratchInts * sizeof(std::int32_t));
     }
     l.per_thread = t;
     l.total = at + t * static_cast<std::size_t>(std::max(threads, 1));
@@ -214,6 +217,16 @@ void Int8ExpertKernel::run(const ExpertForward& f) const noexcept {
   const std::int64_t h = hidden_, inter = inter_, nbh = blocks_h(), nbi = blocks_i();
   const std::int64_t local_experts = batch.expert_end - batch.expert_begin;
 
+  // The AMX tail rows past the last slot (see layout()) are read but their results dropped;
+  // zero them so stale workspace bytes (NaN or subnormal scales) cannot slow the tiles down.
+  if (use_amx_) {
+    const auto pad = static_cast<std::size_t>(kChunk - 1);
+    std::memset(xq + positions * h, 0, pad * static_cast<std::size_t>(h));
+    std::memset(xd + positions * nbh, 0, pad * static_cast<std::size_t>(nbh) * sizeof(float));
+    std::memset(aq + positions * inter, 0, pad * static_cast<std::size_t>(inter));
+    std::memset(ad + positions * nbi, 0, pad * static_cast<std::size_t>(nbi) * sizeof(float));
+  }
+
   // Phase 1: quantize the input of every local slot (positions in expert order), so an
   // expert's rows are contiguous for the tile loads. A token's bits are the same in each copy.
   constexpr std::int64_t kQuantChunk = 8;
@@ -230,7 +243,9 @@ void Int8ExpertKernel::run(const ExpertForward& f) const noexcept {
   };
 
   // Runs `groups` consecutive packed groups on the expert's slots in chunks of kChunk and
-  // hands each chunk's accumulators (rows of 16*groups floats) to `consume`.
+  // hands each chunk's accumulators (rows of 16*groups floats) to `consume`. With AMX (at least
+  // one full chunk) every chunk, the partial last one included, goes through the tiles; an
+  // expert with fewer slots (decode) streams its weights once through VNNI.
   auto gemm_tile = [&](int thread, const std::uint8_t* group0, std::size_t group_bytes, int groups,
                        int blocks, const k::QuantRows& x, std::int64_t count, auto&& consume) {
     std::byte* region = thread_region(thread);
@@ -256,7 +271,7 @@ void Int8ExpertKernel::run(const ExpertForward& f) const noexcept {
       const k::QuantRows xs{x.q + c0 * x.q_stride, x.d + c0 * x.s_stride, x.corr + c0 * x.s_stride,
                             x.q_stride, x.s_stride};
       for (int g = 0; g < groups; ++g) {
-        if (amx && m == kChunk) {
+        if (amx) {
           k::gemm16_amx(btiles + static_cast<std::size_t>(g * blocks) * k::kAmxBTileBytes,
                         wscale + static_cast<std::size_t>(g * blocks) * 16, blocks, xs, m,
                         hbuf + 16 * g, stride, cbuf);

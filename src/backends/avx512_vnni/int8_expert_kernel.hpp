@@ -11,7 +11,7 @@
 
 namespace mxmoe::int8_backend {
 
-// use_amx: full chunks of 16 slots of an expert go through AMX tiles, the rest through VNNI;
+// use_amx: experts with at least 16 slots go through AMX tiles, the others through VNNI;
 // both produce identical bits. The caller made sure the CPU (and for AMX the OS permission)
 // allows the instructions. Throws std::invalid_argument when the weights disagree with spec.
 std::unique_ptr<ExpertKernel> make_int8_expert_kernel(const LayerSpec& spec,

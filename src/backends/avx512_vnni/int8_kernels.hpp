@@ -24,7 +24,8 @@ namespace mxmoe::int8_kernels {
 inline constexpr int kGroupRows = 16;
 inline constexpr std::size_t kGroupNibbleBytes = 256;
 inline constexpr std::size_t kGroupBlockBytes = 272;
-inline constexpr std::size_t kAmxBTileBytes = 512;  // one decoded (group, block): 8 x 64 int8
+inline constexpr std::size_t kAmxBTileBytes = 512;    // one decoded (group, block): 8 x 64 int8
+inline constexpr std::size_t kAmxCScratchInts = 512;  // two 16 x 16 int32 C tiles in flight
 
 // Quantized activations of consecutive rows (tokens or slots).
 struct QuantRows {
@@ -68,7 +69,9 @@ void amx_int8_tile_release() noexcept;  // TILERELEASE
 // weight scales 2^(e-128) (blocks x 16 floats).
 void amx_decode_group(const std::uint8_t* group, int blocks, std::int8_t* b_tiles,
                       float* weight_scale) noexcept;
-// tokens % 16 == 0; c_scratch: 256 int32, 64-byte aligned. Same bits as gemm16_vnni.
+// Any tokens >= 1, but x must have readable rows up to tokens rounded up to 16 (a partial last
+// tile is computed whole; only its first rows are stored). c_scratch: kAmxCScratchInts int32,
+// 64-byte aligned. Same bits as gemm16_vnni.
 void gemm16_amx(const std::int8_t* b_tiles, const float* weight_scale, int blocks,
                 const QuantRows& x, int tokens, float* out, std::int64_t out_stride,
                 std::int32_t* c_scratch) noexcept;

@@ -204,8 +204,19 @@ void StripKernel::run(const ExpertForward& f) const noexcept {
   };
 
   const int local = batch.expert_end - batch.expert_begin;
-  // Runs `strip_fn(expert, strip, decoded, scale_outside)` over every (local expert with
-  // tokens, strip) of p, kStripsPerTask strips per task.
+  // out[n * count + j] for the tile's rows: fused when the expert's tokens fit one tile
+  // (decoded == nullptr), else over the strip decoded once for all tiles. Both give the same
+  // bits (StripOps::fused_dot), so a token's result does not depend on its expert's load.
+  const auto dot = [&](const PackedStrip& strip, const std::byte* decoded, const void* const* rows,
+                       int count, float* out) {
+    if (decoded == nullptr) {
+      ops_.fused_dot(strip, rows, count, out);
+    } else {
+      ops_.dot(decoded, strip.kblocks, strip.scale_outside, rows, count, out);
+    }
+  };
+  // Runs `per_tile(strip index, strip, decoded, first slot, count, bias, out)` over every
+  // (local expert with tokens, strip, token tile) of p, kStripsPerTask strips per task.
   const auto for_each_strip = [&](const PackedProjection& p, auto&& per_tile) {
     const std::int64_t tasks_per_expert = (p.strips + kStripsPerTask - 1) / kStripsPerTask;
     f.pool->parallel_for(local * tasks_per_expert, [&](std::int64_t task, int thread) {
@@ -217,27 +228,29 @@ void StripKernel::run(const ExpertForward& f) const noexcept {
       auto* out = reinterpret_cast<float*>(scratch + l.decoded);
       const std::int64_t s0 = task % tasks_per_expert * kStripsPerTask;
       const std::int64_t s1 = std::min(s0 + kStripsPerTask, p.strips);
+      const bool fused = ops_.fused_dot != nullptr && last - first <= ops_.max_tokens;
+      const std::byte* decoded = fused ? nullptr : scratch;
       for (std::int64_t s = s0; s < s1; ++s) {
         const PackedStrip strip = p.strip(e, s);
-        ops_.decode(strip, scratch);
+        if (!fused) ops_.decode(strip, scratch);
         const float* bias =
             p.bias.empty()
                 ? nullptr
                 : p.bias.data() + static_cast<std::size_t>((e * p.strips + s) * kStripRows);
         for (std::int32_t p0 = first; p0 < last; p0 += ops_.max_tokens) {
           const int count = static_cast<int>(std::min<std::int32_t>(ops_.max_tokens, last - p0));
-          per_tile(s, scratch, strip.scale_outside, p0, count, bias, out);
+          per_tile(s, strip, decoded, p0, count, bias, out);
         }
       }
     });
   };
 
   // 2. GEMM1 (+b1), activation, rounding: strip s gives a[2s] and a[2s+1] of each slot.
-  for_each_strip(w1_, [&](std::int64_t s, const std::byte* decoded, bool outside, std::int32_t p0,
-                          int count, const float* bias, float* out) {
+  for_each_strip(w1_, [&](std::int64_t s, const PackedStrip& strip, const std::byte* decoded,
+                          std::int32_t p0, int count, const float* bias, float* out) {
     const void* rows[kMaxTokensCap];
     for (int j = 0; j < count; ++j) rows[j] = x_row(batch.slots[p0 + j] / top_k);
-    ops_.dot(decoded, w1_.kblocks, outside, rows, count, out);
+    dot(strip, decoded, rows, count, out);
     for (int j = 0; j < count; ++j) {
       const std::int64_t slot = batch.slots[p0 + j];
       for (int q = 0; q < 2; ++q) {
@@ -253,11 +266,11 @@ void StripKernel::run(const ExpertForward& f) const noexcept {
   });
 
   // 3. GEMM2 (+b2) into slot_out.
-  for_each_strip(w2_, [&](std::int64_t s, const std::byte* decoded, bool outside, std::int32_t p0,
-                          int count, const float* bias, float* out) {
+  for_each_strip(w2_, [&](std::int64_t s, const PackedStrip& strip, const std::byte* decoded,
+                          std::int32_t p0, int count, const float* bias, float* out) {
     const void* rows[kMaxTokensCap];
     for (int j = 0; j < count; ++j) rows[j] = a_row(batch.slots[p0 + j]);
-    ops_.dot(decoded, w2_.kblocks, outside, rows, count, out);
+    dot(strip, decoded, rows, count, out);
     for (int j = 0; j < count; ++j) {
       float* y = f.slot_out + batch.slots[p0 + j] * hidden + kStripRows * s;
       for (int n = 0; n < kStripRows; ++n)

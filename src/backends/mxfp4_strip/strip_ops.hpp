@@ -48,6 +48,11 @@ struct StripOps {
   // max_tokens. Each (n, t) is summed in an order that does not depend on `tokens`.
   void (*dot)(const void* decoded, std::int64_t kblocks, bool scale_outside,
               const void* const* x_rows, int tokens, float* out) = nullptr;
+  // Optional: decode and dot product fused (decoded weights stay in registers), for an
+  // expert whose tokens fit one dot() tile (1 <= tokens <= max_tokens). Must give the same
+  // bits as decode() then dot(): the same weight values enter the same accumulation.
+  void (*fused_dot)(const PackedStrip& strip, const void* const* x_rows, int tokens,
+                    float* out) = nullptr;
 };
 
 }  // namespace mxmoe::strip

@@ -14,8 +14,9 @@
 namespace mxmoe::int8_kernels {
 namespace {
 
-// Tiles: 0 = A (16 tokens x 32 int8), 1 = B (8 rows x 64 int8: K/4 x 16 outputs x 4),
-// 2 = C (16 tokens x 16 int32).
+// Tiles, two of each so consecutive blocks use different registers (tiles are not renamed):
+// 0, 1 = A (16 tokens x 32 int8), 2, 3 = B (8 rows x 64 int8: K/4 x 16 outputs x 4),
+// 4, 5 = C (16 tokens x 16 int32).
 struct alignas(64) TileConfig {
   std::uint8_t palette_id;
   std::uint8_t start_row;
@@ -39,18 +40,52 @@ __m512 weight_scales(const std::uint8_t* e8m0) {
   return _mm512_castsi512_ps(_mm512_mask_blend_epi32(tiny, normal, subnormal));
 }
 
+// One 16 x 16 x 32 tile product into C tile kC, and its store as 16 rows of 16 int32. The tile
+// intrinsics paste their register numbers into the assembly text, so they must be literals:
+// one pair of functions per (A, B, C) register triple.
+#define MXMOE_DEFINE_TILE_PRODUCT(suffix, kA, kB, kC)                               \
+  __attribute__((always_inline)) inline void tile_product_##suffix(                 \
+      const std::int8_t* a, std::int64_t a_stride, const std::int8_t* b_tile) {     \
+    _tile_loadd(kA, a, a_stride);                                                   \
+    _tile_loadd(kB, b_tile, 64);                                                    \
+    _tile_zero(kC);                                                                 \
+    _tile_dpbssd(kC, kA, kB);                                                       \
+  }                                                                                 \
+  __attribute__((always_inline)) inline void tile_store_##suffix(std::int32_t* c) { \
+    _tile_stored(kC, c, 64);                                                        \
+  }
+MXMOE_DEFINE_TILE_PRODUCT(even, 0, 2, 4)
+MXMOE_DEFINE_TILE_PRODUCT(odd, 1, 3, 5)
+#undef MXMOE_DEFINE_TILE_PRODUCT
+
+// acc[r] = fma(float(c[r][:]), ws * d_r, acc[r]) for the 16 token rows: cvt (from memory),
+// multiply (activation scale broadcast from memory) and FMA, 3 vector uops per row.
+__attribute__((always_inline)) inline void accumulate_block(const std::int32_t* c,
+                                                            const float* weight_scale,
+                                                            const float* d, std::int64_t d_stride,
+                                                            __m512 (&acc)[16]) {
+  const __m512 ws = _mm512_loadu_ps(weight_scale);
+  for (int r = 0; r < 16; ++r) {
+    const __m512 scale = _mm512_mul_ps(ws, _mm512_set1_ps(d[r * d_stride]));
+    const __m512 dot = _mm512_cvtepi32_ps(_mm512_load_si512(c + 16 * r));
+    acc[r] = _mm512_fmadd_ps(dot, scale, acc[r]);
+  }
+}
+
 }  // namespace
 
 void amx_int8_tile_config() noexcept {
   TileConfig config;
   std::memset(&config, 0, sizeof(config));
   config.palette_id = 1;
-  config.rows[0] = 16;
-  config.colsb[0] = 32;
-  config.rows[1] = 8;
-  config.colsb[1] = 64;
-  config.rows[2] = 16;
-  config.colsb[2] = 64;
+  for (int t = 0; t < 2; ++t) {
+    config.rows[0 + t] = 16;  // A
+    config.colsb[0 + t] = 32;
+    config.rows[2 + t] = 8;  // B
+    config.colsb[2 + t] = 64;
+    config.rows[4 + t] = 16;  // C
+    config.colsb[4 + t] = 64;
+  }
   // GCC 12's _tile_loadconfig tells the compiler it reads only 8 bytes of the config, so the
   // stores above are dropped as dead without this barrier (observed: rows/colsb left zero).
   __asm__ volatile("" : : "r"(&config) : "memory");
@@ -83,25 +118,38 @@ void amx_decode_group(const std::uint8_t* group, int blocks, std::int8_t* b_tile
 void gemm16_amx(const std::int8_t* b_tiles, const float* weight_scale, int blocks,
                 const QuantRows& x, int tokens, float* out, std::int64_t out_stride,
                 std::int32_t* c_scratch) noexcept {
-  for (int t0 = 0; t0 + 16 <= tokens; t0 += 16) {
+  std::int32_t* const c_even = c_scratch;
+  std::int32_t* const c_odd = c_scratch + 256;
+  for (int t0 = 0; t0 < tokens; t0 += 16) {
     __m512 acc[16];
     for (int r = 0; r < 16; ++r) acc[r] = _mm512_setzero_ps();
     const std::int8_t* a_rows = x.q + t0 * x.q_stride;
     const float* d_rows = x.d + t0 * x.s_stride;
-    for (int b = 0; b < blocks; ++b) {
-      _tile_loadd(0, a_rows + 32 * b, x.q_stride);
-      _tile_loadd(1, b_tiles + static_cast<std::size_t>(b) * kAmxBTileBytes, 64);
-      _tile_zero(2);
-      _tile_dpbssd(2, 0, 1);
-      _tile_stored(2, c_scratch, 64);
-      const __m512 ws = _mm512_loadu_ps(weight_scale + 16 * b);
-      for (int r = 0; r < 16; ++r) {
-        const __m512 scale = _mm512_mul_ps(ws, _mm512_set1_ps(d_rows[r * x.s_stride + b]));
-        const __m512 dot = _mm512_cvtepi32_ps(_mm512_load_si512(c_scratch + 16 * r));
-        acc[r] = _mm512_fmadd_ps(dot, scale, acc[r]);
+    auto b_tile = [&](int b) { return b_tiles + static_cast<std::size_t>(b) * kAmxBTileBytes; };
+    auto accumulate = [&](int b, const std::int32_t* c) {
+      accumulate_block(c, weight_scale + 16 * b, d_rows + b, x.s_stride, acc);
+    };
+    // Software pipeline, two tile products in flight: block b's C tile is stored, block b+2's
+    // product is issued into that same tile (it waits only for the store to read it), then
+    // block b's fp32 epilogue runs while TDPBSSD works on blocks b+1 and b+2. So each
+    // TILESTORED finds its product finished two epilogues earlier (measured: a TILESTORED
+    // right behind its TDPBSSD stalls the core). The epilogues still run in block order
+    // 0, 1, 2, ... (the bits depend on it).
+    auto a_block = [&](int b) { return a_rows + 32 * b; };
+    tile_product_even(a_block(0), x.q_stride, b_tile(0));
+    if (blocks > 1) tile_product_odd(a_block(1), x.q_stride, b_tile(1));
+    for (int b = 0; b < blocks; b += 2) {
+      tile_store_even(c_even);
+      if (b + 2 < blocks) tile_product_even(a_block(b + 2), x.q_stride, b_tile(b + 2));
+      accumulate(b, c_even);
+      if (b + 1 < blocks) {
+        tile_store_odd(c_odd);
+        if (b + 3 < blocks) tile_product_odd(a_block(b + 3), x.q_stride, b_tile(b + 3));
+        accumulate(b + 1, c_odd);
       }
     }
-    for (int r = 0; r < 16; ++r) _mm512_storeu_ps(out + (t0 + r) * out_stride, acc[r]);
+    const int valid = tokens - t0 < 16 ? tokens - t0 : 16;
+    for (int r = 0; r < valid; ++r) _mm512_storeu_ps(out + (t0 + r) * out_stride, acc[r]);
   }
 }
 
