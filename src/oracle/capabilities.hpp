@@ -18,8 +18,13 @@ struct BackendCapabilities {
   // Formats for which the conformance suite (tests/invariance) proves bit-identical
   // per-token outputs whatever the batch; batch_invariant requests need one of these.
   std::vector<ActivationFormat> batch_invariant_activations;
-  std::vector<ActivationFn> activation_fns;
-  std::vector<RoutingMethod> routing_methods;
+  // Every expert nonlinearity and routing method by default: routing runs in the runtime
+  // before any kernel, and the activations share src/model/activation.hpp.
+  std::vector<ActivationFn> activation_fns{ActivationFn::swiglu_oai, ActivationFn::silu_glu,
+                                           ActivationFn::silu_glu_clamp};
+  std::vector<RoutingMethod> routing_methods{
+      RoutingMethod::topk_softmax, RoutingMethod::softmax_topk, RoutingMethod::sigmoid_group_topk,
+      RoutingMethod::sqrtsoftplus_topk};
   std::vector<WeightFormat> weight_formats{WeightFormat::mxfp4};
   int dim_multiple = 32;    // H and I must be multiples of this
   bool needs_cuda = false;  // no_device when Hardware has no CUDA device

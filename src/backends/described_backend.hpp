@@ -1,0 +1,52 @@
+// Most backends are data: a name, a description, a capability table, the sustained rates of
+// the cost model and a kernel factory. DescribedBackend turns that data into a Backend, so
+// a backend's folder holds its description and its kernels, not another copy of the class.
+#pragma once
+
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "backends/kernel.hpp"
+#include "oracle/capabilities.hpp"
+#include "oracle/cost.hpp"
+
+namespace mxmoe {
+
+struct BackendDescription {
+  std::string_view name;
+  std::string_view description;
+  BackendCapabilities capabilities;
+  Throughput throughput;  // sustained per-thread rates (docs/perf/ says where they come from)
+  // Optional: a second compute rate used when every touched expert receives at least
+  // min_tokens_per_expert tokens (e.g. matrix units that need full tiles).
+  Throughput many_tokens_throughput{};
+  double min_tokens_per_expert = 0;
+  // Packs the weights; only called when check() passed.
+  std::unique_ptr<ExpertKernel> (*create)(const Deployment&, const LayerWeights&) = nullptr;
+};
+
+class DescribedBackend final : public Backend {
+ public:
+  explicit DescribedBackend(BackendDescription d) : d_(std::move(d)) {}
+  std::string_view name() const noexcept override { return d_.name; }
+  std::string_view description() const noexcept override { return d_.description; }
+  std::vector<Rejection> check(const Deployment& d) const override {
+    return check_capabilities(d_.capabilities, d);
+  }
+  double estimate_us(const Deployment& d) const override {
+    const double tokens_per_expert = static_cast<double>(d.request.tokens_hint) * d.layer.top_k /
+                                     static_cast<double>(d.layer.num_experts);
+    const bool many = d_.min_tokens_per_expert > 0 && tokens_per_expert >= d_.min_tokens_per_expert;
+    return roofline_estimate_us(d, many ? d_.many_tokens_throughput : d_.throughput);
+  }
+  std::unique_ptr<ExpertKernel> create(const Deployment& d,
+                                       const LayerWeights& weights) const override {
+    return d_.create(d, weights);
+  }
+
+ private:
+  BackendDescription d_;
+};
+
+}  // namespace mxmoe
