@@ -9,6 +9,7 @@
 #include <span>
 
 #include "mxmoe/layer_spec.hpp"
+#include "mxmoe/weights.hpp"
 
 namespace mxmoe {
 
@@ -26,5 +27,12 @@ void route_logits(const LayerSpec& spec, const float* logits, const float* selec
 // token, weights finite. Throws std::invalid_argument naming the token and the slot.
 void validate_routing(const LayerSpec& spec, const std::int32_t* ids, const float* weights,
                       std::int64_t tokens);
+
+// Routing from the layer's own router tensors, for tools (run, verify, bench): logits
+// W_r x + b_r accumulated in double and rounded to float once, the selection bias, then
+// route_logits. Allocates; the layer's hot path has its own buffers. Throws
+// std::invalid_argument when the layer has no router weights.
+void route_with_router(const LayerSpec& spec, const LayerWeights& weights, const float* x,
+                       std::int64_t tokens, std::int32_t* ids, float* combine_weights);
 
 }  // namespace mxmoe

@@ -54,22 +54,9 @@ std::string candidate_line(const Selection& s, const Verdict& v) {
 double touched_weight_bytes(const LayerSpec& s, const LayerWeights& w, const Request& r,
                             const std::vector<float>& x, std::int64_t tokens) {
   if (w.router_weight.empty()) return 0;
-  std::vector<float> logits(static_cast<std::size_t>(tokens * s.num_experts));
-  for (std::int64_t t = 0; t < tokens; ++t)
-    for (int e = 0; e < s.num_experts; ++e) {
-      double v = w.router_bias.empty() ? 0.0 : static_cast<double>(w.router_bias.at(e));
-      for (int h = 0; h < s.hidden; ++h)
-        v += static_cast<double>(w.router_weight.at(std::int64_t{e} * s.hidden + h)) *
-             static_cast<double>(x[static_cast<std::size_t>(t * s.hidden + h)]);
-      logits[static_cast<std::size_t>(t * s.num_experts + e)] = static_cast<float>(v);
-    }
   std::vector<std::int32_t> ids(static_cast<std::size_t>(tokens * s.top_k));
-  std::vector<float> weights(ids.size()), scratch(routing_scratch_floats(s));
-  std::vector<float> bias;
-  for (std::int64_t e = 0; e < (w.selection_bias.empty() ? 0 : s.num_experts); ++e)
-    bias.push_back(w.selection_bias.at(e));
-  route_logits(s, logits.data(), bias.empty() ? nullptr : bias.data(), tokens, ids.data(),
-               weights.data(), scratch);
+  std::vector<float> weights(ids.size());
+  route_with_router(s, w, x.data(), tokens, ids.data(), weights.data());
   const int ep = std::max(r.ep_size, 1);
   const int begin = r.ep_rank * s.num_experts / ep, end = (r.ep_rank + 1) * s.num_experts / ep;
   std::vector<bool> used(static_cast<std::size_t>(s.num_experts), false);

@@ -52,8 +52,8 @@ double relative_l2(const std::vector<float>& got, const std::vector<double>& wan
 void make_routing(const LayerSpec& s, const LayerWeights& w, const std::vector<float>& x,
                   std::int64_t tokens, std::uint64_t seed, std::vector<std::int32_t>& ids,
                   std::vector<float>& weights) {
-  ids.resize(static_cast<std::size_t>(tokens * s.top_k));
-  weights.resize(ids.size());
+  ids = std::vector<std::int32_t>(static_cast<std::size_t>(tokens * s.top_k));
+  weights = std::vector<float>(ids.size());
   if (w.router_weight.empty()) {
     std::mt19937_64 rng(seed);
     for (std::int64_t t = 0; t < tokens; ++t) {
@@ -67,20 +67,7 @@ void make_routing(const LayerSpec& s, const LayerWeights& w, const std::vector<f
     }
     return;
   }
-  std::vector<float> logits(static_cast<std::size_t>(tokens * s.num_experts));
-  for (std::int64_t t = 0; t < tokens; ++t)
-    for (int e = 0; e < s.num_experts; ++e) {
-      double v = w.router_bias.empty() ? 0.0 : static_cast<double>(w.router_bias.at(e));
-      for (int h = 0; h < s.hidden; ++h)
-        v += static_cast<double>(w.router_weight.at(std::int64_t{e} * s.hidden + h)) *
-             static_cast<double>(x[static_cast<std::size_t>(t * s.hidden + h)]);
-      logits[static_cast<std::size_t>(t * s.num_experts + e)] = static_cast<float>(v);
-    }
-  std::vector<float> bias, scratch(routing_scratch_floats(s));
-  for (std::int64_t e = 0; e < (w.selection_bias.empty() ? 0 : s.num_experts); ++e)
-    bias.push_back(w.selection_bias.at(e));
-  route_logits(s, logits.data(), bias.empty() ? nullptr : bias.data(), tokens, ids.data(),
-               weights.data(), scratch);
+  route_with_router(s, w, x.data(), tokens, ids.data(), weights.data());
 }
 
 int verify(const VerifyOptions& o) {
