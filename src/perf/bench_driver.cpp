@@ -136,6 +136,8 @@ BenchReport run_bench(const BenchLayers& layers, const Hardware& hw, const Machi
   std::size_t row_index = 0;
   // (backend, activation, threads) -> the last measured (tokens, seconds per call).
   std::map<std::string, std::pair<int, double>> last_measured;
+  // (backend, activation, tokens) -> seconds per call at the thread count measured last.
+  std::map<std::string, double> seconds_at_size;
 
   for (const std::string& backend : config.backends) {
     const std::string forced = backend == "auto" ? std::string() : backend;
@@ -166,7 +168,12 @@ BenchReport run_bench(const BenchLayers& layers, const Hardware& hw, const Machi
           const std::string group = fmt::format("{}/{}", key, t);
 
           if (const auto it = last_measured.find(group); it != last_measured.end()) {
-            const double predicted = it->second.second * m / it->second.first;
+            // Linear in tokens from the last smaller row overestimates when that row was
+            // memory-bound; the same size at fewer threads bounds it better when known.
+            double predicted = it->second.second * m / it->second.first;
+            if (const auto same = seconds_at_size.find(fmt::format("{}/{}", key, m));
+                same != seconds_at_size.end())
+              predicted = std::min(predicted, same->second);
             if (predicted > config.max_call_seconds) {
               push_unique(
                   report.notes,
@@ -210,6 +217,7 @@ BenchReport run_bench(const BenchLayers& layers, const Hardware& hw, const Machi
           touched /= reps;
           const Summary s = summarize(samples);
           last_measured[group] = {m, s.median};
+          seconds_at_size[fmt::format("{}/{}", key, m)] = s.median;
 
           BenchRow row;
           row.backend = selection.chosen;
