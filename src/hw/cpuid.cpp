@@ -4,8 +4,6 @@
 #include <cpuid.h>
 #endif
 #if defined(__linux__)
-#include <sys/syscall.h>
-#include <unistd.h>
 #endif
 
 namespace mxmoe::hw {
@@ -48,15 +46,5 @@ std::uint64_t xgetbv0() {
 }
 
 #endif
-
-bool request_amx_permission() {
-#if defined(__linux__) && defined(__x86_64__)
-  constexpr long kArchReqXcompPerm = 0x1023;
-  constexpr long kXfeatureXtiledata = 18;
-  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
-#else
-  return false;
-#endif
-}
 
 }  // namespace mxmoe::hw

@@ -14,10 +14,6 @@ bool is_x86();  // false on other architectures: every query below then returns 
 CpuidRegs cpuid(std::uint32_t leaf, std::uint32_t subleaf = 0);
 std::uint64_t xgetbv0();  // XCR0; 0 when OSXSAVE is off
 
-// Asks Linux for permission to use the AMX tile data state (arch_prctl
-// ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA). False when refused or not Linux/x86-64.
-bool request_amx_permission();
-
 bool has_bit(std::uint32_t reg, int bit);
 
 }  // namespace mxmoe::hw

@@ -11,6 +11,7 @@
 #include <string>
 #include <thread>
 
+#include "hw/amx_permission.hpp"
 #include "hw/cpuid.hpp"
 #include "mxmoe/hardware.hpp"
 
@@ -139,7 +140,7 @@ void probe_isa(Hardware& h) {
   const bool ymm_state = xcr0_has(0x6);       // SSE + AVX (YMM upper halves)
   const bool zmm_state = xcr0_has(0xE6);      // + opmask, ZMM_Hi256, Hi16_ZMM
   const bool tile_state = xcr0_has(0x60000);  // XTILECFG (17) + XTILEDATA (18)
-  const bool amx_state = cpu.amx_tile && tile_state && hw::request_amx_permission();
+  const bool amx_state = cpu.amx_tile && tile_state && hw::request_amx_tile_permission().empty();
 
   h.isa = cpu;
   h.os_denied.clear();

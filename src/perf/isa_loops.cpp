@@ -1,8 +1,6 @@
 #include "perf/isa_loops.hpp"
 
 #include <immintrin.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <array>
 #include <cstring>
@@ -221,14 +219,6 @@ __attribute__((target("amx-tile,amx-bf16"))) double amx_bf16(std::int64_t iterat
   _tile_stored(3, out[3].words.data(), 64);
   _tile_release();
   return sum_tiles(out);  // float bit patterns summed as integers: a checksum only
-}
-
-const char* request_amx_permission() {
-  constexpr long kArchReqXcompPerm = 0x1023;
-  constexpr long kXfeatureXtiledata = 18;
-  if (syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) != 0)
-    return "the OS refused the AMX tile state (arch_prctl ARCH_REQ_XCOMP_PERM)";
-  return "";
 }
 
 }  // namespace mxmoe::perf::loops

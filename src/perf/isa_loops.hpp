@@ -33,8 +33,5 @@ double vnni_avx512(std::int64_t iterations);
 double amx_int8(std::int64_t iterations);
 double amx_bf16(std::int64_t iterations);
 
-// Asks Linux for the AMX tile-data state (arch_prctl ARCH_REQ_XCOMP_PERM, XTILEDATA).
-// Returns "" when granted, else the reason.
-const char* request_amx_permission();
 
 }  // namespace mxmoe::perf::loops

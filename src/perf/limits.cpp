@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "hw/amx_permission.hpp"
 #include "mxmoe/perf.hpp"
 #include "perf/isa_loops.hpp"
 
@@ -216,7 +217,7 @@ MachineLimits measure_limits(const Hardware& hw, const LimitsOptions& options) {
     p.unit = loop.unit;
     p.note = loop.missing(hw.isa);
     if (p.note.empty() && p.name.find("amx") != std::string::npos)
-      p.note = loops::request_amx_permission();
+      p.note = hw::request_amx_tile_permission();
     if (p.note.empty()) {
       p.measured = true;
       p.per_core = measure_peak(loop, 1, sink) / 1e9;

@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-#include "backends/amx/amx_permission.hpp"
+#include "hw/amx_permission.hpp"
 #include "backends/avx512_vnni/int8_kernels.hpp"
 #include "mxmoe/format.hpp"
 #include "mxmoe/hardware.hpp"
@@ -26,7 +26,7 @@ bool has_vnni() {
 }
 bool has_amx() {
   static const bool ok =
-      has_vnni() && probe_hardware().isa.amx_int8 && amx::request_amx_tile_permission().empty();
+      has_vnni() && probe_hardware().isa.amx_int8 && hw::request_amx_tile_permission().empty();
   return ok;
 }
 

@@ -9,7 +9,7 @@
 #include <random>
 #include <vector>
 
-#include "backends/amx/amx_permission.hpp"
+#include "hw/amx_permission.hpp"
 #include "int8_test_support.hpp"
 #include "mxmoe/hardware.hpp"
 
@@ -22,7 +22,7 @@ bool has_vnni() {
 }
 bool has_amx() {
   static const bool ok =
-      has_vnni() && probe_hardware().isa.amx_int8 && amx::request_amx_tile_permission().empty();
+      has_vnni() && probe_hardware().isa.amx_int8 && hw::request_amx_tile_permission().empty();
   return ok;
 }
 

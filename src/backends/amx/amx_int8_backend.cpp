@@ -6,15 +6,15 @@
 #include <stdexcept>
 #include <string>
 
-#include "backends/amx/amx_permission.hpp"
 #include "backends/avx512_vnni/int8_expert_kernel.hpp"
 #include "backends/described_backend.hpp"
+#include "hw/amx_permission.hpp"
 
 namespace mxmoe {
 namespace {
 
 std::unique_ptr<ExpertKernel> create_amx_int8(const Deployment& d, const LayerWeights& weights) {
-  const std::string refused = amx::request_amx_tile_permission();
+  const std::string refused = hw::request_amx_tile_permission();
   if (!refused.empty()) {
     throw std::runtime_error("amx_int8: the OS refused the AMX tile permission (" + refused +
                              "); choose another backend (e.g. avx512_vnni)");

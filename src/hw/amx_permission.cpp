@@ -1,4 +1,4 @@
-#include "backends/amx/amx_permission.hpp"
+#include "hw/amx_permission.hpp"
 
 #include <cerrno>
 #include <cstring>
@@ -9,7 +9,7 @@
 #include <unistd.h>
 #endif
 
-namespace mxmoe::amx {
+namespace mxmoe::hw {
 
 std::string request_amx_tile_permission() {
 #if defined(__linux__) && defined(__x86_64__)
@@ -28,4 +28,4 @@ std::string request_amx_tile_permission() {
 #endif
 }
 
-}  // namespace mxmoe::amx
+}  // namespace mxmoe::hw
