@@ -78,7 +78,9 @@ struct Verdict {
   std::string name;
   bool supported = false;
   std::vector<Rejection> reasons;  // all of them; empty when supported
-  double estimated_us = 0;         // when supported
+  // When supported: the estimate that ranks it, microseconds per call at tokens_hint; for a
+  // batch-invariant request, summed over 1, 8, 64 and 512 tokens (docs/ORACLE.md).
+  double estimated_us = 0;
   friend bool operator==(const Verdict&, const Verdict&) = default;
 };
 

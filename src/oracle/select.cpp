@@ -31,7 +31,29 @@ std::size_t preference_rank(const Preferences& prefs, std::string_view name) {
   return static_cast<std::size_t>(it - prefs.order.begin());  // unlisted: after all listed
 }
 
-std::string cost_text(const Verdict& v, int tokens) {
+// A batch-invariant request must get the same numerics whatever the batch, also when the
+// layer is built again for another batch size (a prefill and a decode deployment of one
+// model): its ranking cannot depend on tokens_hint. It uses the summed estimate over this
+// fixed mix of decode and prefill batch sizes instead.
+constexpr int kInvariantMix[] = {1, 8, 64, 512};
+
+double ranking_estimate(const Backend& b, const Deployment& d) {
+  if (!d.request.batch_invariant) return b.estimate_us(d);
+  Deployment at = d;
+  double sum = 0;
+  for (int tokens : kInvariantMix) {
+    at.request.tokens_hint = tokens;
+    sum += b.estimate_us(at);
+  }
+  return sum;
+}
+
+std::string cost_text(const Verdict& v, const Request& r) {
+  if (r.batch_invariant)
+    return fmt::format("{:.1f} us summed over 1, 8, 64 and 512 tokens (batch invariant: one "
+                       "choice for every batch size)",
+                       v.estimated_us);
+  const int tokens = r.tokens_hint;
   return fmt::format("{:.1f} us at {} token{}", v.estimated_us, tokens, tokens == 1 ? "" : "s");
 }
 
@@ -63,7 +85,7 @@ Selection judge_candidates(const Deployment& d, const Preferences& prefs,
                            "no forced backend, or this one", "forced_backend=" + req.forced_backend,
                            "drop --backend / MXMOE_BACKEND to let the oracle choose"});
     v.supported = v.reasons.empty();
-    if (v.supported) v.estimated_us = b->estimate_us(s.deployment);
+    if (v.supported) v.estimated_us = ranking_estimate(*b, s.deployment);
     s.candidates.push_back(std::move(v));
   }
 
@@ -80,20 +102,19 @@ Selection judge_candidates(const Deployment& d, const Preferences& prefs,
 
   const Verdict& best = s.candidates[ranked.front()];
   s.chosen = best.name;
-  const int tokens = req.tokens_hint;
   if (!req.forced_backend.empty()) {
     s.why = fmt::format("forced by the request (--backend / MXMOE_BACKEND); estimated {}",
-                        cost_text(best, tokens));
+                        cost_text(best, req));
   } else if (ranked.size() == 1) {
     s.why = fmt::format("lowest estimated cost: {} (the only supported candidate)",
-                        cost_text(best, tokens));
+                        cost_text(best, req));
   } else {
     const Verdict& next = s.candidates[ranked[1]];
     if (next.estimated_us == best.estimated_us)
       s.why = fmt::format("lowest estimated cost: {} (tied with {}; first in the {} order)",
-                          cost_text(best, tokens), next.name, prefs.source);
+                          cost_text(best, req), next.name, prefs.source);
     else
-      s.why = fmt::format("lowest estimated cost: {} (next: {} {:.1f} us)", cost_text(best, tokens),
+      s.why = fmt::format("lowest estimated cost: {} (next: {} {:.1f} us)", cost_text(best, req),
                           next.name, next.estimated_us);
   }
   return s;

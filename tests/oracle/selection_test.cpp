@@ -35,6 +35,33 @@ TEST(Selection, LowestEstimatedCostWinsAndSaysWhy) {
   EXPECT_DOUBLE_EQ(s.candidates[2].estimated_us, 40.0);
 }
 
+// Invariance is promised across batch sizes, so layers built for different tokens_hint
+// values (a prefill and a decode deployment) must get one backend: an invariant request is
+// ranked by the cost summed over 1, 8, 64 and 512 tokens, whatever its hint.
+TEST(Selection, BatchInvariantChoiceDoesNotDependOnTheBatchSize) {
+  const StubBackend decode("decode_fast", portable_caps(), 10.0, {}, 1.0);
+  const StubBackend prefill("prefill_fast", portable_caps(), 50.0, {}, 0.1);
+  Deployment d = sample_deployment();
+  for (bool invariant : {false, true}) {
+    d.request.batch_invariant = invariant;
+    std::vector<std::string> chosen;
+    for (int hint : {1, 8, 64, 512, 4096}) {
+      d.request.tokens_hint = hint;
+      chosen.push_back(select(d, Preferences{}, candidates(decode, prefill)).chosen);
+    }
+    if (invariant) {
+      // decode_fast: 4 x 10 + 585 x 1.0 = 625 us; prefill_fast: 4 x 50 + 585 x 0.1 = 258.5 us.
+      EXPECT_EQ(chosen, std::vector<std::string>(5, "prefill_fast"));
+      const Selection s = select(d, Preferences{}, candidates(decode, prefill));
+      EXPECT_DOUBLE_EQ(s.candidates[1].estimated_us, 258.5);
+      EXPECT_THAT(s.why, HasSubstr("summed over 1, 8, 64 and 512 tokens"));
+    } else {
+      EXPECT_EQ(chosen, (std::vector<std::string>{"decode_fast", "decode_fast", "prefill_fast",
+                                                  "prefill_fast", "prefill_fast"}));
+    }
+  }
+}
+
 TEST(Selection, TiesFollowThePreferenceOrderThenRegistryOrder) {
   const StubBackend a("a", portable_caps(), 5.0), b("b", portable_caps(), 5.0);
   Preferences prefs;

@@ -16,11 +16,13 @@ namespace mxmoe::testing {
 
 class StubBackend final : public Backend {
  public:
+  // Costs cost_us + us_per_token * tokens_hint.
   StubBackend(std::string name, BackendCapabilities caps, double cost_us,
-              std::vector<Rejection> fixed = {})
+              std::vector<Rejection> fixed = {}, double us_per_token = 0)
       : name_(std::move(name)),
         caps_(std::move(caps)),
         cost_us_(cost_us),
+        us_per_token_(us_per_token),
         fixed_(std::move(fixed)) {}
   std::string_view name() const noexcept override { return name_; }
   std::string_view description() const noexcept override { return "test stub"; }
@@ -29,7 +31,9 @@ class StubBackend final : public Backend {
     r.insert(r.end(), fixed_.begin(), fixed_.end());
     return r;
   }
-  double estimate_us(const Deployment&) const override { return cost_us_; }
+  double estimate_us(const Deployment& d) const override {
+    return cost_us_ + us_per_token_ * d.request.tokens_hint;
+  }
   std::unique_ptr<ExpertKernel> create(const Deployment&, const LayerWeights&) const override {
     return nullptr;  // never executed: these tests only judge
   }
@@ -37,7 +41,7 @@ class StubBackend final : public Backend {
  private:
   std::string name_;
   BackendCapabilities caps_;
-  double cost_us_;
+  double cost_us_, us_per_token_;
   std::vector<Rejection> fixed_;
 };
 

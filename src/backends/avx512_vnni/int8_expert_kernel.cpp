@@ -1,13 +1,10 @@
 #include "backends/avx512_vnni/int8_expert_kernel.hpp"
 
 #include <algorithm>
-#include <bit>
 #include <cstring>
-#include <stdexcept>
-#include <string>
-#include <vector>
 
 #include "backends/avx512_vnni/int8_kernels.hpp"
+#include "backends/group16/group16_pack.hpp"
 #include "runtime/thread_pool.hpp"
 
 namespace mxmoe::int8_backend {
@@ -23,49 +20,14 @@ std::size_t align_up(std::size_t n) {
   return (n + kAlign - 1) / kAlign * kAlign;
 }
 
-float dense_value(const DenseView& v, std::int64_t i) {
-  if (v.dtype == DType::f32) return static_cast<const float*>(v.data)[i];
-  const std::uint16_t bits = static_cast<const std::uint16_t*>(v.data)[i];
-  return std::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16);
-}
-
-std::uint8_t e2m1_code(const std::uint8_t* block16, int element) {
-  return static_cast<std::uint8_t>((block16[element / 2] >> (4 * (element % 2))) & 0x0F);
-}
-
-// Packs 16 rows (of expert e) into kGroupBlockBytes per K block, layout in int8_kernels.hpp.
-void pack_group(const Mxfp4View& w, std::int64_t e, const std::int64_t* rows, std::uint8_t* dst) {
-  const std::int64_t blocks = w.row_scales();
-  for (std::int64_t b = 0; b < blocks; ++b) {
-    std::uint8_t* gb = dst + static_cast<std::size_t>(b) * k::kGroupBlockBytes;
-    for (int i = 0; i < k::kGroupRows; ++i) {
-      const std::uint8_t* src = w.row_blocks(e, rows[i]) + b * 16;
-      for (int h = 0; h < 4; ++h) {
-        for (int j = 0; j < 4; ++j) {
-          const auto lo = e2m1_code(src, 8 * h + j);
-          const auto hi = e2m1_code(src, 8 * h + 4 + j);
-          gb[64 * h + 4 * i + j] = static_cast<std::uint8_t>(lo | (hi << 4));
-        }
-      }
-      gb[k::kGroupNibbleBytes + static_cast<std::size_t>(i)] = w.row_scale(e, rows[i])[b];
-    }
-  }
-}
-
-void check_view(const Mxfp4View& v, const char* name, std::int64_t experts, std::int64_t rows,
-                std::int64_t cols) {
-  if (v.empty() || v.experts != experts || v.rows != rows || v.cols != cols || cols % 32 != 0 ||
-      rows % 32 != 0) {
-    throw std::invalid_argument(std::string("int8 expert kernel: ") + name +
-                                " does not match the layer spec");
-  }
-}
-
-void check_shapes(const LayerSpec& spec, const LayerWeights& w) {
-  check_view(w.w1, "w1", spec.num_experts, 2 * std::int64_t{spec.intermediate}, spec.hidden);
-  check_view(w.w2, "w2", spec.num_experts, spec.hidden, spec.intermediate);
-  if (spec.expert_bias && (w.b1.empty() || w.b2.empty()))
-    throw std::invalid_argument("int8 expert kernel: expert biases b1/b2 missing");
+// The vpdpbusd / TDPBSSD arrangement of int8_kernels.hpp: byte 64h + 4i + j holds row i's
+// element 8h+j (low nibble) and 8h+4+j (high nibble).
+void arrange_int8(const std::uint8_t (&codes)[group16::kRows][32], std::uint8_t* dst) {
+  for (int i = 0; i < group16::kRows; ++i)
+    for (int h = 0; h < 4; ++h)
+      for (int j = 0; j < 4; ++j)
+        dst[64 * h + 4 * i + j] =
+            static_cast<std::uint8_t>(codes[i][8 * h + j] | (codes[i][8 * h + 4 + j] << 4));
 }
 
 // Byte offsets of the workspace regions for `positions` slots and `threads` threads.
@@ -77,24 +39,21 @@ struct Layout {
 class Int8ExpertKernel final : public ExpertKernel {
  public:
   Int8ExpertKernel(const LayerSpec& spec, const LayerWeights& w, bool use_amx)
-      : experts_(spec.num_experts),
-        top_k_(spec.top_k),
+      : top_k_(spec.top_k),
         hidden_(spec.hidden),
         inter_(spec.intermediate),
-        use_amx_(use_amx) {
-    check_shapes(spec, w);
+        use_amx_(use_amx),
+        packed_(group16::pack_experts(spec, w, &arrange_int8, "int8 expert kernel")) {
+    static_assert(group16::kBlockBytes == k::kGroupBlockBytes &&
+                  group16::kNibbleBytes == k::kGroupNibbleBytes);
     glu_.fn = spec.activation == ActivationFn::swiglu_oai ? k::kGluSwigluOai
               : spec.activation == ActivationFn::silu_glu ? k::kGluSilu
                                                           : k::kGluSiluClamp;
     glu_.alpha = spec.activation_params.alpha;
     glu_.limit = spec.activation_params.limit;
-    pack(spec, w);
   }
 
-  std::size_t packed_bytes() const noexcept override {
-    return w1_.size() + w2_.size() +
-           sizeof(float) * (gate_bias_.size() + up_bias_.size() + b2_.size());
-  }
+  std::size_t packed_bytes() const noexcept override { return packed_.bytes(); }
 
   std::size_t workspace_bytes(std::int64_t tokens, int threads) const noexcept override {
     return layout(tokens * top_k_, threads).total;
@@ -105,12 +64,6 @@ class Int8ExpertKernel final : public ExpertKernel {
  private:
   std::int64_t blocks_h() const { return hidden_ / 32; }
   std::int64_t blocks_i() const { return inter_ / 32; }
-  std::size_t w1_group_bytes() const {
-    return static_cast<std::size_t>(blocks_h()) * k::kGroupBlockBytes;
-  }
-  std::size_t w2_group_bytes() const {
-    return static_cast<std::size_t>(blocks_i()) * k::kGroupBlockBytes;
-  }
 
   Layout layout(std::int64_t positions, int threads) const noexcept {
     const auto p = static_cast<std::size_t>(std::max<std::int64_t>(positions, 0));
@@ -142,50 +95,10 @@ class Int8ExpertKernel final : public ExpertKernel {
     return l;
   }
 
-  void pack(const LayerSpec& spec, const LayerWeights& w) {
-    const std::int64_t e_count = experts_, h = hidden_, inter = inter_;
-    w1_.resize(static_cast<std::size_t>(e_count * (2 * inter / 16)) * w1_group_bytes());
-    w2_.resize(static_cast<std::size_t>(e_count * (h / 16)) * w2_group_bytes());
-    gate_bias_.assign(static_cast<std::size_t>(e_count * inter), 0.0f);
-    up_bias_.assign(static_cast<std::size_t>(e_count * inter), 0.0f);
-    b2_.assign(static_cast<std::size_t>(e_count * h), 0.0f);
-    const bool interleaved = spec.gate_up_layout == GateUpLayout::interleaved;
-    auto gate_row = [&](std::int64_t j) { return interleaved ? 2 * j : j; };
-    auto up_row = [&](std::int64_t j) { return interleaved ? 2 * j + 1 : inter + j; };
-    std::int64_t rows[16];
-    for (std::int64_t e = 0; e < e_count; ++e) {
-      // W1 groups per 16 intermediate units: [gate rows][up rows].
-      for (std::int64_t jt = 0; jt < inter / 16; ++jt) {
-        for (int up = 0; up < 2; ++up) {
-          for (int i = 0; i < 16; ++i) rows[i] = up ? up_row(16 * jt + i) : gate_row(16 * jt + i);
-          const std::int64_t group = e * (2 * inter / 16) + 2 * jt + up;
-          pack_group(w.w1, e, rows,
-                     w1_.data() + static_cast<std::size_t>(group) * w1_group_bytes());
-        }
-      }
-      for (std::int64_t ot = 0; ot < h / 16; ++ot) {
-        for (int i = 0; i < 16; ++i) rows[i] = 16 * ot + i;
-        const std::int64_t group = e * (h / 16) + ot;
-        pack_group(w.w2, e, rows, w2_.data() + static_cast<std::size_t>(group) * w2_group_bytes());
-      }
-      if (spec.expert_bias) {
-        for (std::int64_t j = 0; j < inter; ++j) {
-          gate_bias_[static_cast<std::size_t>(e * inter + j)] =
-              dense_value(w.b1, e * 2 * inter + gate_row(j));
-          up_bias_[static_cast<std::size_t>(e * inter + j)] =
-              dense_value(w.b1, e * 2 * inter + up_row(j));
-        }
-        for (std::int64_t o = 0; o < h; ++o)
-          b2_[static_cast<std::size_t>(e * h + o)] = dense_value(w.b2, e * h + o);
-      }
-    }
-  }
-
-  int experts_, top_k_, hidden_, inter_;
+  int top_k_, hidden_, inter_;
   bool use_amx_;
+  group16::PackedExperts packed_;
   k::GluParams glu_;
-  std::vector<std::uint8_t> w1_, w2_;
-  std::vector<float> gate_bias_, up_bias_, b2_;
 };
 
 template <class F>
@@ -291,12 +204,11 @@ void Int8ExpertKernel::run(const ExpertForward& f) const noexcept {
     const std::int64_t e = batch.expert_begin + task / tiles1, jt = task % tiles1;
     const std::int64_t p0 = offsets[e] - first, count = offsets[e + 1] - offsets[e];
     if (count == 0) return;
-    const std::uint8_t* group0 =
-        w1_.data() + static_cast<std::size_t>(e * (2 * inter / 16) + 4 * jt) * w1_group_bytes();
+    const std::uint8_t* group0 = packed_.w1_group(e, 4 * jt);
     const k::QuantRows x{xq + p0 * h, xd + p0 * nbh, xc + p0 * nbh, h, nbh};
-    const float* gate_bias = gate_bias_.data() + e * inter + kTileRows * jt;
-    const float* up_bias = up_bias_.data() + e * inter + kTileRows * jt;
-    gemm_tile(thread, group0, w1_group_bytes(), 4, static_cast<int>(nbh), x, count,
+    const float* gate_bias = packed_.gate_bias.data() + e * inter + kTileRows * jt;
+    const float* up_bias = packed_.up_bias.data() + e * inter + kTileRows * jt;
+    gemm_tile(thread, group0, packed_.w1_group_bytes(), 4, static_cast<int>(nbh), x, count,
               [&](std::int64_t c0, int m, const float* acc) {
                 const std::int64_t p = p0 + c0;
                 k::glu_quantize_avx512(acc, m, gate_bias, up_bias, glu_,
@@ -311,11 +223,10 @@ void Int8ExpertKernel::run(const ExpertForward& f) const noexcept {
     const std::int64_t e = batch.expert_begin + task / tiles2, ot = task % tiles2;
     const std::int64_t p0 = offsets[e] - first, count = offsets[e + 1] - offsets[e];
     if (count == 0) return;
-    const std::uint8_t* group0 =
-        w2_.data() + static_cast<std::size_t>(e * (h / 16) + 2 * ot) * w2_group_bytes();
+    const std::uint8_t* group0 = packed_.w2_group(e, 2 * ot);
     const k::QuantRows a{aq + p0 * inter, ad + p0 * nbi, ac + p0 * nbi, inter, nbi};
-    const float* bias = b2_.data() + e * h + kTileRows * ot;
-    gemm_tile(thread, group0, w2_group_bytes(), 2, static_cast<int>(nbi), a, count,
+    const float* bias = packed_.b2.data() + e * h + kTileRows * ot;
+    gemm_tile(thread, group0, packed_.w2_group_bytes(), 2, static_cast<int>(nbi), a, count,
               [&](std::int64_t c0, int m, const float* acc) {
                 for (int r = 0; r < m; ++r) {
                   const std::int64_t slot = batch.slots[offsets[e] + c0 + r];

@@ -14,6 +14,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backends/simd/glu_params.hpp"
+
 namespace mxmoe::int8_kernels {
 
 // Packed weights: rows in groups of 16. Per (group, 32-wide K block): 256 nibble bytes then 16
@@ -36,15 +38,11 @@ struct QuantRows {
   std::int64_t s_stride = 0;
 };
 
-// Expert nonlinearities (values of mxmoe::ActivationFn, kept numeric here on purpose).
-inline constexpr int kGluSwigluOai = 0;
-inline constexpr int kGluSilu = 1;
-inline constexpr int kGluSiluClamp = 2;
-struct GluParams {
-  int fn = kGluSwigluOai;
-  float alpha = 1.702f;
-  float limit = 7.0f;
-};
+// Expert nonlinearities, shared with the other AVX-512 kernels (backends/simd/).
+using simd::GluParams;
+using simd::kGluSilu;
+using simd::kGluSiluClamp;
+using simd::kGluSwigluOai;
 
 // --- avx512_vnni (kernels/int8_vnni.cpp) -------------------------------------------------------
 // n % 32 == 0. Same bits as mxmoe::quantize_int8_block32; also corr[b] = -12 * sum(q of block b).

@@ -7,6 +7,7 @@
 #include <immintrin.h>
 
 #include "backends/avx512_vnni/int8_kernels.hpp"
+#include "backends/simd/glu_avx512.hpp"
 
 namespace mxmoe::int8_kernels {
 namespace {
@@ -91,54 +92,6 @@ void quantize_block(__m512 v0, __m512 v1, std::int8_t* q, float* d, std::int32_t
   *corr = -12 * _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
 }
 
-// e^x to about 1 ulp: x = n ln2 + r, |r| <= ln2/2, degree-7 Taylor polynomial, times 2^n.
-__m512 exp_ps(__m512 x) {
-  x = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(100.0f)), _mm512_set1_ps(-100.0f));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187045e-06f), r);
-  __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  return _mm512_scalef_ps(p, n);
-}
-
-__m512 sigmoid_ps(__m512 z) {
-  const __m512 one = _mm512_set1_ps(1.0f);
-  return _mm512_div_ps(one, _mm512_add_ps(one, exp_ps(_mm512_sub_ps(_mm512_setzero_ps(), z))));
-}
-
-// x / (1 + e^-x), the formula of src/model/activation.hpp.
-__m512 silu_ps(__m512 x) {
-  const __m512 one = _mm512_set1_ps(1.0f);
-  return _mm512_div_ps(x, _mm512_add_ps(one, exp_ps(_mm512_sub_ps(_mm512_setzero_ps(), x))));
-}
-
-__m512 glu(__m512 g, __m512 u, const GluParams& p) {
-  const __m512 limit = _mm512_set1_ps(p.limit);
-  const __m512 neg_limit = _mm512_set1_ps(-p.limit);
-  switch (p.fn) {
-    case kGluSwigluOai: {
-      g = _mm512_min_ps(g, limit);
-      u = _mm512_max_ps(_mm512_min_ps(u, limit), neg_limit);
-      const __m512 s = sigmoid_ps(_mm512_mul_ps(_mm512_set1_ps(p.alpha), g));
-      return _mm512_mul_ps(_mm512_mul_ps(g, s), _mm512_add_ps(u, _mm512_set1_ps(1.0f)));
-    }
-    case kGluSiluClamp:
-      g = _mm512_min_ps(g, limit);
-      u = _mm512_max_ps(_mm512_min_ps(u, limit), neg_limit);
-      return _mm512_mul_ps(silu_ps(g), u);
-    default:  // kGluSilu
-      return _mm512_mul_ps(silu_ps(g), u);
-  }
-}
-
 }  // namespace
 
 void quantize_int8_avx512(const float* x, std::int64_t n, std::int8_t* q, float* d,
@@ -163,9 +116,9 @@ void glu_quantize_avx512(const float* h, int tokens, const float* gate_bias, con
   const __m512 ub0 = _mm512_loadu_ps(up_bias), ub1 = _mm512_loadu_ps(up_bias + 16);
   for (int t = 0; t < tokens; ++t) {
     const float* row = h + 64 * t;
-    const __m512 a0 = glu(_mm512_add_ps(_mm512_loadu_ps(row), gb0),
+    const __m512 a0 = simd::glu(_mm512_add_ps(_mm512_loadu_ps(row), gb0),
                           _mm512_add_ps(_mm512_loadu_ps(row + 16), ub0), p);
-    const __m512 a1 = glu(_mm512_add_ps(_mm512_loadu_ps(row + 32), gb1),
+    const __m512 a1 = simd::glu(_mm512_add_ps(_mm512_loadu_ps(row + 32), gb1),
                           _mm512_add_ps(_mm512_loadu_ps(row + 48), ub1), p);
     quantize_block(a0, a1, q + t * q_stride, d + t * s_stride, corr + t * s_stride);
   }

@@ -1,0 +1,51 @@
+// The amx_bf16 backend: bf16 activations, MXFP4 weights decoded to bf16 B tiles with the block
+// scale folded in, TDPBF16PS with fp32 accumulators resident in the tiles over the whole K
+// loop. One path for every batch size (a decode token is a 16-row tile with one valid row),
+// so it is batch invariant. Kernels: kernels/bf16_amx.cpp; numerics: bf16_amx_kernels.hpp.
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "backends/amx/bf16_expert_kernel.hpp"
+#include "backends/described_backend.hpp"
+#include "hw/amx_permission.hpp"
+
+namespace mxmoe {
+namespace {
+
+std::unique_ptr<ExpertKernel> create_amx_bf16(const Deployment& d, const LayerWeights& weights) {
+  const std::string refused = hw::request_amx_tile_permission();
+  if (!refused.empty()) {
+    throw std::runtime_error("amx_bf16: the OS refused the AMX tile permission (" + refused +
+                             "); choose another backend (e.g. avx512_bf16)");
+  }
+  return amx_bf16_backend::make_amx_bf16_kernel(d.layer, weights);
+}
+
+BackendDescription amx_bf16_description() {
+  BackendDescription b;
+  b.name = "amx_bf16";
+  b.description =
+      "AMX bf16 tiles (TDPBF16PS, fp32 accumulators resident over K), MXFP4 decoded to bf16 "
+      "tiles; bf16 activations";
+  b.create = &create_amx_bf16;
+  // The flags kernels/ is compiled with that its code uses.
+  b.capabilities.isa = {"avx512f",     "avx512bw", "avx512vl", "avx512dq",
+                        "avx512_bf16", "amx_tile", "amx_bf16"};
+  b.capabilities.activations = {ActivationFormat::bf16};
+  b.capabilities.batch_invariant_activations = {ActivationFormat::bf16};
+  // Measured with `mxmoe bench` (docs/PERFORMANCE.md).
+  b.throughput = {.weight_gb_per_s_per_thread = 8.0, .gflop_per_s_per_thread = 700.0};
+  return b;
+}
+
+}  // namespace
+
+namespace backends {
+const Backend& amx_bf16() {
+  static const DescribedBackend backend(amx_bf16_description());
+  return backend;
+}
+}  // namespace backends
+
+}  // namespace mxmoe

@@ -1,0 +1,74 @@
+// Kernels of the amx_bf16 backend (kernels/bf16_amx.cpp, compiled with the AMX flags; only
+// <immintrin.h> there). Plain functions; the driver (bf16_expert_kernel.cpp) calls them only
+// after check() passed and the AMX permission is held.
+//
+// Numerics (one path for every batch size, so results are batch invariant):
+//   x_bf16 = RNE(x) per token (mxmoe::f32_to_bf16 bit for bit)
+//   w_bf16 = E2M1 x 2^(e-127), exact in bf16 when 64 <= e <= 250 ("foldable" scale)
+//   C      = TDPBF16PS over the K blocks b = 0, 1, 2, ... in order, one fp32 C tile per
+//            (16 tokens, 16 outputs) kept in the tile register for the whole K loop.
+//   A group (16 rows) with any scale outside [64, 250] is decoded unscaled instead; each of
+//   its blocks is a separate product and acc = fma(C_b, 2^(e-127), acc) in fp32, in order.
+// A token's row of C depends only on that token's A row and the weights, never on which
+// other rows share the tile, so neither the batch nor the thread count changes a bit.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "backends/simd/glu_params.hpp"
+
+namespace mxmoe::bf16_amx {
+
+// Packed weights: rows in groups of 16. Per (group, 32-wide K block): 256 nibble bytes, then
+// the 16 rows' E8M0 scales = the MXFP4 source bytes exactly. The nibbles are 4 chunks of 32
+// little-endian words; nibble r (bits 4r..4r+3) of word j of chunk q is element
+// 8q + 2r + j%2 of output j/2, i.e. word j of B-tile row 4q + r in TDPBF16PS's [K/2][N][2]
+// layout, so one 64-byte load and shifts feed the table lookups of 4 tile rows.
+inline constexpr int kGroupRows = 16;
+inline constexpr std::size_t kGroupNibbleBytes = 256;
+inline constexpr std::size_t kGroupBlockBytes = 272;
+inline constexpr std::size_t kBTileElems = 512;  // one decoded (group, block): 16 x 32 bf16
+// Activations are stored as A tiles: per 16 rows (a "row tile") and K block, 16 x 32 bf16
+// contiguous (1 KB, one TILELOADD with a 64-byte stride); row tiles are a_tile_stride
+// elements apart (blocks x kATileElems).
+inline constexpr std::size_t kATileElems = 512;
+inline constexpr int kTokensPerStep = 32;        // token rows per gemm call (2 A tiles)
+
+// Whether every scale code of a group can be folded into its bf16 weights exactly.
+constexpr bool scale_foldable(std::uint8_t e8m0) noexcept {
+  return e8m0 >= 64 && e8m0 <= 250;
+}
+
+void tile_config() noexcept;   // LDTILECFG for gemm_pair (per thread)
+void tile_release() noexcept;  // TILERELEASE
+
+// One row of 32 * blocks floats to bf16 (f32_to_bf16's bits), into row tiles: element
+// 32 b + i goes to row[b * kATileElems + i] (row points at its row inside the first tile).
+void round_row_to_tiles(const float* x, int blocks, std::uint16_t* row) noexcept;
+
+// Decodes `blocks` (group, block) steps into B tiles (blocks x kBTileElems bf16). fold: the
+// scales are folded in (all foldable); else the tiles are the unscaled E2M1 values and
+// block_scale[16 b + n] = 2^(e - 127) (exact fp32, subnormal for e = 0).
+void decode_group(const std::uint8_t* group, int blocks, bool fold, std::uint16_t* b_tiles,
+                  float* block_scale) noexcept;
+
+// Two groups (32 outputs) for rows (1..32) token rows: the row tile at a, and for rows > 16
+// the one at a + a_tile_stride (all 16 rows of a loaded tile must be finite numbers). Writes 16 or 32 whole rows of out[t][0..31]
+// (out_stride floats apart; rows past `rows` are garbage). fold0/fold1: how each group was
+// decoded; an unfolded group uses block_scale0/1. c_scratch: 256 floats, 64-byte aligned.
+// decode0/decode1: when not null (both groups foldable), the packed groups whose blocks are
+// decoded into b_tiles0/1 inside the K loop (the first use); else b_tiles hold them already.
+void gemm_pair(std::uint16_t* b_tiles0, std::uint16_t* b_tiles1, bool fold0, bool fold1,
+               const float* block_scale0, const float* block_scale1, int blocks,
+               const std::uint16_t* a, std::int64_t a_tile_stride, int rows, float* out,
+               std::int64_t out_stride, float* c_scratch, const std::uint8_t* decode0,
+               const std::uint8_t* decode1) noexcept;
+
+// h: rows of 64 floats [gate j0..15 | up j0..15 | gate j16..31 | up j16..31] (no bias).
+// Row t's 32 results bf16(act(gate_j + gate_bias_j, up_j + up_bias_j)) go to row t % 16 of
+// the A tile at a + (t / 16) * a_tile_stride (one K block of the next projection).
+void glu_to_bf16(const float* h, int rows, const float* gate_bias, const float* up_bias,
+                 const simd::GluParams& p, std::uint16_t* a, std::int64_t a_tile_stride) noexcept;
+
+}  // namespace mxmoe::bf16_amx

@@ -1,0 +1,252 @@
+// AMX bf16 kernels: MXFP4 groups decoded to bf16 B tiles (scale folded into the exponent),
+// TDPBF16PS with the fp32 C tiles resident for the whole K loop, 2 x 2 register blocking
+// (two 16-token A tiles x two 16-output B tiles per K step: 4 products per 4 tile loads).
+// GCC 12's AVX-512 intrinsics build "undefined" vectors by self-initialization, which
+// -Wuninitialized reports inside the intrinsic headers; the values are never read.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "backends/amx/bf16_amx_kernels.hpp"
+#include "backends/simd/glu_avx512.hpp"
+
+namespace mxmoe::bf16_amx {
+namespace {
+
+struct alignas(64) TileConfig {
+  std::uint8_t palette_id;
+  std::uint8_t start_row;
+  std::uint8_t reserved[14];
+  std::uint16_t colsb[16];
+  std::uint8_t rows[16];
+};
+
+// Decoding without masks: the table holds bf16(E2M1) + kBias for nonzero codes and 0 for
+// both zeros (-0 becomes +0: a C tile that starts at +0 sums to the same bits either way).
+// An unsigned saturating subtract of (kBias - offset_n) then gives bf16(E2M1) + offset_n,
+// i.e. the value times 2^(e-127), for nonzero codes (no saturation: the smallest entry minus
+// the largest subtrahend stays positive for foldable e) and saturates the zeros at 0.
+// offset_n = (e_n - 127) << 7 moves the exponent field; kBias = 123 << 7 covers e <= 250.
+constexpr std::uint16_t kBias = 123 << 7;
+// Blocks decoded ahead of their tile loads, so a TILELOADD never waits for the stores of the
+// decode right before it.
+constexpr int kDecodeAhead = 2;
+constexpr std::uint16_t biased(std::uint16_t bf16) {
+  return static_cast<std::uint16_t>(bf16 + kBias);
+}
+// Twice: vpermw reads 5 index bits and the decoder leaves the next nibble's low bit there.
+alignas(64) constexpr std::uint16_t kCodeTable[32] = {
+    0,              biased(0x3F00), biased(0x3F80), biased(0x3FC0),
+    biased(0x4000), biased(0x4040), biased(0x4080), biased(0x40C0),
+    0,              biased(0xBF00), biased(0xBF80), biased(0xBFC0),
+    biased(0xC000), biased(0xC040), biased(0xC080), biased(0xC0C0),
+    0,              biased(0x3F00), biased(0x3F80), biased(0x3FC0),
+    biased(0x4000), biased(0x4040), biased(0x4080), biased(0x40C0),
+    0,              biased(0xBF00), biased(0xBF80), biased(0xBFC0),
+    biased(0xC000), biased(0xC040), biased(0xC080), biased(0xC0C0)};
+
+// 2^(e - 127) for 16 E8M0 codes, exactly: biased exponent e, or the subnormal 2^-127 for e = 0.
+__m512 block_scales(__m512i e) {
+  const __m512i normal = _mm512_slli_epi32(e, 23);
+  const __mmask16 zero = _mm512_cmpeq_epi32_mask(e, _mm512_setzero_si512());
+  return _mm512_castsi512_ps(_mm512_mask_blend_epi32(zero, normal, _mm512_set1_epi32(0x400000)));
+}
+
+// Decodes one (group, block) into a B tile: 4 chunks of 64 bytes, nibble r of word j of
+// chunk q is word j of B row 4q + r. Word 2n and 2n+1 of a row belong to output n, so the
+// subtrahend (kBias - offset_n) fills both halves of dword n; unfolded: kBias everywhere.
+__attribute__((always_inline)) inline void decode_block(const std::uint8_t* gb, bool fold,
+                                                        __m512i table, std::uint16_t* tile) {
+  __m512i sub = _mm512_set1_epi16(static_cast<short>(kBias));
+  if (fold) {
+    const __m512i e = _mm512_cvtepu8_epi32(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(gb + kGroupNibbleBytes)));
+    const __m512i s = _mm512_slli_epi32(_mm512_sub_epi32(_mm512_set1_epi32(250), e), 7);
+    sub = _mm512_or_si512(s, _mm512_slli_epi32(s, 16));
+  }
+  for (int q = 0; q < 4; ++q) {
+    const __m512i w = _mm512_loadu_si512(gb + 64 * q);
+    std::uint16_t* row = tile + 128 * q;
+    _mm512_storeu_si512(row, _mm512_subs_epu16(_mm512_permutexvar_epi16(w, table), sub));
+    _mm512_storeu_si512(row + 32, _mm512_subs_epu16(
+                                      _mm512_permutexvar_epi16(_mm512_srli_epi16(w, 4), table), sub));
+    _mm512_storeu_si512(row + 64, _mm512_subs_epu16(
+                                      _mm512_permutexvar_epi16(_mm512_srli_epi16(w, 8), table), sub));
+    _mm512_storeu_si512(row + 96, _mm512_subs_epu16(
+                                      _mm512_permutexvar_epi16(_mm512_srli_epi16(w, 12), table), sub));
+  }
+}
+
+// One group (16 outputs) for 16 token rows, K loop with the C tile resident (folded scales).
+void gemm_folded_1x1(const std::uint16_t* b_tiles, int blocks, const std::uint16_t* a, float* out,
+                     std::int64_t out_bytes) {
+  _tile_zero(4);
+  for (int b = 0; b < blocks; ++b) {
+    _tile_loadd(2, b_tiles + static_cast<std::size_t>(b) * kBTileElems, 64);
+    _tile_loadd(0, a + static_cast<std::size_t>(b) * kATileElems, 64);
+    _tile_dpbf16ps(4, 0, 2);
+  }
+  _tile_stored(4, out, out_bytes);
+}
+
+// One unfolded group for 16 token rows: each block's product separately, then in fp32 and in
+// block order acc = fma(C_b, 2^(e_b - 127), acc).
+void gemm_unfolded_1x1(const std::uint16_t* b_tiles, const float* block_scale, int blocks,
+                       const std::uint16_t* a, float* out,
+                       std::int64_t out_stride, float* c_scratch) {
+  __m512 acc[16];
+  for (int r = 0; r < 16; ++r) acc[r] = _mm512_setzero_ps();
+  for (int b = 0; b < blocks; ++b) {
+    _tile_zero(4);
+    _tile_loadd(2, b_tiles + static_cast<std::size_t>(b) * kBTileElems, 64);
+    _tile_loadd(0, a + static_cast<std::size_t>(b) * kATileElems, 64);
+    _tile_dpbf16ps(4, 0, 2);
+    _tile_stored(4, c_scratch, 64);
+    const __m512 scale = _mm512_loadu_ps(block_scale + 16 * b);
+    for (int r = 0; r < 16; ++r)
+      acc[r] = _mm512_fmadd_ps(_mm512_load_ps(c_scratch + 16 * r), scale, acc[r]);
+  }
+  for (int r = 0; r < 16; ++r) _mm512_storeu_ps(out + r * out_stride, acc[r]);
+}
+
+}  // namespace
+
+void tile_config() noexcept {
+  TileConfig config;
+  std::memset(&config, 0, sizeof(config));
+  config.palette_id = 1;
+  for (int t = 0; t < 8; ++t) {  // A 0-1, B 2-3, C 4-7: all 16 rows x 64 bytes
+    config.rows[t] = 16;
+    config.colsb[t] = 64;
+  }
+  // GCC 12's _tile_loadconfig tells the compiler it reads only 8 bytes of the config, so the
+  // stores above are dropped as dead without this barrier.
+  __asm__ volatile("" : : "r"(&config) : "memory");
+  _tile_loadconfig(&config);
+}
+
+void tile_release() noexcept {
+  _tile_release();
+}
+
+void round_row_to_tiles(const float* x, int blocks, std::uint16_t* row) noexcept {
+  for (int b = 0; b < blocks; ++b) {
+    std::uint16_t* dst = row + static_cast<std::size_t>(b) * kATileElems;
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst),
+                        simd::to_bf16_rne(_mm512_loadu_ps(x + 32 * b)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 16),
+                        simd::to_bf16_rne(_mm512_loadu_ps(x + 32 * b + 16)));
+  }
+}
+
+void decode_group(const std::uint8_t* group, int blocks, bool fold, std::uint16_t* b_tiles,
+                  float* block_scale) noexcept {
+  const __m512i table = _mm512_load_si512(kCodeTable);
+  for (int b = 0; b < blocks; ++b) {
+    const std::uint8_t* gb = group + static_cast<std::size_t>(b) * kGroupBlockBytes;
+    if (!fold) {
+      const __m512i e = _mm512_cvtepu8_epi32(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(gb + kGroupNibbleBytes)));
+      _mm512_storeu_ps(block_scale + 16 * b, block_scales(e));
+    }
+    decode_block(gb, fold, table, b_tiles + static_cast<std::size_t>(b) * kBTileElems);
+  }
+}
+
+void gemm_pair(std::uint16_t* b_tiles0, std::uint16_t* b_tiles1, bool fold0,
+               bool fold1, const float* block_scale0, const float* block_scale1, int blocks,
+               const std::uint16_t* a, std::int64_t a_tile_stride, int rows, float* out,
+               std::int64_t out_stride, float* c_scratch, const std::uint8_t* decode0,
+               const std::uint8_t* decode1) noexcept {
+  const std::int64_t out_bytes = 4 * out_stride;
+  const std::uint16_t* a1 = a + a_tile_stride;
+  float* out1 = out + 16 * out_stride;
+  if (!fold0 || !fold1) {  // rare (extreme scales): one group and 16 rows at a time
+    const std::uint16_t* tiles[2] = {b_tiles0, b_tiles1};
+    const bool fold[2] = {fold0, fold1};
+    const float* scales[2] = {block_scale0, block_scale1};
+    for (int t0 = 0; t0 < rows; t0 += 16) {
+      for (int g = 0; g < 2; ++g) {
+        const std::uint16_t* at = t0 == 0 ? a : a1;
+        float* o = (t0 == 0 ? out : out1) + 16 * g;
+        if (fold[g]) {
+          gemm_folded_1x1(tiles[g], blocks, at, o, out_bytes);
+        } else {
+          gemm_unfolded_1x1(tiles[g], scales[g], blocks, at, o, out_stride, c_scratch);
+        }
+      }
+    }
+    return;
+  }
+  auto b_tile = [&](std::uint16_t* tiles, int b) {
+    return tiles + static_cast<std::size_t>(b) * kBTileElems;
+  };
+  auto a_tile = [&](const std::uint16_t* tiles, int b) {
+    return tiles + static_cast<std::size_t>(b) * kATileElems;
+  };
+  // Decoding inside the K loop lets the out-of-order core run the vector decode while the
+  // tile unit works; kDecodeAhead blocks ahead, so a tile load does not chase its stores.
+  // (Software prefetch of the packed weights was measured: no gain, the hardware
+  // prefetchers follow the sequential stream.)
+  const __m512i table = _mm512_load_si512(kCodeTable);
+  auto decode = [&](int b) {
+    const std::size_t at = static_cast<std::size_t>(b) * kGroupBlockBytes;
+    decode_block(decode0 + at, true, table, b_tile(b_tiles0, b));
+    decode_block(decode1 + at, true, table, b_tile(b_tiles1, b));
+  };
+  if (decode0 != nullptr)
+    for (int b = 0; b < kDecodeAhead && b < blocks; ++b) decode(b);
+  auto vector_work = [&](int b) {
+    if (decode0 != nullptr && b + kDecodeAhead < blocks) decode(b + kDecodeAhead);
+  };
+  _tile_zero(4);
+  _tile_zero(5);
+  if (rows > 16) {
+    _tile_zero(6);
+    _tile_zero(7);
+    for (int b = 0; b < blocks; ++b) {
+      vector_work(b);
+      _tile_loadd(2, b_tile(b_tiles0, b), 64);
+      _tile_loadd(3, b_tile(b_tiles1, b), 64);
+      _tile_loadd(0, a_tile(a, b), 64);
+      _tile_dpbf16ps(4, 0, 2);
+      _tile_dpbf16ps(5, 0, 3);
+      _tile_loadd(1, a_tile(a1, b), 64);
+      _tile_dpbf16ps(6, 1, 2);
+      _tile_dpbf16ps(7, 1, 3);
+    }
+    _tile_stored(6, out1, out_bytes);
+    _tile_stored(7, out1 + 16, out_bytes);
+  } else {
+    for (int b = 0; b < blocks; ++b) {
+      vector_work(b);
+      _tile_loadd(2, b_tile(b_tiles0, b), 64);
+      _tile_loadd(3, b_tile(b_tiles1, b), 64);
+      _tile_loadd(0, a_tile(a, b), 64);
+      _tile_dpbf16ps(4, 0, 2);
+      _tile_dpbf16ps(5, 0, 3);
+    }
+  }
+  _tile_stored(4, out, out_bytes);
+  _tile_stored(5, out + 16, out_bytes);
+}
+
+void glu_to_bf16(const float* h, int rows, const float* gate_bias, const float* up_bias,
+                 const simd::GluParams& p, std::uint16_t* a, std::int64_t a_tile_stride) noexcept {
+  const __m512 gb0 = _mm512_loadu_ps(gate_bias), gb1 = _mm512_loadu_ps(gate_bias + 16);
+  const __m512 ub0 = _mm512_loadu_ps(up_bias), ub1 = _mm512_loadu_ps(up_bias + 16);
+  for (int t = 0; t < rows; ++t) {
+    const float* row = h + 64 * t;
+    const __m512 a0 = simd::glu(_mm512_add_ps(_mm512_loadu_ps(row), gb0),
+                                _mm512_add_ps(_mm512_loadu_ps(row + 16), ub0), p);
+    const __m512 a1 = simd::glu(_mm512_add_ps(_mm512_loadu_ps(row + 32), gb1),
+                                _mm512_add_ps(_mm512_loadu_ps(row + 48), ub1), p);
+    std::uint16_t* dst = a + (t / 16) * a_tile_stride + (t % 16) * 32;
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), simd::to_bf16_rne(a0));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 16), simd::to_bf16_rne(a1));
+  }
+}
+
+}  // namespace mxmoe::bf16_amx
