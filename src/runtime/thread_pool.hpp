@@ -1,6 +1,7 @@
 // A small fork-join pool: the calling thread plus (threads-1) workers. parallel_for hands
 // out task indices dynamically; a task must write only its own outputs, so results never
-// depend on which thread ran it or on the thread count. No allocation per call.
+// depend on which thread ran it or on the thread count. No allocation per call. Idle
+// threads spin for a short while before they sleep (thread_pool.cpp says why).
 #pragma once
 
 #include <atomic>
@@ -40,9 +41,11 @@ class ThreadPool {
   std::vector<std::thread> workers_;
   std::mutex mutex_;
   std::condition_variable wake_, done_;
-  std::uint64_t generation_ = 0;
-  int busy_ = 0;
-  bool stop_ = false;
+  // Written under mutex_ (so sleepers cannot miss a change) but read by spinning threads
+  // without it, hence atomics.
+  std::atomic<std::uint64_t> generation_{0};
+  std::atomic<int> busy_{0};
+  std::atomic<bool> stop_{false};
   // The job in flight.
   void* ctx_ = nullptr;
   Trampoline fn_ = nullptr;
