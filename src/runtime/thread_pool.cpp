@@ -1,37 +1,6 @@
 #include "runtime/thread_pool.hpp"
 
-#include <chrono>
-
 namespace mxmoe {
-namespace {
-
-// How long a thread spins for the next job (or for the workers to finish) before it sleeps
-// on a condition variable. Waking a sleeping thread costs tens of microseconds on the VMs
-// this runs on, which is a large share of a decode-sized call (a few ms, three parallel
-// phases); a layer's phases follow each other within microseconds. Bounded, so an idle pool
-// does not burn a core.
-constexpr auto kSpin = std::chrono::microseconds(200);
-
-void cpu_relax() noexcept {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
-}
-
-// Spins until done() or kSpin has passed; returns done().
-template <class Done>
-bool spin_until(Done&& done) {
-  const auto deadline = std::chrono::steady_clock::now() + kSpin;
-  for (;;) {
-    for (int i = 0; i < 64; ++i) {
-      if (done()) return true;
-      cpu_relax();
-    }
-    if (std::chrono::steady_clock::now() >= deadline) return done();
-  }
-}
-
-}  // namespace
 
 ThreadPool::ThreadPool(int threads) {
   const int workers = threads > 1 ? threads - 1 : 0;
@@ -42,7 +11,7 @@ ThreadPool::ThreadPool(int threads) {
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard lock(mutex_);
-    stop_.store(true, std::memory_order_release);
+    stop_ = true;
   }
   wake_.notify_all();
   for (auto& w : workers_) w.join();
@@ -68,35 +37,28 @@ void ThreadPool::run(std::int64_t tasks, void* ctx, Trampoline fn) {
     fn_ = fn;
     tasks_ = tasks;
     next_.store(0, std::memory_order_relaxed);
-    busy_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
-    // Release: a worker that sees the new generation (spinning, without the mutex) sees the job.
-    generation_.fetch_add(1, std::memory_order_release);
+    busy_ = static_cast<int>(workers_.size());
+    ++generation_;
   }
   wake_.notify_all();
   drain(0);
-  if (spin_until([this] { return busy_.load(std::memory_order_acquire) == 0; })) return;
   std::unique_lock lock(mutex_);
-  done_.wait(lock, [this] { return busy_.load(std::memory_order_acquire) == 0; });
+  done_.wait(lock, [this] { return busy_ == 0; });
 }
 
 void ThreadPool::worker_loop(int thread) {
   std::uint64_t seen = 0;
-  auto has_news = [&] {
-    return stop_.load(std::memory_order_acquire) ||
-           generation_.load(std::memory_order_acquire) != seen;
-  };
   for (;;) {
-    if (!spin_until(has_news)) {
+    {
       std::unique_lock lock(mutex_);
-      wake_.wait(lock, has_news);
+      wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      if (stop_) return;
+      seen = generation_;
     }
-    if (stop_.load(std::memory_order_acquire)) return;
-    seen = generation_.load(std::memory_order_acquire);
     drain(thread);
-    // The last worker out tells run(), under the mutex so a sleeping run() cannot miss it.
-    if (busy_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    {
       std::lock_guard lock(mutex_);
-      done_.notify_one();
+      if (--busy_ == 0) done_.notify_one();
     }
   }
 }

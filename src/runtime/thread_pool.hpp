@@ -1,7 +1,6 @@
 // A small fork-join pool: the calling thread plus (threads-1) workers. parallel_for hands
 // out task indices dynamically; a task must write only its own outputs, so results never
-// depend on which thread ran it or on the thread count. No allocation per call. Idle
-// threads spin for a short while before they sleep (thread_pool.cpp says why).
+// depend on which thread ran it or on the thread count. No allocation per call.
 #pragma once
 
 #include <atomic>
@@ -41,11 +40,9 @@ class ThreadPool {
   std::vector<std::thread> workers_;
   std::mutex mutex_;
   std::condition_variable wake_, done_;
-  // Written under mutex_ (so sleepers cannot miss a change) but read by spinning threads
-  // without it, hence atomics.
-  std::atomic<std::uint64_t> generation_{0};
-  std::atomic<int> busy_{0};
-  std::atomic<bool> stop_{false};
+  std::uint64_t generation_ = 0;
+  int busy_ = 0;
+  bool stop_ = false;
   // The job in flight.
   void* ctx_ = nullptr;
   Trampoline fn_ = nullptr;

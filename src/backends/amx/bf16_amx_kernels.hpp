@@ -11,6 +11,10 @@
 //   its blocks is a separate product and acc = fma(C_b, 2^(e-127), acc) in fp32, in order.
 // A token's row of C depends only on that token's A row and the weights, never on which
 // other rows share the tile, so neither the batch nor the thread count changes a bit.
+// TDPBF16PS treats bf16 subnormal inputs as zero and flushes subnormal results: an
+// activation below 2^-126 counts as 0, and a folded group also drops products below 2^-126
+// (an unfolded one keeps them until its fp32 scaling). Either way an output moves by at most
+// K x 2^-126, far inside the 1e-5 relative contract against the reference backend.
 #pragma once
 
 #include <cstddef>
@@ -34,6 +38,7 @@ inline constexpr std::size_t kBTileElems = 512;  // one decoded (group, block): 
 // elements apart (blocks x kATileElems).
 inline constexpr std::size_t kATileElems = 512;
 inline constexpr int kTokensPerStep = 32;        // token rows per gemm call (2 A tiles)
+inline constexpr int kDecodeRing = 4;            // B tiles per group decoded in flight
 
 // Whether every scale code of a group can be folded into its bf16 weights exactly.
 constexpr bool scale_foldable(std::uint8_t e8m0) noexcept {
@@ -53,17 +58,28 @@ void round_row_to_tiles(const float* x, int blocks, std::uint16_t* row) noexcept
 void decode_group(const std::uint8_t* group, int blocks, bool fold, std::uint16_t* b_tiles,
                   float* block_scale) noexcept;
 
+// The B side of gemm_pair: two groups of 16 outputs each.
+struct GroupPair {
+  std::uint16_t* tiles[2] = {nullptr, nullptr};  // decoded B tiles (see packed/ring)
+  const float* block_scale[2] = {nullptr, nullptr};  // an unfolded group's 2^(e-127)
+  // Both set or both null. Set (only when both groups are foldable): the packed groups,
+  // decoded inside the K loop into tiles; else tiles hold all `blocks` tiles already
+  // (decode_group).
+  const std::uint8_t* packed[2] = {nullptr, nullptr};
+  bool fold[2] = {true, true};
+  // With packed: tiles are rings of kDecodeRing tiles that stay in L1 (for a single step of
+  // slots), else whole-group buffers that later steps re-read (decode once per task).
+  bool ring = false;
+};
+
 // Two groups (32 outputs) for rows (1..32) token rows: the row tile at a, and for rows > 16
-// the one at a + a_tile_stride (all 16 rows of a loaded tile must be finite numbers). Writes 16 or 32 whole rows of out[t][0..31]
-// (out_stride floats apart; rows past `rows` are garbage). fold0/fold1: how each group was
-// decoded; an unfolded group uses block_scale0/1. c_scratch: 256 floats, 64-byte aligned.
-// decode0/decode1: when not null (both groups foldable), the packed groups whose blocks are
-// decoded into b_tiles0/1 inside the K loop (the first use); else b_tiles hold them already.
-void gemm_pair(std::uint16_t* b_tiles0, std::uint16_t* b_tiles1, bool fold0, bool fold1,
-               const float* block_scale0, const float* block_scale1, int blocks,
-               const std::uint16_t* a, std::int64_t a_tile_stride, int rows, float* out,
-               std::int64_t out_stride, float* c_scratch, const std::uint8_t* decode0,
-               const std::uint8_t* decode1) noexcept;
+// the one at a + a_tile_stride (all 16 rows of a loaded tile must be finite numbers).
+// Writes 16 or 32 whole rows of out[t][0..31] (out_stride floats apart; rows past `rows`
+// are garbage). c_scratch: 256 floats, 64-byte aligned. Every path (ring or not, decoded
+// here or before) gives the same bits for a row: the same tiles enter the same C sequence.
+void gemm_pair(const GroupPair& pair, int blocks, const std::uint16_t* a,
+               std::int64_t a_tile_stride, int rows, float* out, std::int64_t out_stride,
+               float* c_scratch) noexcept;
 
 // h: rows of 64 floats [gate j0..15 | up j0..15 | gate j16..31 | up j16..31] (no bias).
 // Row t's 32 results bf16(act(gate_j + gate_bias_j, up_j + up_bias_j)) go to row t % 16 of

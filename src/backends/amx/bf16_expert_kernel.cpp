@@ -192,17 +192,27 @@ void AmxBf16Kernel::run(const ExpertForward& f) const noexcept {
       }
     }
     const std::int64_t stride = 16 * groups;
+    // Foldable pairs are decoded inside the K loop: with one step of slots into L1 rings,
+    // with more into whole-group buffers in the first step, re-read by the later ones
+    // (measured both ways, docs/perf/BACKENDS_AMX_BF16.md).
+    const bool one_step = count <= kStep;
     for (std::int64_t c0 = 0; c0 < count; c0 += kStep) {
       const int m = static_cast<int>(std::min<std::int64_t>(kStep, count - c0));
       for (int g = 0; g < groups; g += 2) {
-        const auto g0 = static_cast<std::size_t>(g), g1 = g0 + 1;
-        // Foldable pairs are decoded in the first step only (measured: decoding again in
-        // each step is slower than re-reading the decoded tiles from L2).
-        const bool decode_here = c0 == 0 && fold[g] != 0 && fold[g + 1] != 0;
-        k::gemm_pair(s.btiles + g0 * tile_elems, s.btiles + g1 * tile_elems, fold[g] != 0,
-                     fold[g + 1] != 0, s.scales + g0 * scale_floats, s.scales + g1 * scale_floats,
-                     blocks, a + c0 / 16 * a_stride, a_stride, m, s.h + 16 * g, stride, s.c,
-                     decode_here ? packed(g) : nullptr, decode_here ? packed(g + 1) : nullptr);
+        k::GroupPair pair;
+        for (int i = 0; i < 2; ++i) {
+          const auto gi = static_cast<std::size_t>(g + i);
+          pair.tiles[i] = s.btiles + gi * tile_elems;
+          pair.block_scale[i] = s.scales + gi * scale_floats;
+          pair.fold[i] = fold[g + i] != 0;
+        }
+        if (pair.fold[0] && pair.fold[1] && c0 == 0) {
+          pair.packed[0] = packed(g);
+          pair.packed[1] = packed(g + 1);
+          pair.ring = one_step;
+        }
+        k::gemm_pair(pair, blocks, a + c0 / 16 * a_stride, a_stride, m, s.h + 16 * g, stride,
+                     s.c);
       }
       consume(c0, m, s.h);
     }

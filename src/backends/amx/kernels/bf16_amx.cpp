@@ -31,8 +31,9 @@ struct alignas(64) TileConfig {
 // offset_n = (e_n - 127) << 7 moves the exponent field; kBias = 123 << 7 covers e <= 250.
 constexpr std::uint16_t kBias = 123 << 7;
 // Blocks decoded ahead of their tile loads, so a TILELOADD never waits for the stores of the
-// decode right before it.
+// decode right before it; the ring holds the blocks in flight.
 constexpr int kDecodeAhead = 2;
+static_assert(kDecodeRing > kDecodeAhead);
 constexpr std::uint16_t biased(std::uint16_t bf16) {
   return static_cast<std::uint16_t>(bf16 + kBias);
 }
@@ -155,33 +156,35 @@ void decode_group(const std::uint8_t* group, int blocks, bool fold, std::uint16_
   }
 }
 
-void gemm_pair(std::uint16_t* b_tiles0, std::uint16_t* b_tiles1, bool fold0,
-               bool fold1, const float* block_scale0, const float* block_scale1, int blocks,
-               const std::uint16_t* a, std::int64_t a_tile_stride, int rows, float* out,
-               std::int64_t out_stride, float* c_scratch, const std::uint8_t* decode0,
-               const std::uint8_t* decode1) noexcept {
+void gemm_pair(const GroupPair& pair, int blocks, const std::uint16_t* a,
+               std::int64_t a_tile_stride, int rows, float* out, std::int64_t out_stride,
+               float* c_scratch) noexcept {
   const std::int64_t out_bytes = 4 * out_stride;
   const std::uint16_t* a1 = a + a_tile_stride;
   float* out1 = out + 16 * out_stride;
-  if (!fold0 || !fold1) {  // rare (extreme scales): one group and 16 rows at a time
-    const std::uint16_t* tiles[2] = {b_tiles0, b_tiles1};
-    const bool fold[2] = {fold0, fold1};
-    const float* scales[2] = {block_scale0, block_scale1};
+  if (!pair.fold[0] || !pair.fold[1]) {  // rare (extreme scales): one group, 16 rows at a time
     for (int t0 = 0; t0 < rows; t0 += 16) {
       for (int g = 0; g < 2; ++g) {
         const std::uint16_t* at = t0 == 0 ? a : a1;
         float* o = (t0 == 0 ? out : out1) + 16 * g;
-        if (fold[g]) {
-          gemm_folded_1x1(tiles[g], blocks, at, o, out_bytes);
+        if (pair.fold[g]) {
+          gemm_folded_1x1(pair.tiles[g], blocks, at, o, out_bytes);
         } else {
-          gemm_unfolded_1x1(tiles[g], scales[g], blocks, at, o, out_stride, c_scratch);
+          gemm_unfolded_1x1(pair.tiles[g], pair.block_scale[g], blocks, at, o, out_stride,
+                            c_scratch);
         }
       }
     }
     return;
   }
+  const std::uint8_t* decode0 = pair.packed[0];
+  const std::uint8_t* decode1 = pair.packed[1];
+  std::uint16_t* b_tiles0 = pair.tiles[0];
+  std::uint16_t* b_tiles1 = pair.tiles[1];
+  const bool ring = decode0 != nullptr && pair.ring;
   auto b_tile = [&](std::uint16_t* tiles, int b) {
-    return tiles + static_cast<std::size_t>(b) * kBTileElems;
+    const auto slot = static_cast<std::size_t>(ring ? b % kDecodeRing : b);
+    return tiles + slot * kBTileElems;
   };
   auto a_tile = [&](const std::uint16_t* tiles, int b) {
     return tiles + static_cast<std::size_t>(b) * kATileElems;
