@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "backends/amx/bf16_amx_kernels.hpp"
@@ -134,6 +135,7 @@ void AmxBf16Kernel::run(const ExpertForward& f) const noexcept {
     tile_start[i + 1] = tile_start[i] + (offsets[e + 1] - offsets[e] + 15) / 16;
   }
   const std::int64_t row_tiles = tile_start[local_experts];
+  const std::int64_t positions = offsets[batch.expert_end] - offsets[batch.expert_begin];
   if (row_tiles == 0) return;
 
   // Phase 1, per row tile: each slot's input rounded to bf16 (a token's bits are the same in
@@ -219,13 +221,22 @@ void AmxBf16Kernel::run(const ExpertForward& f) const noexcept {
     k::tile_release();
   };
 
+  // Which (expert, tile) a task is: with few slots per expert the tasks go round the experts,
+  // so the threads stream different experts' weights at once (1 token, 2 threads: +5%);
+  // with many, expert by expert (512 tokens: 30% faster than round the experts).
+  const bool round_experts = positions <= std::int64_t{kStep} * local_experts;
+  auto task_of = [&](std::int64_t task, std::int64_t tiles) {
+    return round_experts ? std::pair{task % local_experts, task / local_experts}
+                         : std::pair{task / tiles, task % tiles};
+  };
   // Phase 2: GEMM1 for 32 intermediate units (4 groups: gate, up, gate, up), GLU, bf16.
   const std::int64_t tiles1 = inter / kTaskRows;
   f.pool->parallel_for(local_experts * tiles1, [&](std::int64_t task, int thread) {
-    const std::int64_t e = batch.expert_begin + task / tiles1, jt = task % tiles1;
+    const auto [local, jt] = task_of(task, tiles1);
+    const std::int64_t e = batch.expert_begin + local;
     const std::int64_t count = offsets[e + 1] - offsets[e];
     if (count == 0) return;
-    const std::int64_t tile0 = tile_start[task / tiles1];
+    const std::int64_t tile0 = tile_start[local];
     const std::int64_t g0 = 4 * jt;
     const std::uint8_t* fold =
         w1_fold_.data() + static_cast<std::size_t>(e * (2 * inter / group16::kRows) + g0);
@@ -243,10 +254,11 @@ void AmxBf16Kernel::run(const ExpertForward& f) const noexcept {
   // Phase 3: GEMM2 for 32 output rows (2 groups), + b2, into the slots' outputs.
   const std::int64_t tiles2 = h / kTaskRows;
   f.pool->parallel_for(local_experts * tiles2, [&](std::int64_t task, int thread) {
-    const std::int64_t e = batch.expert_begin + task / tiles2, ot = task % tiles2;
+    const auto [local, ot] = task_of(task, tiles2);
+    const std::int64_t e = batch.expert_begin + local;
     const std::int64_t count = offsets[e + 1] - offsets[e];
     if (count == 0) return;
-    const std::int64_t tile0 = tile_start[task / tiles2];
+    const std::int64_t tile0 = tile_start[local];
     const std::int64_t g0 = 2 * ot;
     const std::uint8_t* fold =
         w2_fold_.data() + static_cast<std::size_t>(e * (h / group16::kRows) + g0);
