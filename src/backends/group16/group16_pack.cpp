@@ -4,6 +4,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "runtime/huge_pages.hpp"
+
 namespace mxmoe::group16 {
 namespace {
 
@@ -37,6 +39,13 @@ void pack_group(const Mxfp4View& w, std::int64_t e, const std::int64_t* rows,
   }
 }
 
+// Reserves n bytes, asks for huge pages before the first touch, then sizes the vector.
+void resize_huge(std::vector<std::uint8_t>& v, std::size_t n) {
+  v.reserve(n);
+  advise_huge_pages(v.data(), n);
+  v.resize(n);
+}
+
 }  // namespace
 
 PackedExperts pack_experts(const LayerSpec& spec, const LayerWeights& w, NibbleArranger arrange,
@@ -51,8 +60,8 @@ PackedExperts pack_experts(const LayerSpec& spec, const LayerWeights& w, NibbleA
   if (spec.expert_bias && (w.b1.empty() || w.b2.empty()))
     throw std::invalid_argument(std::string(who) + ": expert biases b1/b2 missing");
 
-  p.w1.resize(static_cast<std::size_t>(e_count * (2 * inter / kRows)) * p.w1_group_bytes());
-  p.w2.resize(static_cast<std::size_t>(e_count * (h / kRows)) * p.w2_group_bytes());
+  resize_huge(p.w1, static_cast<std::size_t>(e_count * (2 * inter / kRows)) * p.w1_group_bytes());
+  resize_huge(p.w2, static_cast<std::size_t>(e_count * (h / kRows)) * p.w2_group_bytes());
   p.gate_bias.assign(static_cast<std::size_t>(e_count * inter), 0.0f);
   p.up_bias.assign(static_cast<std::size_t>(e_count * inter), 0.0f);
   p.b2.assign(static_cast<std::size_t>(e_count * h), 0.0f);

@@ -5,6 +5,7 @@
 
 #include "model/activation.hpp"
 #include "mxmoe/format.hpp"
+#include "runtime/huge_pages.hpp"
 #include "runtime/thread_pool.hpp"
 
 namespace mxmoe::strip {
@@ -91,6 +92,7 @@ PackedProjection pack_projection(const Mxfp4View& w, const DenseView& bias, RowM
   p.storage = std::make_unique_for_overwrite<std::byte[]>(strip_count * p.strip_stride + kAlign);
   const auto address = reinterpret_cast<std::uintptr_t>(p.storage.get());
   p.base = p.storage.get() + (align_up(address) - address);
+  advise_huge_pages(p.base, strip_count * p.strip_stride);
   p.scale_outside.assign(strip_count, 0);
   p.scales.resize(strip_count * k * kStripRows);
   if (!bias.empty()) p.bias.resize(strip_count * kStripRows);
