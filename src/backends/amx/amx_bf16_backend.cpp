@@ -34,9 +34,9 @@ BackendDescription amx_bf16_description() {
                         "avx512_bf16", "amx_tile", "amx_bf16"};
   b.capabilities.activations = {ActivationFormat::bf16};
   b.capabilities.batch_invariant_activations = {ActivationFormat::bf16};
-  // Per thread, from `mxmoe bench` at 2 threads on gpt-oss-20b (docs/PERFORMANCE.md): 16.8
-  // GB/s at 1 token, 1,656 GFLOP/s at 512 tokens.
-  b.throughput = {.weight_gb_per_s_per_thread = 8.4, .gflop_per_s_per_thread = 830.0};
+  // Per thread, from `mxmoe bench` at 2 threads on gpt-oss-20b (docs/PERFORMANCE.md): 18.1
+  // GB/s at 1 token, 1,874 GFLOP/s at 512 tokens.
+  b.throughput = {.weight_gb_per_s_per_thread = 9.0, .gflop_per_s_per_thread = 930.0};
   return b;
 }
 

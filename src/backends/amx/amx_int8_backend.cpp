@@ -35,10 +35,10 @@ BackendDescription amx_int8_description() {
   b.capabilities.batch_invariant_activations = {ActivationFormat::int8};
   // Decode streams like avx512_vnni; with >= 16 tokens per expert the tiles run, bounded by
   // their fp32 epilogue (docs/perf/BACKENDS_INT8.md).
-  // Per thread, `mxmoe bench` at 2 threads on gpt-oss-20b (docs/PERFORMANCE.md): 19.7 GB/s
-  // at 1 token (the VNNI path), 775 GFLOP/s at 512 tokens.
-  b.throughput = {.weight_gb_per_s_per_thread = 9.8, .gflop_per_s_per_thread = 230.0};
-  b.many_tokens_throughput = {.weight_gb_per_s_per_thread = 9.8, .gflop_per_s_per_thread = 390.0};
+  // Per thread, `mxmoe bench` at 2 threads on gpt-oss-20b (docs/PERFORMANCE.md): 24.1 GB/s
+  // at 1 token (the VNNI path), 820 GFLOP/s at 512 tokens.
+  b.throughput = {.weight_gb_per_s_per_thread = 12.0, .gflop_per_s_per_thread = 250.0};
+  b.many_tokens_throughput = {.weight_gb_per_s_per_thread = 12.0, .gflop_per_s_per_thread = 410.0};
   b.min_tokens_per_expert = 16;
   return b;
 }

@@ -24,9 +24,9 @@ BackendDescription avx512_vnni_description() {
   b.capabilities.batch_invariant_activations = {ActivationFormat::int8};
   // Measured (docs/perf/BACKENDS_INT8.md): ~11 GB/s of packed weights per thread when
   // streaming; ~250 GFLOP/s per thread when many tokens share an expert.
-  // Per thread, `mxmoe bench` at 2 threads on gpt-oss-20b (docs/PERFORMANCE.md): 20.7 GB/s
-  // at 1 token, 465 GFLOP/s at 512 tokens.
-  b.throughput = {.weight_gb_per_s_per_thread = 10.3, .gflop_per_s_per_thread = 230.0};
+  // Per thread, `mxmoe bench` at 2 threads on gpt-oss-20b (docs/PERFORMANCE.md): 23.4 GB/s
+  // at 1 token, 498 GFLOP/s at 512 tokens.
+  b.throughput = {.weight_gb_per_s_per_thread = 11.7, .gflop_per_s_per_thread = 250.0};
   return b;
 }
 
