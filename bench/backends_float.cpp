@@ -1,4 +1,4 @@
-// avx2 and avx512_bf16 ExpertKernels on the gpt-oss-20b layer shape (E=32, top-4,
+// avx2, avx512_bf16 and amx_bf16 ExpertKernels on the gpt-oss-20b layer shape (E=32, top-4,
 // H=I=2880), 1/8/512 tokens, 1 and 2 threads. "streamed": each call uses the next of 4
 // distinct packed copies of the layer (4 x ~0.42 GB = 1.7 GB, > 3x the 480 MB LLC), so
 // weights come from DRAM; "cached": one copy, the same tokens every call (the touched experts
@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "backends/kernel.hpp"
+#include "mxmoe/hardware.hpp"
 #include "mxmoe/oracle.hpp"
 #include "mxmoe/weights.hpp"
 #include "runtime/thread_pool.hpp"
@@ -85,6 +86,14 @@ void run_bench(benchmark::State& state, const std::string& backend, ActivationFo
                bool streamed) {
   const std::int64_t tokens = state.range(0);
   const int threads = static_cast<int>(state.range(1));
+  Deployment probe;
+  probe.layer = preset("gpt-oss-20b");
+  probe.hardware = probe_hardware();
+  probe.request.activation = format;
+  if (const auto why = find_backend(backend)->check(probe); !why.empty()) {
+    state.SkipWithError((backend + " does not run here: " + why.front().detail).c_str());
+    return;
+  }
   Setup& s = setup_for(backend, format, streamed ? kStreamCopies : 1);
   const LayerSpec& spec = s.spec;
   const Routed r = route(tokens, spec.top_k, spec.num_experts, 7);
@@ -143,6 +152,8 @@ void args(benchmark::internal::Benchmark* b) {
   }                                                                \
   BENCHMARK(NAME)->Apply(args)
 
+MXMOE_FLOAT_BENCH(amx_bf16_bf16_streamed, "amx_bf16", bf16, true);
+MXMOE_FLOAT_BENCH(amx_bf16_bf16_cached, "amx_bf16", bf16, false);
 MXMOE_FLOAT_BENCH(avx512_bf16_bf16_streamed, "avx512_bf16", bf16, true);
 MXMOE_FLOAT_BENCH(avx512_bf16_bf16_cached, "avx512_bf16", bf16, false);
 MXMOE_FLOAT_BENCH(avx2_f32_streamed, "avx2", f32, true);
