@@ -93,11 +93,11 @@ struct Suggestion {
 };
 
 struct Selection {
-  Deployment deployment;          // as judged (activation resolved from preferences)
+  Deployment deployment;  // as judged (activation resolved from preferences)
   std::string preferences_source;
-  std::vector<Verdict> candidates;  // every registered backend, excluded ones included
-  std::string chosen;               // "" when none fits
-  std::string why;                  // "forced", "lowest estimated cost (12.3 us)", ...
+  std::vector<Verdict> candidates;      // every registered backend, excluded ones included
+  std::string chosen;                   // "" when none fits
+  std::string why;                      // "forced", "lowest estimated cost (12.3 us)", ...
   std::vector<Suggestion> suggestions;  // filled when none fits
   friend bool operator==(const Selection&, const Selection&) = default;
 };

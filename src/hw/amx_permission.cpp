@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 
 #if defined(__linux__) && defined(__x86_64__)
@@ -26,6 +27,14 @@ std::string request_amx_tile_permission() {
 #else
   return "AMX tile permission is only requested on x86-64 Linux";
 #endif
+}
+
+void require_amx_tile_permission(std::string_view backend, std::string_view alternative) {
+  const std::string refused = request_amx_tile_permission();
+  if (refused.empty()) return;
+  throw std::runtime_error(std::string(backend) + ": the OS refused the AMX tile permission (" +
+                           refused + "); choose another backend (e.g. " + std::string(alternative) +
+                           ")");
 }
 
 }  // namespace mxmoe::hw

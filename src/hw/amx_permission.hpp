@@ -4,10 +4,15 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 namespace mxmoe::hw {
 
 // Requests the permission (idempotent). Returns "" when held, else why it was refused.
 std::string request_amx_tile_permission();
+
+// For a backend's create(): requests the permission, or throws std::runtime_error saying that
+// the OS refused it to `backend` and suggesting `alternative`.
+void require_amx_tile_permission(std::string_view backend, std::string_view alternative);
 
 }  // namespace mxmoe::hw

@@ -50,9 +50,10 @@ double ranking_estimate(const Backend& b, const Deployment& d) {
 
 std::string cost_text(const Verdict& v, const Request& r) {
   if (r.batch_invariant)
-    return fmt::format("{:.1f} us summed over 1, 8, 64 and 512 tokens (batch invariant: one "
-                       "choice for every batch size)",
-                       v.estimated_us);
+    return fmt::format(
+        "{:.1f} us summed over 1, 8, 64 and 512 tokens (batch invariant: one "
+        "choice for every batch size)",
+        v.estimated_us);
   const int tokens = r.tokens_hint;
   return fmt::format("{:.1f} us at {} token{}", v.estimated_us, tokens, tokens == 1 ? "" : "s");
 }

@@ -1,13 +1,13 @@
 // advise_huge_pages is a hint: any range (empty, unaligned, smaller than a huge page, already
 // written) must be accepted and leave the memory's contents and use unchanged.
+#include "runtime/huge_pages.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <memory>
 #include <numeric>
 #include <vector>
-
-#include "runtime/huge_pages.hpp"
 
 namespace mxmoe {
 namespace {

@@ -3,8 +3,6 @@
 // loop. One path for every batch size (a decode token is a 16-row tile with one valid row),
 // so it is batch invariant. Kernels: kernels/bf16_amx.cpp; numerics: bf16_amx_kernels.hpp.
 #include <memory>
-#include <stdexcept>
-#include <string>
 
 #include "backends/amx/bf16_expert_kernel.hpp"
 #include "backends/described_backend.hpp"
@@ -14,11 +12,7 @@ namespace mxmoe {
 namespace {
 
 std::unique_ptr<ExpertKernel> create_amx_bf16(const Deployment& d, const LayerWeights& weights) {
-  const std::string refused = hw::request_amx_tile_permission();
-  if (!refused.empty()) {
-    throw std::runtime_error("amx_bf16: the OS refused the AMX tile permission (" + refused +
-                             "); choose another backend (e.g. avx512_bf16)");
-  }
+  hw::require_amx_tile_permission("amx_bf16", "avx512_bf16");
   return amx_bf16_backend::make_amx_bf16_kernel(d.layer, weights);
 }
 

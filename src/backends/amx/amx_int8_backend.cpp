@@ -3,8 +3,6 @@
 // experts with fewer slots use the VNNI kernel. Both paths give identical bits, so switching
 // by batch size keeps batch invariance.
 #include <memory>
-#include <stdexcept>
-#include <string>
 
 #include "backends/avx512_vnni/int8_expert_kernel.hpp"
 #include "backends/described_backend.hpp"
@@ -14,11 +12,7 @@ namespace mxmoe {
 namespace {
 
 std::unique_ptr<ExpertKernel> create_amx_int8(const Deployment& d, const LayerWeights& weights) {
-  const std::string refused = hw::request_amx_tile_permission();
-  if (!refused.empty()) {
-    throw std::runtime_error("amx_int8: the OS refused the AMX tile permission (" + refused +
-                             "); choose another backend (e.g. avx512_vnni)");
-  }
+  hw::require_amx_tile_permission("amx_int8", "avx512_vnni");
   return int8_backend::make_int8_expert_kernel(d.layer, weights, /*use_amx=*/true);
 }
 

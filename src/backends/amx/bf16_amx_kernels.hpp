@@ -37,8 +37,8 @@ inline constexpr std::size_t kBTileElems = 512;  // one decoded (group, block): 
 // contiguous (1 KB, one TILELOADD with a 64-byte stride); row tiles are a_tile_stride
 // elements apart (blocks x kATileElems).
 inline constexpr std::size_t kATileElems = 512;
-inline constexpr int kTokensPerStep = 32;        // token rows per gemm call (2 A tiles)
-inline constexpr int kDecodeRing = 4;            // B tiles per group decoded in flight
+inline constexpr int kTokensPerStep = 32;  // token rows per gemm call (2 A tiles)
+inline constexpr int kDecodeRing = 4;      // B tiles per group decoded in flight
 
 // Whether every scale code of a group can be folded into its bf16 weights exactly.
 constexpr bool scale_foldable(std::uint8_t e8m0) noexcept {
@@ -60,7 +60,7 @@ void decode_group(const std::uint8_t* group, int blocks, bool fold, std::uint16_
 
 // The B side of gemm_pair: two groups of 16 outputs each.
 struct GroupPair {
-  std::uint16_t* tiles[2] = {nullptr, nullptr};  // decoded B tiles (see packed/ring)
+  std::uint16_t* tiles[2] = {nullptr, nullptr};      // decoded B tiles (see packed/ring)
   const float* block_scale[2] = {nullptr, nullptr};  // an unfolded group's 2^(e-127)
   // Both set or both null. Set (only when both groups are foldable): the packed groups,
   // decoded inside the K loop into tiles; else tiles hold all `blocks` tiles already

@@ -15,9 +15,9 @@ namespace {
 namespace k = bf16_amx;
 
 constexpr std::size_t kAlign = 64;
-constexpr int kTaskRows = 32;               // intermediate units (GEMM1) or outputs (GEMM2)
-constexpr int kStep = k::kTokensPerStep;    // slots per gemm_pair call
-constexpr std::int64_t kPadRows = 16 - 1;   // A tiles read whole 16-row tiles
+constexpr int kTaskRows = 32;              // intermediate units (GEMM1) or outputs (GEMM2)
+constexpr int kStep = k::kTokensPerStep;   // slots per gemm_pair call
+constexpr std::int64_t kPadRows = 16 - 1;  // A tiles read whole 16-row tiles
 
 std::size_t align_up(std::size_t n) {
   return (n + kAlign - 1) / kAlign * kAlign;
@@ -30,8 +30,7 @@ void arrange_bf16(const std::uint8_t (&codes)[group16::kRows][32], std::uint8_t*
     for (int j = 0; j < 32; ++j) {
       const int n = j / 2, k = 8 * q + j % 2;
       dst[64 * q + 2 * j] = static_cast<std::uint8_t>(codes[n][k] | (codes[n][k + 2] << 4));
-      dst[64 * q + 2 * j + 1] =
-          static_cast<std::uint8_t>(codes[n][k + 4] | (codes[n][k + 6] << 4));
+      dst[64 * q + 2 * j + 1] = static_cast<std::uint8_t>(codes[n][k + 4] | (codes[n][k + 6] << 4));
     }
 }
 
@@ -94,9 +93,12 @@ class AmxBf16Kernel final : public ExpertKernel {
     const auto tile_bytes = k::kATileElems * sizeof(std::uint16_t);
     Layout l{};
     std::size_t at = 0;
-    l.tile_start = at, at += align_up(static_cast<std::size_t>(experts_ + 1) * sizeof(std::int64_t));
-    l.xb = at, at += align_up(row_tiles * static_cast<std::size_t>(packed_.blocks_h()) * tile_bytes);
-    l.ab = at, at += align_up(row_tiles * static_cast<std::size_t>(packed_.blocks_i()) * tile_bytes);
+    l.tile_start = at,
+    at += align_up(static_cast<std::size_t>(experts_ + 1) * sizeof(std::int64_t));
+    l.xb = at,
+    at += align_up(row_tiles * static_cast<std::size_t>(packed_.blocks_h()) * tile_bytes);
+    l.ab = at,
+    at += align_up(row_tiles * static_cast<std::size_t>(packed_.blocks_i()) * tile_bytes);
     l.thread_base = at;
     std::size_t t = 0;
     l.t_btiles = t, t += align_up(4 * nb * k::kBTileElems * sizeof(std::uint16_t));
@@ -143,8 +145,8 @@ void AmxBf16Kernel::run(const ExpertForward& f) const noexcept {
   // since whole 16-row tiles are loaded and stale bytes could be NaN (their results are
   // dropped, but zeros keep the tiles' arithmetic ordinary).
   f.pool->parallel_for(row_tiles, [&](std::int64_t tile, int) {
-    const std::int64_t i = std::upper_bound(tile_start, tile_start + local_experts + 1, tile) -
-                           tile_start - 1;
+    const std::int64_t i =
+        std::upper_bound(tile_start, tile_start + local_experts + 1, tile) - tile_start - 1;
     const std::int64_t e = batch.expert_begin + i;
     const std::int64_t r0 = 16 * (tile - tile_start[i]);
     const std::int64_t count = offsets[e + 1] - offsets[e];
@@ -213,8 +215,7 @@ void AmxBf16Kernel::run(const ExpertForward& f) const noexcept {
           pair.packed[1] = packed(g + 1);
           pair.ring = one_step;
         }
-        k::gemm_pair(pair, blocks, a + c0 / 16 * a_stride, a_stride, m, s.h + 16 * g, stride,
-                     s.c);
+        k::gemm_pair(pair, blocks, a + c0 / 16 * a_stride, a_stride, m, s.h + 16 * g, stride, s.c);
       }
       consume(c0, m, s.h);
     }

@@ -60,6 +60,16 @@ inline __m512 glu(__m512 g, __m512 u, const GluParams& p) {
   }
 }
 
+// One row of a 32-unit GEMM1 result, 64 floats [gate 0-15 | up 0-15 | gate 16-31 | up 16-31]
+// (no bias): a0 / a1 = act(gate + gate_bias, up + up_bias) for units 0-15 / 16-31.
+inline void glu_row32(const float* row, const float* gate_bias, const float* up_bias,
+                      const GluParams& p, __m512& a0, __m512& a1) {
+  a0 = glu(_mm512_add_ps(_mm512_loadu_ps(row), _mm512_loadu_ps(gate_bias)),
+           _mm512_add_ps(_mm512_loadu_ps(row + 16), _mm512_loadu_ps(up_bias)), p);
+  a1 = glu(_mm512_add_ps(_mm512_loadu_ps(row + 32), _mm512_loadu_ps(gate_bias + 16)),
+           _mm512_add_ps(_mm512_loadu_ps(row + 48), _mm512_loadu_ps(up_bias + 16)), p);
+}
+
 // 16 floats to bf16 with the exact rule of mxmoe::f32_to_bf16: round to nearest even on the
 // dropped bits (carries into the exponent are right, past the largest finite -> Inf; no
 // denormal flushing, unlike vcvtneps2bf16), a NaN keeps its sign and high payload, quieted.

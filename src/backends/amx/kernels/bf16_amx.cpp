@@ -7,21 +7,12 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
-#include <cstring>
-
 #include "backends/amx/bf16_amx_kernels.hpp"
+#include "backends/amx/kernels/tile_config.hpp"
 #include "backends/simd/glu_avx512.hpp"
 
 namespace mxmoe::bf16_amx {
 namespace {
-
-struct alignas(64) TileConfig {
-  std::uint8_t palette_id;
-  std::uint8_t start_row;
-  std::uint8_t reserved[14];
-  std::uint16_t colsb[16];
-  std::uint8_t rows[16];
-};
 
 // Decoding without masks: the table holds bf16(E2M1) + kBias for nonzero codes and 0 for
 // both zeros (-0 becomes +0: a C tile that starts at +0 sums to the same bits either way).
@@ -39,15 +30,38 @@ constexpr std::uint16_t biased(std::uint16_t bf16) {
   return static_cast<std::uint16_t>(bf16 + kBias);
 }
 // Twice: vpermw reads 5 index bits and the decoder leaves the next nibble's low bit there.
-alignas(64) constexpr std::uint16_t kCodeTable[32] = {
-    0,              biased(0x3F00), biased(0x3F80), biased(0x3FC0),
-    biased(0x4000), biased(0x4040), biased(0x4080), biased(0x40C0),
-    0,              biased(0xBF00), biased(0xBF80), biased(0xBFC0),
-    biased(0xC000), biased(0xC040), biased(0xC080), biased(0xC0C0),
-    0,              biased(0x3F00), biased(0x3F80), biased(0x3FC0),
-    biased(0x4000), biased(0x4040), biased(0x4080), biased(0x40C0),
-    0,              biased(0xBF00), biased(0xBF80), biased(0xBFC0),
-    biased(0xC000), biased(0xC040), biased(0xC080), biased(0xC0C0)};
+alignas(64) constexpr std::uint16_t kCodeTable[32] = {0,
+                                                      biased(0x3F00),
+                                                      biased(0x3F80),
+                                                      biased(0x3FC0),
+                                                      biased(0x4000),
+                                                      biased(0x4040),
+                                                      biased(0x4080),
+                                                      biased(0x40C0),
+                                                      0,
+                                                      biased(0xBF00),
+                                                      biased(0xBF80),
+                                                      biased(0xBFC0),
+                                                      biased(0xC000),
+                                                      biased(0xC040),
+                                                      biased(0xC080),
+                                                      biased(0xC0C0),
+                                                      0,
+                                                      biased(0x3F00),
+                                                      biased(0x3F80),
+                                                      biased(0x3FC0),
+                                                      biased(0x4000),
+                                                      biased(0x4040),
+                                                      biased(0x4080),
+                                                      biased(0x40C0),
+                                                      0,
+                                                      biased(0xBF00),
+                                                      biased(0xBF80),
+                                                      biased(0xBFC0),
+                                                      biased(0xC000),
+                                                      biased(0xC040),
+                                                      biased(0xC080),
+                                                      biased(0xC0C0)};
 
 // 2^(e - 127) for 16 E8M0 codes, exactly: biased exponent e, or the subnormal 2^-127 for e = 0.
 __m512 block_scales(__m512i e) {
@@ -72,12 +86,13 @@ __attribute__((always_inline)) inline void decode_block(const std::uint8_t* gb, 
     const __m512i w = _mm512_loadu_si512(gb + 64 * q);
     std::uint16_t* row = tile + 128 * q;
     _mm512_storeu_si512(row, _mm512_subs_epu16(_mm512_permutexvar_epi16(w, table), sub));
-    _mm512_storeu_si512(row + 32, _mm512_subs_epu16(
-                                      _mm512_permutexvar_epi16(_mm512_srli_epi16(w, 4), table), sub));
-    _mm512_storeu_si512(row + 64, _mm512_subs_epu16(
-                                      _mm512_permutexvar_epi16(_mm512_srli_epi16(w, 8), table), sub));
-    _mm512_storeu_si512(row + 96, _mm512_subs_epu16(
-                                      _mm512_permutexvar_epi16(_mm512_srli_epi16(w, 12), table), sub));
+    _mm512_storeu_si512(
+        row + 32, _mm512_subs_epu16(_mm512_permutexvar_epi16(_mm512_srli_epi16(w, 4), table), sub));
+    _mm512_storeu_si512(
+        row + 64, _mm512_subs_epu16(_mm512_permutexvar_epi16(_mm512_srli_epi16(w, 8), table), sub));
+    _mm512_storeu_si512(
+        row + 96,
+        _mm512_subs_epu16(_mm512_permutexvar_epi16(_mm512_srli_epi16(w, 12), table), sub));
   }
 }
 
@@ -96,8 +111,8 @@ void gemm_folded_1x1(const std::uint16_t* b_tiles, int blocks, const std::uint16
 // One unfolded group for 16 token rows: each block's product separately, then in fp32 and in
 // block order acc = fma(C_b, 2^(e_b - 127), acc).
 void gemm_unfolded_1x1(const std::uint16_t* b_tiles, const float* block_scale, int blocks,
-                       const std::uint16_t* a, float* out,
-                       std::int64_t out_stride, float* c_scratch) {
+                       const std::uint16_t* a, float* out, std::int64_t out_stride,
+                       float* c_scratch) {
   __m512 acc[16];
   for (int r = 0; r < 16; ++r) acc[r] = _mm512_setzero_ps();
   for (int b = 0; b < blocks; ++b) {
@@ -116,17 +131,11 @@ void gemm_unfolded_1x1(const std::uint16_t* b_tiles, const float* block_scale, i
 }  // namespace
 
 void tile_config() noexcept {
-  TileConfig config;
-  std::memset(&config, 0, sizeof(config));
-  config.palette_id = 1;
-  for (int t = 0; t < 8; ++t) {  // A 0-1, B 2-3, C 4-7: all 16 rows x 64 bytes
-    config.rows[t] = 16;
-    config.colsb[t] = 64;
-  }
-  // GCC 12's _tile_loadconfig tells the compiler it reads only 8 bytes of the config, so the
-  // stores above are dropped as dead without this barrier.
-  __asm__ volatile("" : : "r"(&config) : "memory");
-  _tile_loadconfig(&config);
+  // A 0-1, B 2-3, C 4-7: all 16 rows x 64 bytes.
+  constexpr amx_tiles::TileShape kTile{16, 64};
+  constexpr amx_tiles::TileShape kTiles[8] = {kTile, kTile, kTile, kTile,
+                                              kTile, kTile, kTile, kTile};
+  amx_tiles::load_tile_config(kTiles, 8);
 }
 
 void tile_release() noexcept {
@@ -243,14 +252,9 @@ void gemm_pair(const GroupPair& pair, int blocks, const std::uint16_t* a,
 
 void glu_to_bf16(const float* h, int rows, const float* gate_bias, const float* up_bias,
                  const simd::GluParams& p, std::uint16_t* a, std::int64_t a_tile_stride) noexcept {
-  const __m512 gb0 = _mm512_loadu_ps(gate_bias), gb1 = _mm512_loadu_ps(gate_bias + 16);
-  const __m512 ub0 = _mm512_loadu_ps(up_bias), ub1 = _mm512_loadu_ps(up_bias + 16);
   for (int t = 0; t < rows; ++t) {
-    const float* row = h + 64 * t;
-    const __m512 a0 = simd::glu(_mm512_add_ps(_mm512_loadu_ps(row), gb0),
-                                _mm512_add_ps(_mm512_loadu_ps(row + 16), ub0), p);
-    const __m512 a1 = simd::glu(_mm512_add_ps(_mm512_loadu_ps(row + 32), gb1),
-                                _mm512_add_ps(_mm512_loadu_ps(row + 48), ub1), p);
+    __m512 a0, a1;
+    simd::glu_row32(h + 64 * t, gate_bias, up_bias, p, a0, a1);
     std::uint16_t* dst = a + (t / 16) * a_tile_stride + (t % 16) * 32;
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), simd::to_bf16_rne(a0));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 16), simd::to_bf16_rne(a1));

@@ -7,8 +7,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
-#include <cstring>
-
+#include "backends/amx/kernels/tile_config.hpp"
 #include "backends/avx512_vnni/int8_kernels.hpp"
 
 namespace mxmoe::int8_kernels {
@@ -17,13 +16,8 @@ namespace {
 // Tiles, two of each so consecutive blocks use different registers (tiles are not renamed):
 // 0, 1 = A (16 tokens x 32 int8), 2, 3 = B (8 rows x 64 int8: K/4 x 16 outputs x 4),
 // 4, 5 = C (16 tokens x 16 int32).
-struct alignas(64) TileConfig {
-  std::uint8_t palette_id;
-  std::uint8_t start_row;
-  std::uint8_t reserved[14];
-  std::uint16_t colsb[16];
-  std::uint8_t rows[16];
-};
+constexpr amx_tiles::TileShape kTiles[6] = {{16, 32}, {16, 32}, {8, 64},
+                                            {8, 64},  {16, 64}, {16, 64}};
 
 __m512i signed_doubled_code_table() {
   return _mm512_broadcast_i32x4(
@@ -75,21 +69,7 @@ __attribute__((always_inline)) inline void accumulate_block(const std::int32_t* 
 }  // namespace
 
 void amx_int8_tile_config() noexcept {
-  TileConfig config;
-  std::memset(&config, 0, sizeof(config));
-  config.palette_id = 1;
-  for (int t = 0; t < 2; ++t) {
-    config.rows[0 + t] = 16;  // A
-    config.colsb[0 + t] = 32;
-    config.rows[2 + t] = 8;  // B
-    config.colsb[2 + t] = 64;
-    config.rows[4 + t] = 16;  // C
-    config.colsb[4 + t] = 64;
-  }
-  // GCC 12's _tile_loadconfig tells the compiler it reads only 8 bytes of the config, so the
-  // stores above are dropped as dead without this barrier (observed: rows/colsb left zero).
-  __asm__ volatile("" : : "r"(&config) : "memory");
-  _tile_loadconfig(&config);
+  amx_tiles::load_tile_config(kTiles, 6);
 }
 
 void amx_int8_tile_release() noexcept {

@@ -124,14 +124,9 @@ void gemm16_vnni(const std::uint8_t* group, int blocks, const QuantRows& x, int 
 void glu_quantize_avx512(const float* h, int tokens, const float* gate_bias, const float* up_bias,
                          const GluParams& p, std::int8_t* q, float* d, std::int32_t* corr,
                          std::int64_t q_stride, std::int64_t s_stride) noexcept {
-  const __m512 gb0 = _mm512_loadu_ps(gate_bias), gb1 = _mm512_loadu_ps(gate_bias + 16);
-  const __m512 ub0 = _mm512_loadu_ps(up_bias), ub1 = _mm512_loadu_ps(up_bias + 16);
   for (int t = 0; t < tokens; ++t) {
-    const float* row = h + 64 * t;
-    const __m512 a0 = simd::glu(_mm512_add_ps(_mm512_loadu_ps(row), gb0),
-                          _mm512_add_ps(_mm512_loadu_ps(row + 16), ub0), p);
-    const __m512 a1 = simd::glu(_mm512_add_ps(_mm512_loadu_ps(row + 32), gb1),
-                          _mm512_add_ps(_mm512_loadu_ps(row + 48), ub1), p);
+    __m512 a0, a1;
+    simd::glu_row32(h + 64 * t, gate_bias, up_bias, p, a0, a1);
     quantize_block(a0, a1, q + t * q_stride, d + t * s_stride, corr + t * s_stride);
   }
 }
