@@ -1,5 +1,6 @@
 // `mxmoe info`: the hardware probe (--hardware, the default) or a checkpoint (--model DIR).
-// `info --hardware --json` writes exactly what `--hardware FILE` replays.
+// `info --hardware --json` writes exactly what `--hardware FILE` replays; with --model too,
+// one JSON document with the probe under "hardware".
 #include <fmt/core.h>
 
 #include <memory>
@@ -56,11 +57,18 @@ void print_hardware(const Hardware& h) {
 }
 
 int run_info(const InfoOptions& o) {
-  if (!o.model.empty()) {
-    const int rc = info_model(o.model, o.json);
-    if (!o.hardware) return rc;
-  }
+  if (!o.model.empty() && !o.hardware) return info_model(o.model, o.json);
   const Hardware h = probe_hardware(env("MXMOE_MAX_ISA"));
+  if (!o.model.empty()) {
+    // Both: one JSON document (the probe under "hardware"), or the two texts in turn.
+    if (o.json) {
+      const std::string hardware = to_json(h);
+      return info_model(o.model, true, &hardware);
+    }
+    const int rc = info_model(o.model, false);
+    print_hardware(h);
+    return rc;
+  }
   if (o.json)
     fmt::print("{}\n", to_json(h));
   else

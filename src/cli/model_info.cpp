@@ -44,7 +44,7 @@ std::string describe(const LayerSpec& s, const LayerWeights& w) {
 
 }  // namespace
 
-int info_model(const std::string& dir, bool json) {
+int info_model(const std::string& dir, bool json, const std::string* hardware_json) {
   const std::uint64_t rss_before = resident_bytes();
   const auto t_open = std::chrono::steady_clock::now();
   const io::ModelDir model = io::ModelDir::open(dir);
@@ -134,6 +134,7 @@ int info_model(const std::string& dir, bool json) {
   }
 
   if (json) {
+    if (hardware_json != nullptr) out["hardware"] = nlohmann::ordered_json::parse(*hardware_json);
     fmt::print("{}\n", out.dump(2));
     return all_ok ? kExitOk : kExitError;
   }

@@ -74,6 +74,19 @@ TEST_F(CliModel, InfoModelJsonDescribesTheCheckpoint) {
   EXPECT_TRUE(j["weight_formats"].contains("U8"));
 }
 
+// Bug fixed: --model with --hardware --json printed two JSON documents one after the other.
+TEST_F(CliModel, InfoModelAndHardwareJsonIsOneDocument) {
+  TempDir dir;
+  testing_io::write_gpt_oss_checkpoint(dir.path(), Dims{}, /*sharded=*/false);
+  const auto [rc, out] = run_cli("info --model " + dir.path() + " --hardware --json");
+  ASSERT_EQ(rc, 0) << out;
+  const auto j = nlohmann::json::parse(out);  // throws on a second document
+  EXPECT_EQ(j["family"], "gpt_oss");
+  ASSERT_TRUE(j.contains("hardware"));
+  EXPECT_TRUE(j["hardware"].contains("isa"));
+  EXPECT_GT(j["hardware"]["logical_cpus"].get<int>(), 0);
+}
+
 TEST_F(CliModel, MalformedCheckpointFailsWithTheFileNamed) {
   TempDir dir;
   testing_io::write_gpt_oss_checkpoint(dir.path(), Dims{}, /*sharded=*/false);
