@@ -296,8 +296,10 @@ struct PairRun {
 // overwritten too early, shows; a ring is followed by a guard tile that must stay untouched.
 // unit_scales: decode both groups unfolded and replace their block scales by 1, so that
 // out = fma(C, 1, +0) = the raw TDPBF16PS product C (one-block groups; see unfolded_order).
+// config_rows: the tiles' configured rows; 0 = the driver's rule (the token count, at most 16).
 PairRun run_pair(const Group& g0, const Group& g1, Decode decode, const Activations& x,
-                 const std::vector<std::size_t>& tokens, bool unit_scales = false) {
+                 const std::vector<std::size_t>& tokens, bool unit_scales = false,
+                 int config_rows = 0) {
   const std::size_t nb = g0.nblocks();
   const std::size_t stride = nb * amx::kATileElems;
   std::vector<std::uint16_t> a(2 * stride, 0);
@@ -332,7 +334,8 @@ PairRun run_pair(const Group& g0, const Group& g1, Decode decode, const Activati
   }
   alignas(64) std::array<float, 256> c_scratch{};
   run.out.assign(32 * 32, std::numeric_limits<float>::quiet_NaN());
-  amx::tile_config();
+  const int n = static_cast<int>(tokens.size());
+  amx::tile_config(config_rows > 0 ? config_rows : (n < 16 ? n : 16));
   amx::gemm_pair(pair, g0.blocks, a.data(), static_cast<std::int64_t>(stride),
                  static_cast<int>(tokens.size()), run.out.data(), 32, c_scratch.data());
   amx::tile_release();
@@ -477,19 +480,24 @@ TEST(AmxBf16Kernels, GemmPairMatchesFloat64) {
       EXPECT_EQ(bad, 0) << "(first 10 shown)";
     }
 
-    // Batch invariance: alone in its tile (rows = 1, at tile row 0), every token gets the
-    // bits it had among 31 others.
+    // Batch invariance: alone in its tile (rows = 1, at tile row 0; tiles configured with
+    // 1 row as the driver does, and with 16), every token gets the bits it had among 31
+    // others.
     for (const Decode decode : kDecodes) {
       if (decode != Decode::before && !both_folded) continue;
-      int bad = 0;
-      for (std::size_t t = 0; t < kTokens; ++t) {
-        const std::vector<float> alone = run_pair(c.g0, c.g1, decode, x, {t}).out;
-        for (std::size_t j = 0; j < 32; ++j)
-          if (!same_bits(alone[j], full[t * 32 + j]) && ++bad <= 10)
-            ADD_FAILURE() << "token " << t << " output " << j << " (" << to_string(decode)
-                          << "): alone " << alone[j] << ", among 31 others " << full[t * 32 + j];
+      for (const int config_rows : {1, 16}) {
+        int bad = 0;
+        for (std::size_t t = 0; t < kTokens; ++t) {
+          const std::vector<float> alone =
+              run_pair(c.g0, c.g1, decode, x, {t}, false, config_rows).out;
+          for (std::size_t j = 0; j < 32; ++j)
+            if (!same_bits(alone[j], full[t * 32 + j]) && ++bad <= 10)
+              ADD_FAILURE() << "token " << t << " output " << j << " (" << to_string(decode) << ", "
+                            << config_rows << "-row tiles): alone " << alone[j]
+                            << ", among 31 others " << full[t * 32 + j];
+        }
+        EXPECT_EQ(bad, 0) << "(first 10 shown)";
       }
-      EXPECT_EQ(bad, 0) << "(first 10 shown)";
     }
   }
 }

@@ -184,7 +184,7 @@ void AmxBf16Kernel::run(const ExpertForward& f) const noexcept {
                        std::int64_t a_stride, std::int64_t count, auto&& consume) {
     const auto tile_elems = static_cast<std::size_t>(blocks) * k::kBTileElems;
     const auto scale_floats = static_cast<std::size_t>(blocks) * 16;
-    k::tile_config();
+    k::tile_config(count < 16 ? static_cast<int>(count) : 16);
     // Unfoldable pairs (rare) are decoded once, up front.
     auto packed = [&](int g) { return group0 + static_cast<std::size_t>(g) * group_bytes; };
     for (int g = 0; g < groups; g += 2) {

@@ -111,7 +111,7 @@ void gemm_folded_1x1(const std::uint16_t* b_tiles, int blocks, const std::uint16
 // One unfolded group for 16 token rows: each block's product separately, then in fp32 and in
 // block order acc = fma(C_b, 2^(e_b - 127), acc).
 void gemm_unfolded_1x1(const std::uint16_t* b_tiles, const float* block_scale, int blocks,
-                       const std::uint16_t* a, float* out, std::int64_t out_stride,
+                       const std::uint16_t* a, int rows, float* out, std::int64_t out_stride,
                        float* c_scratch) {
   __m512 acc[16];
   for (int r = 0; r < 16; ++r) acc[r] = _mm512_setzero_ps();
@@ -122,20 +122,20 @@ void gemm_unfolded_1x1(const std::uint16_t* b_tiles, const float* block_scale, i
     _tile_dpbf16ps(4, 0, 2);
     _tile_stored(4, c_scratch, 64);
     const __m512 scale = _mm512_loadu_ps(block_scale + 16 * b);
-    for (int r = 0; r < 16; ++r)
+    for (int r = 0; r < rows; ++r)  // the C tile holds only the configured rows
       acc[r] = _mm512_fmadd_ps(_mm512_load_ps(c_scratch + 16 * r), scale, acc[r]);
   }
-  for (int r = 0; r < 16; ++r) _mm512_storeu_ps(out + r * out_stride, acc[r]);
+  for (int r = 0; r < rows; ++r) _mm512_storeu_ps(out + r * out_stride, acc[r]);
 }
 
 }  // namespace
 
-void tile_config() noexcept {
-  // A 0-1, B 2-3, C 4-7: all 16 rows x 64 bytes.
-  constexpr amx_tiles::TileShape kTile{16, 64};
-  constexpr amx_tiles::TileShape kTiles[8] = {kTile, kTile, kTile, kTile,
-                                              kTile, kTile, kTile, kTile};
-  amx_tiles::load_tile_config(kTiles, 8);
+void tile_config(int rows) noexcept {
+  // A 0-1 and C 4-7: `rows` rows x 64 bytes; B 2-3: 16 x 64 (K/2 x 16 outputs x 2).
+  const auto m = static_cast<std::uint8_t>(rows);
+  const amx_tiles::TileShape a{m, 64}, b{16, 64};
+  const amx_tiles::TileShape shapes[8] = {a, a, b, b, a, a, a, a};
+  amx_tiles::load_tile_config(shapes, 8);
 }
 
 void tile_release() noexcept {
@@ -166,6 +166,55 @@ void decode_group(const std::uint8_t* group, int blocks, bool fold, std::uint16_
   }
 }
 
+namespace {
+
+// The B side of a K loop over one group pair: where block b's tiles are, and (when the pair
+// is decoded in the loop) the decode of block b + kDecodeAhead as the vector work of
+// iteration b, which the out-of-order core runs while the tile unit works. Decoding
+// kDecodeAhead blocks ahead keeps a tile load from chasing its stores.
+class PairStream {
+ public:
+  PairStream(const GroupPair& pair, int blocks)
+      : pair_(pair),
+        blocks_(blocks),
+        decoding_(pair.packed[0] != nullptr),
+        ring_(decoding_ && pair.ring),
+        table_(_mm512_load_si512(kCodeTable)) {
+    if (decoding_)
+      for (int b = 0; b < kDecodeAhead && b < blocks_; ++b) decode(b);
+  }
+  std::uint16_t* tile(int g, int b) const {
+    const auto slot = static_cast<std::size_t>(ring_ ? b % kDecodeRing : b);
+    return pair_.tiles[g] + slot * kBTileElems;
+  }
+  void vector_work(int b) const {
+    if (decoding_ && b + kDecodeAhead < blocks_) decode(b + kDecodeAhead);
+  }
+
+ private:
+  void decode(int b) const {
+    const std::size_t at = static_cast<std::size_t>(b) * kGroupBlockBytes;
+    for (std::size_t o = 0; o < kGroupBlockBytes; o += 64) {
+      for (int g = 0; g < 2; ++g) {
+        const std::uint8_t* ahead = pair_.packed[g] + at + kPrefetchBytes + o;
+        _mm_prefetch(reinterpret_cast<const char*>(ahead), _MM_HINT_T1);
+      }
+    }
+    for (int g = 0; g < 2; ++g) decode_block(pair_.packed[g] + at, true, table_, tile(g, b));
+  }
+
+  const GroupPair& pair_;
+  int blocks_;
+  bool decoding_, ring_;
+  __m512i table_;
+};
+
+const std::uint16_t* a_tile(const std::uint16_t* tiles, int b) {
+  return tiles + static_cast<std::size_t>(b) * kATileElems;
+}
+
+}  // namespace
+
 void gemm_pair(const GroupPair& pair, int blocks, const std::uint16_t* a,
                std::int64_t a_tile_stride, int rows, float* out, std::int64_t out_stride,
                float* c_scratch) noexcept {
@@ -180,53 +229,23 @@ void gemm_pair(const GroupPair& pair, int blocks, const std::uint16_t* a,
         if (pair.fold[g]) {
           gemm_folded_1x1(pair.tiles[g], blocks, at, o, out_bytes);
         } else {
-          gemm_unfolded_1x1(pair.tiles[g], pair.block_scale[g], blocks, at, o, out_stride,
-                            c_scratch);
+          gemm_unfolded_1x1(pair.tiles[g], pair.block_scale[g], blocks, at,
+                            rows - t0 < 16 ? rows - t0 : 16, o, out_stride, c_scratch);
         }
       }
     }
     return;
   }
-  const std::uint8_t* decode0 = pair.packed[0];
-  const std::uint8_t* decode1 = pair.packed[1];
-  std::uint16_t* b_tiles0 = pair.tiles[0];
-  std::uint16_t* b_tiles1 = pair.tiles[1];
-  const bool ring = decode0 != nullptr && pair.ring;
-  auto b_tile = [&](std::uint16_t* tiles, int b) {
-    const auto slot = static_cast<std::size_t>(ring ? b % kDecodeRing : b);
-    return tiles + slot * kBTileElems;
-  };
-  auto a_tile = [&](const std::uint16_t* tiles, int b) {
-    return tiles + static_cast<std::size_t>(b) * kATileElems;
-  };
-  // Decoding inside the K loop lets the out-of-order core run the vector decode while the
-  // tile unit works; kDecodeAhead blocks ahead, so a tile load does not chase its stores.
-  // (Software prefetch of the packed weights was measured: no gain, the hardware
-  // prefetchers follow the sequential stream.)
-  const __m512i table = _mm512_load_si512(kCodeTable);
-  auto decode = [&](int b) {
-    const std::size_t at = static_cast<std::size_t>(b) * kGroupBlockBytes;
-    for (std::size_t o = 0; o < kGroupBlockBytes; o += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(decode0 + at + kPrefetchBytes + o), _MM_HINT_T1);
-      _mm_prefetch(reinterpret_cast<const char*>(decode1 + at + kPrefetchBytes + o), _MM_HINT_T1);
-    }
-    decode_block(decode0 + at, true, table, b_tile(b_tiles0, b));
-    decode_block(decode1 + at, true, table, b_tile(b_tiles1, b));
-  };
-  if (decode0 != nullptr)
-    for (int b = 0; b < kDecodeAhead && b < blocks; ++b) decode(b);
-  auto vector_work = [&](int b) {
-    if (decode0 != nullptr && b + kDecodeAhead < blocks) decode(b + kDecodeAhead);
-  };
+  const PairStream w(pair, blocks);
   _tile_zero(4);
   _tile_zero(5);
   if (rows > 16) {
     _tile_zero(6);
     _tile_zero(7);
     for (int b = 0; b < blocks; ++b) {
-      vector_work(b);
-      _tile_loadd(2, b_tile(b_tiles0, b), 64);
-      _tile_loadd(3, b_tile(b_tiles1, b), 64);
+      w.vector_work(b);
+      _tile_loadd(2, w.tile(0, b), 64);
+      _tile_loadd(3, w.tile(1, b), 64);
       _tile_loadd(0, a_tile(a, b), 64);
       _tile_dpbf16ps(4, 0, 2);
       _tile_dpbf16ps(5, 0, 3);
@@ -238,9 +257,9 @@ void gemm_pair(const GroupPair& pair, int blocks, const std::uint16_t* a,
     _tile_stored(7, out1 + 16, out_bytes);
   } else {
     for (int b = 0; b < blocks; ++b) {
-      vector_work(b);
-      _tile_loadd(2, b_tile(b_tiles0, b), 64);
-      _tile_loadd(3, b_tile(b_tiles1, b), 64);
+      w.vector_work(b);
+      _tile_loadd(2, w.tile(0, b), 64);
+      _tile_loadd(3, w.tile(1, b), 64);
       _tile_loadd(0, a_tile(a, b), 64);
       _tile_dpbf16ps(4, 0, 2);
       _tile_dpbf16ps(5, 0, 3);
