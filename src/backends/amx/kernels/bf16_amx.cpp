@@ -14,6 +14,12 @@
 namespace mxmoe::bf16_amx {
 namespace {
 
+// Blocks decoded ahead of their tile loads, so a TILELOADD never waits for the stores of the
+// decode right before it; the ring holds the blocks in flight.
+constexpr int kDecodeAhead = 2;
+static_assert(kDecodeRing > kDecodeAhead);
+constexpr std::size_t kPrefetchBytes = 4096;  // into L2, as the VNNI decode (int8_vnni.cpp)
+
 // Decoding without masks: the table holds bf16(E2M1) + kBias for nonzero codes and 0 for
 // both zeros (-0 becomes +0: a C tile that starts at +0 sums to the same bits either way).
 // An unsigned saturating subtract of (kBias - offset_n) then gives bf16(E2M1) + offset_n,
@@ -21,47 +27,26 @@ namespace {
 // the largest subtrahend stays positive for foldable e) and saturates the zeros at 0.
 // offset_n = (e_n - 127) << 7 moves the exponent field; kBias = 123 << 7 covers e <= 250.
 constexpr std::uint16_t kBias = 123 << 7;
-// Blocks decoded ahead of their tile loads, so a TILELOADD never waits for the stores of the
-// decode right before it; the ring holds the blocks in flight.
-constexpr int kDecodeAhead = 2;
-constexpr std::size_t kPrefetchBytes = 4096;  // into L2, as the VNNI decode (int8_vnni.cpp)
-static_assert(kDecodeRing > kDecodeAhead);
-constexpr std::uint16_t biased(std::uint16_t bf16) {
-  return static_cast<std::uint16_t>(bf16 + kBias);
+
+// bf16 bits of the E2M1 codes 0..15: +-{0, 0.5, 1, 1.5, 2, 3, 4, 6}.
+constexpr std::uint16_t kE2m1Bf16[16] = {0x0000, 0x3F00, 0x3F80, 0x3FC0, 0x4000, 0x4040,
+                                         0x4080, 0x40C0, 0x8000, 0xBF00, 0xBF80, 0xBFC0,
+                                         0xC000, 0xC040, 0xC080, 0xC0C0};
+
+// 32 entries, the 16 codes twice: vpermw reads 5 index bits and the decoder leaves the next
+// nibble's low bit there.
+struct alignas(64) CodeTable {
+  std::uint16_t entry[32];
+};
+constexpr CodeTable make_code_table() {
+  CodeTable t{};
+  for (int i = 0; i < 32; ++i) {
+    const int code = i & 15;
+    t.entry[i] = (code & 7) == 0 ? 0 : static_cast<std::uint16_t>(kE2m1Bf16[code] + kBias);
+  }
+  return t;
 }
-// Twice: vpermw reads 5 index bits and the decoder leaves the next nibble's low bit there.
-alignas(64) constexpr std::uint16_t kCodeTable[32] = {0,
-                                                      biased(0x3F00),
-                                                      biased(0x3F80),
-                                                      biased(0x3FC0),
-                                                      biased(0x4000),
-                                                      biased(0x4040),
-                                                      biased(0x4080),
-                                                      biased(0x40C0),
-                                                      0,
-                                                      biased(0xBF00),
-                                                      biased(0xBF80),
-                                                      biased(0xBFC0),
-                                                      biased(0xC000),
-                                                      biased(0xC040),
-                                                      biased(0xC080),
-                                                      biased(0xC0C0),
-                                                      0,
-                                                      biased(0x3F00),
-                                                      biased(0x3F80),
-                                                      biased(0x3FC0),
-                                                      biased(0x4000),
-                                                      biased(0x4040),
-                                                      biased(0x4080),
-                                                      biased(0x40C0),
-                                                      0,
-                                                      biased(0xBF00),
-                                                      biased(0xBF80),
-                                                      biased(0xBFC0),
-                                                      biased(0xC000),
-                                                      biased(0xC040),
-                                                      biased(0xC080),
-                                                      biased(0xC0C0)};
+constexpr CodeTable kCodeTable = make_code_table();
 
 // 2^(e - 127) for 16 E8M0 codes, exactly: biased exponent e, or the subnormal 2^-127 for e = 0.
 __m512 block_scales(__m512i e) {
@@ -154,7 +139,7 @@ void round_row_to_tiles(const float* x, int blocks, std::uint16_t* row) noexcept
 
 void decode_group(const std::uint8_t* group, int blocks, bool fold, std::uint16_t* b_tiles,
                   float* block_scale) noexcept {
-  const __m512i table = _mm512_load_si512(kCodeTable);
+  const __m512i table = _mm512_load_si512(kCodeTable.entry);
   for (int b = 0; b < blocks; ++b) {
     const std::uint8_t* gb = group + static_cast<std::size_t>(b) * kGroupBlockBytes;
     if (!fold) {
@@ -179,7 +164,7 @@ class PairStream {
         blocks_(blocks),
         decoding_(pair.packed[0] != nullptr),
         ring_(decoding_ && pair.ring),
-        table_(_mm512_load_si512(kCodeTable)) {
+        table_(_mm512_load_si512(kCodeTable.entry)) {
     if (decoding_)
       for (int b = 0; b < kDecodeAhead && b < blocks_; ++b) decode(b);
   }
