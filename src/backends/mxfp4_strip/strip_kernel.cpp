@@ -206,6 +206,9 @@ void StripKernel::run(const ExpertForward& f) const noexcept {
   };
 
   const int local = batch.expert_end - batch.expert_begin;
+  const bool round_experts =
+      batch.expert_offsets[batch.expert_end] - batch.expert_offsets[batch.expert_begin] <=
+      std::int64_t{ops_.max_tokens} * local;
   // out[n * count + j] for the tile's rows: fused when the expert's tokens fit one tile
   // (decoded == nullptr), else over the strip decoded once for all tiles. Both give the same
   // bits (StripOps::fused_dot), so a token's result does not depend on its expert's load.
@@ -222,13 +225,17 @@ void StripKernel::run(const ExpertForward& f) const noexcept {
   const auto for_each_strip = [&](const PackedProjection& p, auto&& per_tile) {
     const std::int64_t tasks_per_expert = (p.strips + kStripsPerTask - 1) / kStripsPerTask;
     f.pool->parallel_for(local * tasks_per_expert, [&](std::int64_t task, int thread) {
-      const int e = batch.expert_begin + static_cast<int>(task / tasks_per_expert);
+      // With few tokens the tasks go round the experts, so the threads stream different
+      // experts' weights at once (as the int8 and amx_bf16 drivers do).
+      const std::int64_t local_e = round_experts ? task % local : task / tasks_per_expert;
+      const std::int64_t within = round_experts ? task / local : task % tasks_per_expert;
+      const int e = batch.expert_begin + static_cast<int>(local_e);
       const std::int32_t first = batch.expert_offsets[e], last = batch.expert_offsets[e + 1];
       if (first == last) return;
       std::byte* scratch =
           f.workspace + l.thread0 + l.per_thread * static_cast<std::size_t>(thread);
       auto* out = reinterpret_cast<float*>(scratch + l.decoded);
-      const std::int64_t s0 = task % tasks_per_expert * kStripsPerTask;
+      const std::int64_t s0 = within * kStripsPerTask;
       const std::int64_t s1 = std::min(s0 + kStripsPerTask, p.strips);
       const bool fused = ops_.fused_dot != nullptr && last - first <= ops_.max_tokens;
       const std::byte* decoded = fused ? nullptr : scratch;
