@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <cstring>
-#include <utility>
 
 #include "backends/avx512_vnni/int8_kernels.hpp"
 #include "backends/group16/group16_pack.hpp"
+#include "runtime/expert_tasks.hpp"
 #include "runtime/thread_pool.hpp"
 
 namespace mxmoe::int8_backend {
@@ -199,18 +199,10 @@ void Int8ExpertKernel::run(const ExpertForward& f) const noexcept {
     if (amx) k::amx_int8_tile_release();
   };
 
-  // Which (expert, tile) a task is: with few slots per expert the tasks go round the experts,
-  // so the threads stream different experts' weights at once (1 token, 2 threads: 14.6 ->
-  // 15.5 GB/s); with many, expert by expert (as amx_bf16, where it is 30% faster).
-  const bool round_experts = positions <= std::int64_t{kChunk} * local_experts;
-  auto task_of = [&](std::int64_t task, std::int64_t tiles) {
-    return round_experts ? std::pair{task % local_experts, task / local_experts}
-                         : std::pair{task / tiles, task % tiles};
-  };
   // Phase 2: GEMM1 for 32 intermediate units (4 groups: gate, up, gate, up), GLU, requantize.
-  const std::int64_t tiles1 = inter / kTileRows;
-  for_each_task(f.pool, local_experts * tiles1, [&](std::int64_t task, int thread) {
-    const auto [local, jt] = task_of(task, tiles1);
+  const ExpertTasks tasks1(local_experts, inter / kTileRows, positions, kChunk);
+  for_each_task(f.pool, tasks1.count(), [&](std::int64_t task, int thread) {
+    const auto [local, jt] = tasks1(task);
     const std::int64_t e = batch.expert_begin + local;
     const std::int64_t p0 = offsets[e] - first, count = offsets[e + 1] - offsets[e];
     if (count == 0) return;
@@ -228,9 +220,9 @@ void Int8ExpertKernel::run(const ExpertForward& f) const noexcept {
   });
 
   // Phase 3: GEMM2 for 32 output rows (2 groups), + b2, written to the slots' outputs.
-  const std::int64_t tiles2 = h / kTileRows;
-  for_each_task(f.pool, local_experts * tiles2, [&](std::int64_t task, int thread) {
-    const auto [local, ot] = task_of(task, tiles2);
+  const ExpertTasks tasks2(local_experts, h / kTileRows, positions, kChunk);
+  for_each_task(f.pool, tasks2.count(), [&](std::int64_t task, int thread) {
+    const auto [local, ot] = tasks2(task);
     const std::int64_t e = batch.expert_begin + local;
     const std::int64_t p0 = offsets[e] - first, count = offsets[e + 1] - offsets[e];
     if (count == 0) return;

@@ -5,6 +5,7 @@
 
 #include "model/activation.hpp"
 #include "mxmoe/format.hpp"
+#include "runtime/expert_tasks.hpp"
 #include "runtime/huge_pages.hpp"
 #include "runtime/thread_pool.hpp"
 
@@ -206,9 +207,8 @@ void StripKernel::run(const ExpertForward& f) const noexcept {
   };
 
   const int local = batch.expert_end - batch.expert_begin;
-  const bool round_experts =
-      batch.expert_offsets[batch.expert_end] - batch.expert_offsets[batch.expert_begin] <=
-      std::int64_t{ops_.max_tokens} * local;
+  const std::int64_t positions =
+      batch.expert_offsets[batch.expert_end] - batch.expert_offsets[batch.expert_begin];
   // out[n * count + j] for the tile's rows: fused when the expert's tokens fit one tile
   // (decoded == nullptr), else over the strip decoded once for all tiles. Both give the same
   // bits (StripOps::fused_dot), so a token's result does not depend on its expert's load.
@@ -224,11 +224,9 @@ void StripKernel::run(const ExpertForward& f) const noexcept {
   // (local expert with tokens, strip, token tile) of p, kStripsPerTask strips per task.
   const auto for_each_strip = [&](const PackedProjection& p, auto&& per_tile) {
     const std::int64_t tasks_per_expert = (p.strips + kStripsPerTask - 1) / kStripsPerTask;
-    f.pool->parallel_for(local * tasks_per_expert, [&](std::int64_t task, int thread) {
-      // With few tokens the tasks go round the experts, so the threads stream different
-      // experts' weights at once (as the int8 and amx_bf16 drivers do).
-      const std::int64_t local_e = round_experts ? task % local : task / tasks_per_expert;
-      const std::int64_t within = round_experts ? task / local : task % tasks_per_expert;
+    const ExpertTasks tasks(local, tasks_per_expert, positions, ops_.max_tokens);
+    f.pool->parallel_for(tasks.count(), [&](std::int64_t task, int thread) {
+      const auto [local_e, within] = tasks(task);
       const int e = batch.expert_begin + static_cast<int>(local_e);
       const std::int32_t first = batch.expert_offsets[e], last = batch.expert_offsets[e + 1];
       if (first == last) return;
