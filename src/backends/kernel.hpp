@@ -29,7 +29,7 @@ struct ExpertForward {
   // [tokens * top_k, H]: slot_out[s] = W2 . act(W1 . q(x_t) + b1) + b2 for every slot of a
   // local expert; slots of other experts are not written.
   float* slot_out = nullptr;
-  ThreadPool* pool = nullptr;
+  ThreadPool* pool = nullptr;      // never null in run() (a 1-thread pool runs tasks inline)
   std::byte* workspace = nullptr;  // workspace_bytes(tokens, pool threads), 64-byte aligned
   std::size_t workspace_size = 0;
 };

@@ -65,7 +65,7 @@ std::string amx_bf16_unavailable() {
 // ---- Packed groups ------------------------------------------------------------------------
 
 // The foldable scale codes as bf16_amx_kernels.hpp documents them, 64 <= e <= 250 (checked
-// against the header's scale_foldable in DecodeFoldedIsExact, so a drift of either shows).
+// against the header's bf16_scale_foldable in DecodeFoldedIsExact, so a drift of either shows).
 constexpr bool foldable_code(std::uint8_t e) {
   return e >= 64 && e <= 250;
 }
@@ -167,7 +167,7 @@ TEST(AmxBf16Kernels, DecodeFoldedIsExact) {
   if (const std::string why = amx_bf16_unavailable(); !why.empty()) GTEST_SKIP() << why;
   for (int e = 0; e < 256; ++e) {
     const auto code = static_cast<std::uint8_t>(e);
-    EXPECT_EQ(amx::scale_foldable(code), foldable_code(code)) << "scale code " << e;
+    EXPECT_EQ(amx::bf16_scale_foldable(code), foldable_code(code)) << "scale code " << e;
   }
   constexpr int kBlocks = 5;
   std::mt19937_64 rng(11);

@@ -4,10 +4,10 @@
 //
 // Numerics (one path for every batch size, so results are batch invariant):
 //   x_bf16 = RNE(x) per token (mxmoe::f32_to_bf16 bit for bit)
-//   w_bf16 = E2M1 x 2^(e-127), exact in bf16 when 64 <= e <= 250 ("foldable" scale)
+//   w_bf16 = E2M1 x 2^(e-127), exact in bf16 for a "foldable" scale (bf16_fold.hpp: 64..250)
 //   C      = TDPBF16PS over the K blocks b = 0, 1, 2, ... in order, one fp32 C tile per
 //            (16 tokens, 16 outputs) kept in the tile register for the whole K loop.
-//   A group (16 rows) with any scale outside [64, 250] is decoded unscaled instead; each of
+//   A group (16 rows) with any other scale is decoded unscaled instead; each of
 //   its blocks is a separate product and acc = fma(C_b, 2^(e-127), acc) in fp32, in order.
 // A token's row of C depends only on that token's A row and the weights, never on which
 // other rows share the tile, so neither the batch nor the thread count changes a bit.
@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backends/simd/bf16_fold.hpp"
 #include "backends/simd/glu_params.hpp"
 
 namespace mxmoe::bf16_amx {
@@ -40,10 +41,9 @@ inline constexpr std::size_t kATileElems = 512;
 inline constexpr int kTokensPerStep = 32;  // token rows per gemm call (2 A tiles)
 inline constexpr int kDecodeRing = 4;      // B tiles per group decoded in flight
 
-// Whether every scale code of a group can be folded into its bf16 weights exactly.
-constexpr bool scale_foldable(std::uint8_t e8m0) noexcept {
-  return e8m0 >= 64 && e8m0 <= 250;
-}
+// Whether a scale code can be folded into the bf16 weights exactly (the rule shared with
+// avx512_bf16, backends/simd/bf16_fold.hpp); a group is folded when all its codes can.
+using simd::bf16_scale_foldable;
 
 // LDTILECFG for gemm_pair (per thread): A and C tiles of `rows` (1..16) rows. A product costs
 // time in proportion to its rows, so a task with fewer than 16 slots configures just those

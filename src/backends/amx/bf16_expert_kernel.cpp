@@ -42,7 +42,7 @@ std::vector<std::uint8_t> foldable_groups(const std::uint8_t* groups, std::size_
     const std::uint8_t* base = groups + g * group_bytes;
     for (std::size_t at = group16::kNibbleBytes; at < group_bytes; at += group16::kBlockBytes)
       for (std::size_t i = 0; i < group16::kRows; ++i)
-        if (!k::scale_foldable(base[at + i])) fold[g] = 0;
+        if (!k::bf16_scale_foldable(base[at + i])) fold[g] = 0;
   }
   return fold;
 }

@@ -102,16 +102,6 @@ class Int8ExpertKernel final : public ExpertKernel {
   k::GluParams glu_;
 };
 
-template <class F>
-void for_each_task(ThreadPool* pool, std::int64_t tasks, F&& fn) {
-  if (tasks <= 0) return;
-  if (pool == nullptr || pool->size() == 1 || tasks == 1) {
-    for (std::int64_t t = 0; t < tasks; ++t) fn(t, 0);
-  } else {
-    pool->parallel_for(tasks, fn);
-  }
-}
-
 void Int8ExpertKernel::run(const ExpertForward& f) const noexcept {
   const ExpertBatch& batch = f.batch;
   if (batch.tokens <= 0 || batch.expert_begin >= batch.expert_end) return;
@@ -119,8 +109,7 @@ void Int8ExpertKernel::run(const ExpertForward& f) const noexcept {
   const std::int64_t first = offsets[batch.expert_begin];
   const std::int64_t positions = offsets[batch.expert_end] - first;
   if (positions <= 0) return;
-  const int threads = f.pool != nullptr ? f.pool->size() : 1;
-  const Layout l = layout(batch.tokens * top_k_, threads);
+  const Layout l = layout(batch.tokens * top_k_, f.pool->size());
   std::byte* ws = f.workspace;
   auto* xq = reinterpret_cast<std::int8_t*>(ws + l.xq);
   auto* xd = reinterpret_cast<float*>(ws + l.xd);
@@ -144,7 +133,7 @@ void Int8ExpertKernel::run(const ExpertForward& f) const noexcept {
   // Phase 1: quantize the input of every local slot (positions in expert order), so an
   // expert's rows are contiguous for the tile loads. A token's bits are the same in each copy.
   constexpr std::int64_t kQuantChunk = 8;
-  for_each_task(f.pool, (positions + kQuantChunk - 1) / kQuantChunk, [&](std::int64_t task, int) {
+  f.pool->parallel_for((positions + kQuantChunk - 1) / kQuantChunk, [&](std::int64_t task, int) {
     const std::int64_t end = std::min(positions, (task + 1) * kQuantChunk);
     for (std::int64_t p = task * kQuantChunk; p < end; ++p) {
       const std::int64_t token = batch.slots[first + p] / top_k_;
@@ -201,7 +190,7 @@ void Int8ExpertKernel::run(const ExpertForward& f) const noexcept {
 
   // Phase 2: GEMM1 for 32 intermediate units (4 groups: gate, up, gate, up), GLU, requantize.
   const ExpertTasks tasks1(local_experts, inter / kTileRows, positions, kChunk);
-  for_each_task(f.pool, tasks1.count(), [&](std::int64_t task, int thread) {
+  f.pool->parallel_for(tasks1.count(), [&](std::int64_t task, int thread) {
     const auto [local, jt] = tasks1(task);
     const std::int64_t e = batch.expert_begin + local;
     const std::int64_t p0 = offsets[e] - first, count = offsets[e + 1] - offsets[e];
@@ -221,7 +210,7 @@ void Int8ExpertKernel::run(const ExpertForward& f) const noexcept {
 
   // Phase 3: GEMM2 for 32 output rows (2 groups), + b2, written to the slots' outputs.
   const ExpertTasks tasks2(local_experts, h / kTileRows, positions, kChunk);
-  for_each_task(f.pool, tasks2.count(), [&](std::int64_t task, int thread) {
+  f.pool->parallel_for(tasks2.count(), [&](std::int64_t task, int thread) {
     const auto [local, ot] = tasks2(task);
     const std::int64_t e = batch.expert_begin + local;
     const std::int64_t p0 = offsets[e] - first, count = offsets[e + 1] - offsets[e];

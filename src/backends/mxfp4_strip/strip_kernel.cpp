@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "backends/simd/bf16_fold.hpp"
 #include "model/activation.hpp"
 #include "mxmoe/format.hpp"
 #include "runtime/expert_tasks.hpp"
@@ -18,16 +19,6 @@ constexpr std::int64_t kStripsPerTask = 8;  // 32 rows: ~50 KB of weights per ta
 
 std::size_t align_up(std::size_t n) noexcept {
   return (n + kAlign - 1) / kAlign * kAlign;
-}
-
-// Folding the block scale into the bf16 weights (exponent add) is exact for codes whose
-// elements are normal bf16 values, but vdpbf16ps also flushes subnormal products and partial
-// sums to zero: weights near 2^-126 would lose whole blocks. Folding is used only for codes
-// whose smallest scaled element, 0.5 x 2^(code-127), is at least 2^-64 (then only products
-// with activations below 2^-62 can flush, each under 2^-126 in magnitude) and whose largest,
-// 6 x 2^(code-127), stays finite in bf16 (code <= 250). Other strips keep the scale outside.
-bool bf16_scaled_decode_safe(std::uint8_t code) noexcept {
-  return code >= 64 && code <= 250;
 }
 
 std::int64_t source_row(RowMap map, std::int64_t rows, std::int64_t s, int n) noexcept {
@@ -116,7 +107,7 @@ PackedProjection pack_projection(const Mxfp4View& w, const DenseView& bias, RowM
           src[n] = w.row_blocks(e, rows[n]) + kb * kMxfp4BlockBytes;
           const std::uint8_t code = w.row_scale(e, rows[n])[kb];
           scales[kb * kStripRows + static_cast<std::size_t>(n)] = code;
-          outside = outside || (bf16_decode && !bf16_scaled_decode_safe(code));
+          outside = outside || (bf16_decode && !simd::bf16_scale_foldable(code));
         }
         pack_step(src, order, nibbles + kb * kStepNibbleBytes);
       }

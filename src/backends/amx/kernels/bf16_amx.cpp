@@ -25,8 +25,8 @@ constexpr std::size_t kPrefetchBytes = 4096;  // into L2, as the VNNI decode (in
 // An unsigned saturating subtract of (kBias - offset_n) then gives bf16(E2M1) + offset_n,
 // i.e. the value times 2^(e-127), for nonzero codes (no saturation: the smallest entry minus
 // the largest subtrahend stays positive for foldable e) and saturates the zeros at 0.
-// offset_n = (e_n - 127) << 7 moves the exponent field; kBias = 123 << 7 covers e <= 250.
-constexpr std::uint16_t kBias = 123 << 7;
+// offset_n = (e_n - 127) << 7 moves the exponent field; kBias covers every foldable e.
+constexpr std::uint16_t kBias = (simd::kMaxFoldableScale - 127) << 7;
 
 // bf16 bits of the E2M1 codes 0..15: +-{0, 0.5, 1, 1.5, 2, 3, 4, 6}.
 constexpr std::uint16_t kE2m1Bf16[16] = {0x0000, 0x3F00, 0x3F80, 0x3FC0, 0x4000, 0x4040,
@@ -64,7 +64,9 @@ __attribute__((always_inline)) inline void decode_block(const std::uint8_t* gb, 
   if (fold) {
     const __m512i e = _mm512_cvtepu8_epi32(
         _mm_loadu_si128(reinterpret_cast<const __m128i*>(gb + kGroupNibbleBytes)));
-    const __m512i s = _mm512_slli_epi32(_mm512_sub_epi32(_mm512_set1_epi32(250), e), 7);
+    // kBias - offset_n = (kMaxFoldableScale - e_n) << 7
+    const __m512i s =
+        _mm512_slli_epi32(_mm512_sub_epi32(_mm512_set1_epi32(simd::kMaxFoldableScale), e), 7);
     sub = _mm512_or_si512(s, _mm512_slli_epi32(s, 16));
   }
   for (int q = 0; q < 4; ++q) {
