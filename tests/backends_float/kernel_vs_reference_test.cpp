@@ -127,10 +127,27 @@ bool same_bits(const float* a, const float* b, std::size_t n) {
   return std::memcmp(a, b, n * sizeof(float)) == 0;
 }
 
+// The layer of the bit-identity tests: 8 experts, top-2, H and I with tails.
+LayerSpec invariance_spec() {
+  return test::small_spec(96, 160, 8, 2, ActivationFn::swiglu_oai, GateUpLayout::interleaved, true);
+}
+
+// Token t of x (2 expert ids per token in ids, 8 experts) run alone, on 1 thread: its two
+// slot outputs.
+std::vector<float> run_alone(const ExpertKernel& kernel, const LayerSpec& spec,
+                             const std::vector<float>& x, const std::vector<std::int32_t>& ids,
+                             std::size_t t) {
+  const auto h = static_cast<std::size_t>(spec.hidden);
+  const std::vector<float> xt(x.begin() + static_cast<std::ptrdiff_t>(t * h),
+                              x.begin() + static_cast<std::ptrdiff_t>((t + 1) * h));
+  const std::vector<std::int32_t> idt(ids.begin() + static_cast<std::ptrdiff_t>(2 * t),
+                                      ids.begin() + static_cast<std::ptrdiff_t>(2 * t + 2));
+  return test::run_kernel(kernel, spec, xt, test::group_by_expert(idt, 8), 1);
+}
+
 TEST_P(FloatBackends, ThreadCountDoesNotChangeBits) {
   const BackendFormat bf = GetParam();
-  const LayerSpec spec =
-      test::small_spec(96, 160, 8, 2, ActivationFn::swiglu_oai, GateUpLayout::interleaved, true);
+  const LayerSpec spec = invariance_spec();
   const test::RandomLayer layer(spec, 11);
   const auto kernel =
       make(bf.backend, test::deployment(spec, bf.format, test::sapphire_rapids()), layer.weights());
@@ -146,8 +163,7 @@ TEST_P(FloatBackends, ThreadCountDoesNotChangeBits) {
 
 TEST_P(FloatBackends, TokenAloneMatchesTokenInBatch) {
   const BackendFormat bf = GetParam();
-  const LayerSpec spec =
-      test::small_spec(96, 160, 8, 2, ActivationFn::swiglu_oai, GateUpLayout::interleaved, true);
+  const LayerSpec spec = invariance_spec();
   const test::RandomLayer layer(spec, 21);
   const auto kernel =
       make(bf.backend, test::deployment(spec, bf.format, test::sapphire_rapids()), layer.weights());
@@ -160,11 +176,7 @@ TEST_P(FloatBackends, TokenAloneMatchesTokenInBatch) {
   const auto h = static_cast<std::size_t>(spec.hidden);
   for (std::int64_t t = 0; t < tokens; ++t) {
     const auto tt = static_cast<std::size_t>(t);
-    const std::vector<float> xt(x.begin() + static_cast<std::ptrdiff_t>(tt * h),
-                                x.begin() + static_cast<std::ptrdiff_t>((tt + 1) * h));
-    const std::vector<std::int32_t> idt(ids.begin() + static_cast<std::ptrdiff_t>(2 * tt),
-                                        ids.begin() + static_cast<std::ptrdiff_t>(2 * tt + 2));
-    const auto alone = test::run_kernel(*kernel, spec, xt, test::group_by_expert(idt, 8), 1);
+    const auto alone = run_alone(*kernel, spec, x, ids, tt);
     EXPECT_TRUE(same_bits(alone.data(), batch.data() + 2 * tt * h, 2 * h)) << "token " << t;
   }
 }
@@ -173,8 +185,7 @@ TEST_P(FloatBackends, TokenAloneMatchesTokenInBatch) {
 // the fused few-token path, large ones the decode-once path with tiles of several tokens.
 TEST_P(FloatBackends, TokenBitsIndependentOfBatchSize) {
   const BackendFormat bf = GetParam();
-  const LayerSpec spec =
-      test::small_spec(96, 160, 8, 2, ActivationFn::swiglu_oai, GateUpLayout::interleaved, true);
+  const LayerSpec spec = invariance_spec();
   const test::RandomLayer layer(spec, 31);
   const auto kernel =
       make(bf.backend, test::deployment(spec, bf.format, test::sapphire_rapids()), layer.weights());
@@ -188,14 +199,8 @@ TEST_P(FloatBackends, TokenBitsIndependentOfBatchSize) {
         v.begin(), v.begin() + static_cast<std::ptrdiff_t>(n));
   };
   std::vector<std::vector<float>> alone;
-  for (std::int64_t t = 0; t < tokens; ++t) {
-    const auto tt = static_cast<std::size_t>(t);
-    const std::vector<float> xt(x.begin() + static_cast<std::ptrdiff_t>(tt * h),
-                                x.begin() + static_cast<std::ptrdiff_t>((tt + 1) * h));
-    const std::vector<std::int32_t> idt(ids.begin() + static_cast<std::ptrdiff_t>(2 * tt),
-                                        ids.begin() + static_cast<std::ptrdiff_t>(2 * tt + 2));
-    alone.push_back(test::run_kernel(*kernel, spec, xt, test::group_by_expert(idt, 8), 1));
-  }
+  for (std::int64_t t = 0; t < tokens; ++t)
+    alone.push_back(run_alone(*kernel, spec, x, ids, static_cast<std::size_t>(t)));
   for (const std::size_t m : {1u, 2u, 3u, 5u, 8u, 13u, 29u, 64u, 150u, 300u}) {
     const auto batch = test::run_kernel(*kernel, spec, first(x, m * h),
                                         test::group_by_expert(first(ids, 2 * m), 8), 2);
