@@ -20,7 +20,7 @@
 #include "mxmoe/hardware.hpp"
 #include "mxmoe/oracle.hpp"
 #include "mxmoe/weights.hpp"
-#include "runtime/thread_pool.hpp"
+#include "base/thread_pool.hpp"
 
 namespace mxmoe {
 namespace {

@@ -18,10 +18,10 @@
 #include "mxmoe/checkpoint.hpp"
 #include "mxmoe/layer.hpp"
 #include "mxmoe/routing.hpp"
-#include "runtime/accuracy.hpp"
-#include "runtime/evaluate_f64.hpp"
-#include "runtime/invariance.hpp"
-#include "runtime/thread_pool.hpp"
+#include "verify/accuracy.hpp"
+#include "verify/evaluate_f64.hpp"
+#include "verify/invariance.hpp"
+#include "base/thread_pool.hpp"
 
 namespace mxmoe::cli {
 namespace {

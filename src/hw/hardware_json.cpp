@@ -1,12 +1,12 @@
 // Hardware <-> JSON. ISA features are an object of named booleans so a captured probe can
 // be read (and edited) by a person.
 #include "mxmoe/hardware.hpp"
-#include "oracle/json_io.hpp"
+#include "hw/hardware_json.hpp"
 
 namespace mxmoe {
 namespace json_io {
 
-using json_fields::get;
+using json::get;
 
 Json hardware_to_json(const Hardware& h) {
   Json isa = Json::object();
@@ -30,7 +30,7 @@ Json hardware_to_json(const Hardware& h) {
 
 Hardware hardware_from_json(const Json& j) {
   constexpr std::string_view what = "Hardware";
-  json_fields::expect_keys(j, what,
+  json::expect_keys(j, what,
                            {"vendor", "model", "logical_cpus", "l1d_bytes", "l2_bytes", "l3_bytes",
                             "isa", "os_denied", "isa_cap", "cuda_devices", "source"});
   Hardware h;
@@ -60,7 +60,7 @@ Hardware hardware_from_json(const Json& j) {
     throw std::invalid_argument("Hardware.cuda_devices: expected an array");
   for (const Json& d : j.at("cuda_devices")) {
     constexpr std::string_view dw = "Hardware.cuda_devices[]";
-    json_fields::expect_keys(d, dw, {"name", "sm", "memory_bytes"});
+    json::expect_keys(d, dw, {"name", "sm", "memory_bytes"});
     h.cuda_devices.push_back({get<std::string>(d, dw, "name"), get<int>(d, dw, "sm"),
                               get<std::uint64_t>(d, dw, "memory_bytes")});
   }
@@ -75,7 +75,7 @@ std::string to_json(const Hardware& h) {
 }
 
 Hardware hardware_from_json(std::string_view text) {
-  return json_io::hardware_from_json(json_fields::parse(text, "Hardware"));
+  return json_io::hardware_from_json(json::parse_strict(text, "Hardware"));
 }
 
 }  // namespace mxmoe

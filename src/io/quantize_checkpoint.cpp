@@ -12,7 +12,7 @@
 #include <optional>
 
 #include "io/mapped_file.hpp"
-#include "io/strict_json.hpp"
+#include "base/json.hpp"
 #include "io/tensor_set.hpp"
 #include "model/model_config.hpp"
 #include "mxmoe/checkpoint.hpp"
@@ -220,7 +220,7 @@ void quantize_checkpoint(const std::string& in_dir, const std::string& out_dir,
                                         {"weight_map", weight_map}};
   write_text(out_dir + "/model.safetensors.index.json", index.dump(2) + "\n");
 
-  nlohmann::ordered_json cfg = nlohmann::ordered_json::parse(config_text);
+  json::Json cfg = json::parse_strict<LoadError>(config_text, config_path);
   cfg["quantization_config"] = {
       {"quant_method", "mxfp4"},
       {"modules_to_not_convert", {"model.layers.*.self_attn", "model.layers.*.mlp.router"}},

@@ -1,5 +1,5 @@
 // `model.safetensors.index.json`: which shard holds each tensor.
-#include "io/strict_json.hpp"
+#include "base/json.hpp"
 #include "mxmoe/checkpoint.hpp"
 #include "mxmoe/safetensors.hpp"
 
@@ -14,7 +14,7 @@ bool is_plain_file_name(std::string_view name) noexcept {
 
 SafetensorsIndex parse_safetensors_index(std::string_view json_text, const std::string& label) {
   // Root -> weight_map / metadata -> (metadata values may hold one more level).
-  const nlohmann::json root = io::parse_strict_json(json_text, label, 4);
+  const json::Json root = json::parse_strict<LoadError>(json_text, label, 4);
   if (!root.is_object()) throw LoadError(label + ": the index must be a JSON object");
   SafetensorsIndex index;
   if (root.contains("metadata")) {

@@ -6,7 +6,7 @@
 #include <unordered_map>
 
 #include "io/mapped_file.hpp"
-#include "io/strict_json.hpp"
+#include "base/json.hpp"
 #include "mxmoe/checkpoint.hpp"
 #include "mxmoe/safetensors.hpp"
 
@@ -14,7 +14,7 @@ namespace mxmoe {
 
 namespace {
 
-using nlohmann::json;
+using Json = json::Json;
 
 // The reference implementation's limit: a larger header is refused before parsing.
 constexpr std::uint64_t kMaxHeaderBytes = 100'000'000;
@@ -32,7 +32,7 @@ std::uint64_t read_u64_le(const std::uint8_t* p) noexcept {
 }
 
 // A non-negative integer that fits in u64 (JSON floats and negatives are refused).
-std::uint64_t as_u64(const json& v, const std::string& label, const std::string& what) {
+std::uint64_t as_u64(const Json& v, const std::string& label, const std::string& what) {
   if (v.is_number_unsigned()) return v.get<std::uint64_t>();
   if (v.is_number_integer() && v.get<std::int64_t>() >= 0)
     return static_cast<std::uint64_t>(v.get<std::int64_t>());
@@ -45,7 +45,7 @@ std::string shape_text(const std::vector<std::uint64_t>& shape) {
   return s + "]";
 }
 
-TensorInfo parse_tensor(const std::string& name, const json& entry, const std::string& label) {
+TensorInfo parse_tensor(const std::string& name, const Json& entry, const std::string& label) {
   const std::string where = "tensor \"" + name + "\"";
   if (!entry.is_object()) fail(label, where + ": entry must be a JSON object, got " + entry.dump());
   for (const auto& [key, value] : entry.items()) {
@@ -58,17 +58,17 @@ TensorInfo parse_tensor(const std::string& name, const json& entry, const std::s
 
   TensorInfo t;
   t.name = name;
-  const json& dtype = entry["dtype"];
+  const Json& dtype = entry["dtype"];
   if (!dtype.is_string()) fail(label, where + ": dtype must be a string, got " + dtype.dump());
   const auto parsed = parse_st_dtype(dtype.get_ref<const std::string&>());
   if (!parsed) fail(label, where + ": unknown dtype " + dtype.dump());
   t.dtype = *parsed;
 
-  const json& shape = entry["shape"];
+  const Json& shape = entry["shape"];
   if (!shape.is_array()) fail(label, where + ": shape must be an array, got " + shape.dump());
-  for (const json& d : shape) t.shape.push_back(as_u64(d, label, where + " shape dimension"));
+  for (const Json& d : shape) t.shape.push_back(as_u64(d, label, where + " shape dimension"));
 
-  const json& offsets = entry["data_offsets"];
+  const Json& offsets = entry["data_offsets"];
   if (!offsets.is_array() || offsets.size() != 2)
     fail(label, where + ": data_offsets must be [begin, end], got " + offsets.dump());
   t.begin = as_u64(offsets[0], label, where + " data_offsets begin");
@@ -114,7 +114,7 @@ SafetensorsHeader parse_safetensors(std::span<const std::uint8_t> file, const st
                             header_len, available));
   const std::string_view text(reinterpret_cast<const char*>(file.data() + 8),
                               static_cast<std::size_t>(header_len));
-  const json root = io::parse_strict_json(text, label + " (header)", kMaxHeaderDepth);
+  const Json root = json::parse_strict<LoadError>(text, label + " (header)", kMaxHeaderDepth);
   if (!root.is_object()) fail(label, "header must be a JSON object");
 
   SafetensorsHeader h;

@@ -7,7 +7,7 @@
 #include <set>
 #include <stdexcept>
 
-#include "io/strict_json.hpp"
+#include "base/json.hpp"
 #include "model/model_config.hpp"
 #include "mxmoe/checkpoint.hpp"
 
@@ -15,19 +15,19 @@ namespace mxmoe {
 
 namespace {
 
-using nlohmann::json;
+using Json = json::Json;
 
 // Reads typed fields of one JSON object; every error names the full field path.
 class Fields {
  public:
-  Fields(const json& object, std::string prefix, std::string label, std::string model_type)
+  Fields(const Json& object, std::string prefix, std::string label, std::string model_type)
       : obj_(object),
         prefix_(std::move(prefix)),
         label_(std::move(label)),
         model_type_(std::move(model_type)) {}
 
   bool has(const char* key) const { return obj_.contains(key) && !obj_[key].is_null(); }
-  const json& raw(const char* key) const {
+  const Json& raw(const char* key) const {
     if (!has(key))
       throw LoadError(fmt::format("{}: missing field '{}' (required for model_type {})", label_,
                                   path(key), model_type_));
@@ -38,7 +38,7 @@ class Fields {
   }
 
   int integer(const char* key, int min_value) const {
-    const json& v = raw(key);
+    const Json& v = raw(key);
     if (!v.is_number_integer() || v.get<std::int64_t>() < min_value ||
         v.get<std::int64_t>() > std::numeric_limits<int>::max())
       bad(key, fmt::format("expected an integer >= {}, got {}", min_value, v.dump()));
@@ -49,7 +49,7 @@ class Fields {
   }
   float positive_number_or(const char* key, float fallback) const {
     if (!has(key)) return fallback;
-    const json& v = obj_[key];
+    const Json& v = obj_[key];
     if (!v.is_number() || !(v.get<double>() > 0) || !std::isfinite(v.get<double>()))
       bad(key, "expected a finite positive number, got " + v.dump());
     return static_cast<float>(v.get<double>());
@@ -78,7 +78,7 @@ class Fields {
   std::string path(const char* key) const { return prefix_ + key; }
 
  private:
-  const json& obj_;
+  const Json& obj_;
   std::string prefix_, label_, model_type_;
 };
 
@@ -143,7 +143,7 @@ void parse_mixtral(const Fields& f, ModelConfig& c) {
   c.non_moe_reason = all_moe(c.num_layers);
 }
 
-void parse_qwen3_moe(const Fields& f, ModelConfig& c, const json& obj) {
+void parse_qwen3_moe(const Fields& f, ModelConfig& c, const Json& obj) {
   LayerSpec& s = c.moe;
   s.family = Family::qwen3_moe;
   s.num_experts = f.integer("num_experts", 1);
@@ -164,9 +164,9 @@ void parse_qwen3_moe(const Fields& f, ModelConfig& c, const json& obj) {
   const int step = f.integer_or("decoder_sparse_step", 1, 1);
   std::set<int> dense;
   if (f.has("mlp_only_layers")) {
-    const json& list = obj["mlp_only_layers"];
+    const Json& list = obj["mlp_only_layers"];
     if (!list.is_array()) f.bad("mlp_only_layers", "expected a list of layer indices");
-    for (const json& v : list) {
+    for (const Json& v : list) {
       if (!v.is_number_integer()) f.bad("mlp_only_layers", "expected integers, got " + v.dump());
       dense.insert(v.get<int>());
     }
@@ -233,7 +233,7 @@ void parse_deepseek(const Fields& f, ModelConfig& c, bool v4) {
   }
 }
 
-void parse_quantization(const json& q, const std::string& prefix, const std::string& label,
+void parse_quantization(const Json& q, const std::string& prefix, const std::string& label,
                         const std::string& model_type, ModelConfig& c) {
   const std::string field = prefix + "quantization_config";
   if (!q.is_object())
@@ -267,12 +267,12 @@ void parse_quantization(const json& q, const std::string& prefix, const std::str
 
 ModelConfig parse_model_config(std::string_view json_text, const std::string& label,
                                const std::string& model_name) {
-  const json root = io::parse_strict_json(json_text, label, 64);
+  const Json root = json::parse_strict<LoadError>(json_text, label);
   if (!root.is_object()) throw LoadError(label + ": config must be a JSON object");
   const bool nested = root.contains("text_config");
   if (nested && !root["text_config"].is_object())
     throw LoadError(label + ": field 'text_config': expected an object");
-  const json& obj = nested ? root["text_config"] : root;
+  const Json& obj = nested ? root["text_config"] : root;
   const std::string prefix = nested ? "text_config." : "";
 
   ModelConfig c;
@@ -282,7 +282,7 @@ ModelConfig parse_model_config(std::string_view json_text, const std::string& la
       inner.has("model_type") ? inner.string_or("model_type", "") : top.string_or("model_type", "");
   if (c.model_type.empty()) (void)top.raw("model_type");  // throws: missing field
   if (top.has("architectures")) {
-    const json& a = root["architectures"];
+    const Json& a = root["architectures"];
     if (a.is_array() && !a.empty() && a[0].is_string()) c.architecture = a[0].get<std::string>();
   }
   static const std::set<std::string> kSupported = {"gpt_oss", "mixtral", "qwen3_moe", "deepseek_v3",

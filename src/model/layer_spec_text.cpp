@@ -3,8 +3,8 @@
 #include <string_view>
 
 #include "mxmoe/layer_spec.hpp"
-#include "oracle/enum_names.hpp"
-#include "oracle/json_fields.hpp"
+#include "base/enum_names.hpp"
+#include "model/layer_spec_json.hpp"
 
 namespace mxmoe {
 namespace {
@@ -18,8 +18,8 @@ constexpr std::array<std::string_view, 3> kActivationFnNames = {"swiglu_oai", "s
 constexpr std::array<std::string_view, 2> kGateUpLayoutNames = {"interleaved", "halves"};
 constexpr std::array<std::string_view, 1> kWeightFormatNames = {"mxfp4"};
 
-using json_fields::get;
-using json_fields::Json;
+using json::get;
+using json::Json;
 
 }  // namespace
 
@@ -87,7 +87,7 @@ Json layer_spec_to_json(const LayerSpec& s) {
 
 LayerSpec layer_spec_from_json(const Json& j) {
   constexpr std::string_view what = "LayerSpec";
-  json_fields::expect_keys(
+  json::expect_keys(
       j, what,
       {"name", "family", "num_experts", "top_k", "hidden", "intermediate", "routing",
        "routing_params", "activation", "activation_params", "expert_bias", "router_bias",
@@ -103,7 +103,7 @@ LayerSpec layer_spec_from_json(const Json& j) {
   {
     const Json& r = j.at("routing_params");
     constexpr std::string_view rw = "LayerSpec.routing_params";
-    json_fields::expect_keys(
+    json::expect_keys(
         r, rw, {"renormalize", "selection_bias", "n_group", "topk_group", "routed_scaling_factor"});
     s.routing_params.renormalize = get<bool>(r, rw, "renormalize");
     s.routing_params.selection_bias = get<bool>(r, rw, "selection_bias");
@@ -115,7 +115,7 @@ LayerSpec layer_spec_from_json(const Json& j) {
   {
     const Json& a = j.at("activation_params");
     constexpr std::string_view aw = "LayerSpec.activation_params";
-    json_fields::expect_keys(a, aw, {"alpha", "limit"});
+    json::expect_keys(a, aw, {"alpha", "limit"});
     s.activation_params.alpha = get<float>(a, aw, "alpha");
     s.activation_params.limit = get<float>(a, aw, "limit");
   }
@@ -135,7 +135,7 @@ std::string to_json(const LayerSpec& s) {
 }
 
 LayerSpec layer_spec_from_json(std::string_view text) {
-  return json_io::layer_spec_from_json(json_fields::parse(text, "LayerSpec"));
+  return json_io::layer_spec_from_json(json::parse_strict(text, "LayerSpec"));
 }
 
 }  // namespace mxmoe

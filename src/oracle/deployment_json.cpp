@@ -2,14 +2,14 @@
 #include <array>
 
 #include "mxmoe/deployment.hpp"
-#include "oracle/enum_names.hpp"
+#include "base/enum_names.hpp"
 #include "oracle/json_io.hpp"
 
 namespace mxmoe {
 namespace {
 
 constexpr std::array<std::string_view, 4> kActivationFormatNames = {"f32", "bf16", "int8", "mxfp8"};
-using json_fields::get;
+using json::get;
 
 }  // namespace
 
@@ -41,7 +41,7 @@ Json request_to_json(const Request& r) {
 
 Request request_from_json(const Json& j) {
   constexpr std::string_view what = "Request";
-  json_fields::expect_keys(j, what,
+  json::expect_keys(j, what,
                            {"activation", "batch_invariant", "ep_size", "ep_rank", "threads",
                             "tokens_hint", "forced_backend", "excluded_backends"});
   Request r;
@@ -64,7 +64,7 @@ Json deployment_to_json(const Deployment& d) {
 }
 
 Deployment deployment_from_json(const Json& j) {
-  json_fields::expect_keys(j, "Deployment", {"layer", "hardware", "request"});
+  json::expect_keys(j, "Deployment", {"layer", "hardware", "request"});
   return Deployment{layer_spec_from_json(j.at("layer")), hardware_from_json(j.at("hardware")),
                     request_from_json(j.at("request"))};
 }
@@ -75,13 +75,13 @@ std::string to_json(const Request& r) {
   return json_io::request_to_json(r).dump(2);
 }
 Request request_from_json(std::string_view text) {
-  return json_io::request_from_json(json_fields::parse(text, "Request"));
+  return json_io::request_from_json(json::parse_strict(text, "Request"));
 }
 std::string to_json(const Deployment& d) {
   return json_io::deployment_to_json(d).dump(2);
 }
 Deployment deployment_from_json(std::string_view text) {
-  return json_io::deployment_from_json(json_fields::parse(text, "Deployment"));
+  return json_io::deployment_from_json(json::parse_strict(text, "Deployment"));
 }
 
 }  // namespace mxmoe

@@ -3,21 +3,12 @@
 // `mxmoe explain --json`) are built from these pieces so every type has one JSON form.
 #pragma once
 
+#include "hw/hardware_json.hpp"
+#include "model/layer_spec_json.hpp"
 #include "mxmoe/deployment.hpp"
-#include "mxmoe/hardware.hpp"
-#include "mxmoe/layer_spec.hpp"
 #include "mxmoe/oracle.hpp"
-#include "oracle/json_fields.hpp"
 
 namespace mxmoe::json_io {
-
-using json_fields::Json;
-
-Json layer_spec_to_json(const LayerSpec&);
-LayerSpec layer_spec_from_json(const Json&);
-
-Json hardware_to_json(const Hardware&);
-Hardware hardware_from_json(const Json&);
 
 Json request_to_json(const Request&);
 Request request_from_json(const Json&);

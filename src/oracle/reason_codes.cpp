@@ -2,7 +2,7 @@
 #include <array>
 
 #include "mxmoe/oracle.hpp"
-#include "oracle/enum_names.hpp"
+#include "base/enum_names.hpp"
 
 namespace mxmoe {
 namespace {

@@ -4,7 +4,7 @@
 namespace mxmoe {
 namespace json_io {
 
-using json_fields::get;
+using json::get;
 
 Json rejection_to_json(const Rejection& r) {
   return Json{{"code", to_string(r.code)},
@@ -16,7 +16,7 @@ Json rejection_to_json(const Rejection& r) {
 
 Rejection rejection_from_json(const Json& j) {
   constexpr std::string_view what = "Rejection";
-  json_fields::expect_keys(j, what, {"code", "detail", "required", "actual", "remedy"});
+  json::expect_keys(j, what, {"code", "detail", "required", "actual", "remedy"});
   return Rejection{parse_reason_code(get<std::string>(j, what, "code")),
                    get<std::string>(j, what, "detail"), get<std::string>(j, what, "required"),
                    get<std::string>(j, what, "actual"), get<std::string>(j, what, "remedy")};
@@ -33,7 +33,7 @@ Json verdict_to_json(const Verdict& v) {
 
 Verdict verdict_from_json(const Json& j) {
   constexpr std::string_view what = "Verdict";
-  json_fields::expect_keys(j, what, {"name", "supported", "estimated_us", "reasons"});
+  json::expect_keys(j, what, {"name", "supported", "estimated_us", "reasons"});
   Verdict v;
   v.name = get<std::string>(j, what, "name");
   v.supported = get<bool>(j, what, "supported");
@@ -50,7 +50,7 @@ Json suggestion_to_json(const Suggestion& s) {
 
 Suggestion suggestion_from_json(const Json& j) {
   constexpr std::string_view what = "Suggestion";
-  json_fields::expect_keys(j, what, {"change", "backend", "text"});
+  json::expect_keys(j, what, {"change", "backend", "text"});
   return Suggestion{get<std::string>(j, what, "change"), get<std::string>(j, what, "backend"),
                     get<std::string>(j, what, "text")};
 }
@@ -69,7 +69,7 @@ Json selection_to_json(const Selection& s) {
 
 Selection selection_from_json(const Json& j) {
   constexpr std::string_view what = "Selection";
-  json_fields::expect_keys(
+  json::expect_keys(
       j, what, {"deployment", "preferences_source", "candidates", "chosen", "why", "suggestions"});
   Selection s;
   s.deployment = deployment_from_json(j.at("deployment"));
@@ -90,7 +90,7 @@ std::string to_json(const Selection& s) {
 }
 
 Selection selection_from_json(std::string_view text) {
-  return json_io::selection_from_json(json_fields::parse(text, "Selection"));
+  return json_io::selection_from_json(json::parse_strict(text, "Selection"));
 }
 
 }  // namespace mxmoe

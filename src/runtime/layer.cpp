@@ -10,9 +10,9 @@
 #include "backends/kernel.hpp"
 #include "mxmoe/format.hpp"
 #include "mxmoe/routing.hpp"
-#include "runtime/dot.hpp"
-#include "runtime/thread_pool.hpp"
-#include "runtime/workspace.hpp"
+#include "base/dot.hpp"
+#include "base/thread_pool.hpp"
+#include "base/workspace.hpp"
 
 namespace mxmoe {
 namespace {

@@ -5,7 +5,7 @@
 #include <limits>
 #include <numeric>
 
-#include "runtime/thread_pool.hpp"
+#include "base/thread_pool.hpp"
 
 namespace mxmoe::test {
 namespace {

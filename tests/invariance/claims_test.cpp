@@ -9,7 +9,7 @@
 
 #include "invariance_fixture.hpp"
 #include "oracle/capabilities.hpp"
-#include "runtime/invariance.hpp"
+#include "verify/invariance.hpp"
 
 namespace invariance_test {
 namespace {

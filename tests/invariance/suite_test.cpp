@@ -11,7 +11,7 @@
 
 #include "invariance_fixture.hpp"
 #include "mxmoe/routing.hpp"
-#include "runtime/invariance.hpp"
+#include "verify/invariance.hpp"
 
 namespace invariance_test {
 namespace {

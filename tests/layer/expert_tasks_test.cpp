@@ -1,6 +1,6 @@
 // The task numbering of the expert kernels: every (expert, tile) exactly once, in both orders,
 // and the order switches on the average slots per expert.
-#include "runtime/expert_tasks.hpp"
+#include "backends/common/expert_tasks.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // advise_huge_pages is a hint: any range (empty, unaligned, smaller than a huge page, already
 // written) must be accepted and leave the memory's contents and use unchanged.
-#include "runtime/huge_pages.hpp"
+#include "base/huge_pages.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // The fork-join pool: every task runs exactly once per parallel_for, on a valid thread, for
 // back-to-back calls (workers still spinning), calls after the workers fell asleep, and
 // pools destroyed while spinning or asleep.
-#include "runtime/thread_pool.hpp"
+#include "base/thread_pool.hpp"
 
 #include <gtest/gtest.h>
 

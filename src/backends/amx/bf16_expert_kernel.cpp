@@ -6,8 +6,8 @@
 
 #include "backends/amx/bf16_amx_kernels.hpp"
 #include "backends/group16/group16_pack.hpp"
-#include "runtime/expert_tasks.hpp"
-#include "runtime/thread_pool.hpp"
+#include "backends/common/expert_tasks.hpp"
+#include "base/thread_pool.hpp"
 
 namespace mxmoe::amx_bf16_backend {
 namespace {

@@ -5,8 +5,8 @@
 
 #include "backends/avx512_vnni/int8_kernels.hpp"
 #include "backends/group16/group16_pack.hpp"
-#include "runtime/expert_tasks.hpp"
-#include "runtime/thread_pool.hpp"
+#include "backends/common/expert_tasks.hpp"
+#include "base/thread_pool.hpp"
 
 namespace mxmoe::int8_backend {
 namespace {

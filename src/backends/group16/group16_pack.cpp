@@ -4,7 +4,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "runtime/huge_pages.hpp"
+#include "base/huge_pages.hpp"
 
 namespace mxmoe::group16 {
 namespace {

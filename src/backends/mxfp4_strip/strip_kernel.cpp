@@ -6,9 +6,9 @@
 #include "backends/simd/bf16_fold.hpp"
 #include "model/activation.hpp"
 #include "mxmoe/format.hpp"
-#include "runtime/expert_tasks.hpp"
-#include "runtime/huge_pages.hpp"
-#include "runtime/thread_pool.hpp"
+#include "backends/common/expert_tasks.hpp"
+#include "base/huge_pages.hpp"
+#include "base/thread_pool.hpp"
 
 namespace mxmoe::strip {
 namespace {

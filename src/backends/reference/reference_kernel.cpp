@@ -5,9 +5,9 @@
 
 #include "model/activation.hpp"
 #include "mxmoe/format.hpp"
-#include "runtime/activation_rounding.hpp"
-#include "runtime/dot.hpp"
-#include "runtime/thread_pool.hpp"
+#include "format/activation_rounding.hpp"
+#include "base/dot.hpp"
+#include "base/thread_pool.hpp"
 
 namespace mxmoe::reference {
 namespace {

@@ -1,4 +1,4 @@
-#include "runtime/huge_pages.hpp"
+#include "base/huge_pages.hpp"
 
 #include <cstdint>
 

@@ -1,11 +1,11 @@
-#include "runtime/evaluate_f64.hpp"
+#include "verify/evaluate_f64.hpp"
 
 #include <span>
 
 #include "model/activation.hpp"
 #include "mxmoe/format.hpp"
-#include "runtime/activation_rounding.hpp"
-#include "runtime/thread_pool.hpp"
+#include "format/activation_rounding.hpp"
+#include "base/thread_pool.hpp"
 
 namespace mxmoe {
 namespace {

@@ -1,6 +1,6 @@
 // The batch-invariance checker (see invariance.hpp). Every batch is a random draw of distinct
 // pool tokens in random order, so one forward call checks every position at once.
-#include "runtime/invariance.hpp"
+#include "verify/invariance.hpp"
 
 #include <fmt/format.h>
 

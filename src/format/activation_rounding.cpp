@@ -1,4 +1,4 @@
-#include "runtime/activation_rounding.hpp"
+#include "format/activation_rounding.hpp"
 
 #include <algorithm>
 #include <cstdint>

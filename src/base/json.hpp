@@ -1,0 +1,52 @@
+// The one JSON dialect of mxmoe, for every document it reads: checkpoint configs, the
+// safetensors header and index, hardware probes, deployments and selections. It adds the
+// checks nlohmann::json leaves out: two equal keys in one object are an error (nlohmann
+// keeps the last, so two readers of one file could see different values) and nesting is
+// bounded. Invalid UTF-8 inside strings is already a parse error in nlohmann.
+#pragma once
+
+#include <initializer_list>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace mxmoe::json {
+
+// Keys keep the order they were written in, so saved files read in a sensible order.
+using Json = nlohmann::ordered_json;
+
+inline constexpr int kDefaultMaxDepth = 64;
+
+// The parsed document, or std::nullopt with `error` set to the reason ("duplicate key
+// \"x\"", "nested deeper than 4 levels", "invalid JSON: ...").
+std::optional<Json> try_parse_strict(std::string_view text, int max_depth, std::string& error);
+
+// try_parse_strict, throwing Error("WHAT: reason") on failure. Error is the caller's class:
+// LoadError for files, std::invalid_argument for text given as an argument.
+template <class Error = std::invalid_argument>
+Json parse_strict(std::string_view text, std::string_view what,
+                  int max_depth = kDefaultMaxDepth) {
+  std::string error;
+  std::optional<Json> j = try_parse_strict(text, max_depth, error);
+  if (!j) throw Error(std::string(what) + ": " + error);
+  return std::move(*j);
+}
+
+// Throws std::invalid_argument unless j is an object holding exactly `keys` (names the
+// first missing or unknown key).
+void expect_keys(const Json& j, std::string_view what,
+                 std::initializer_list<std::string_view> keys);
+
+// j[key] converted to T; a type mismatch throws std::invalid_argument naming the key.
+template <class T>
+T get(const Json& j, std::string_view what, const char* key) {
+  try {
+    return j.at(key).get<T>();
+  } catch (const Json::exception& e) {
+    throw std::invalid_argument(std::string(what) + ": field \"" + key + "\": " + e.what());
+  }
+}
+
+}  // namespace mxmoe::json
