@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/amx/bf16_amx_kernels.hpp"
+#include "backends/amx_bf16/bf16_amx_kernels.hpp"
 #include "hw/amx_permission.hpp"
 #include "mxmoe/hardware.hpp"
 

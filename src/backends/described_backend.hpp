@@ -3,11 +3,15 @@
 // a backend's folder holds its description and its kernels, not another copy of the class.
 #pragma once
 
+#include <algorithm>
 #include <memory>
+#include <stdexcept>
+#include <string>
 #include <string_view>
 #include <vector>
 
 #include "backends/kernel.hpp"
+#include "backends/kernel_isa.hpp"
 #include "oracle/capabilities.hpp"
 #include "oracle/cost.hpp"
 
@@ -16,7 +20,10 @@ namespace mxmoe {
 struct BackendDescription {
   std::string_view name;
   std::string_view description;
-  BackendCapabilities capabilities;
+  // The kernel folders its code calls (kernel_isa.inc). Their features become
+  // capabilities.isa; a set this build left out makes check() say not_compiled.
+  std::vector<KernelIsa> kernels;
+  BackendCapabilities capabilities;  // isa is derived from `kernels`: leave it empty
   Throughput throughput;  // sustained per-thread rates (docs/perf/ says where they come from)
   // Optional: a second compute rate used when every touched expert receives at least
   // min_tokens_per_expert tokens (e.g. matrix units that need full tiles).
@@ -28,7 +35,15 @@ struct BackendDescription {
 
 class DescribedBackend final : public Backend {
  public:
-  explicit DescribedBackend(BackendDescription d) : d_(std::move(d)) {}
+  explicit DescribedBackend(BackendDescription d) : d_(std::move(d)) {
+    for (KernelIsa set : d_.kernels) {
+      for (std::string_view f : kernel_isa_features(set))
+        if (std::find(d_.capabilities.isa.begin(), d_.capabilities.isa.end(), f) ==
+            d_.capabilities.isa.end())
+          d_.capabilities.isa.push_back(f);
+      if (!kernel_isa_compiled(set)) d_.capabilities.uncompiled_kernels.push_back(to_string(set));
+    }
+  }
   std::string_view name() const noexcept override { return d_.name; }
   std::string_view description() const noexcept override { return d_.description; }
   std::vector<Rejection> check(const Deployment& d) const override {
@@ -42,6 +57,8 @@ class DescribedBackend final : public Backend {
   }
   std::unique_ptr<ExpertKernel> create(const Deployment& d,
                                        const LayerWeights& weights) const override {
+    if (d_.create == nullptr)  // check() said not_compiled; create() is never reached then
+      throw std::logic_error(std::string(d_.name) + ": not compiled into this build");
     return d_.create(d, weights);
   }
 

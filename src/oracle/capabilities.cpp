@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "mxmoe/build_info.hpp"
+
 #include <algorithm>
 #include <string>
 
@@ -85,6 +87,15 @@ std::vector<Rejection> check_capabilities(const BackendCapabilities& caps, const
   // default preference (bf16) rather than an exception.
   const ActivationFormat act = req.activation.value_or(Preferences{}.default_activation);
 
+  if (!caps.uncompiled_kernels.empty()) {
+    std::string sets;
+    for (std::string_view s : caps.uncompiled_kernels) sets += (sets.empty() ? "" : ", ") + std::string(s);
+    out.push_back({ReasonCode::not_compiled,
+                   fmt::format("this build of mxmoe has no {} kernels", sets),
+                   fmt::format("a build with the {} kernels", sets),
+                   fmt::format("built for {}", build_info::kTargetArch),
+                   "use an x86-64 build of mxmoe"});
+  }
   check_isa(caps, d.hardware, out);
 
   if (!contains(caps.weight_formats, layer.weight_format))

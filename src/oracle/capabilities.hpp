@@ -14,6 +14,9 @@ struct BackendCapabilities {
   // ISA features required (names from isa_feature_names(), e.g. "avx512_vnni"). Missing in
   // Hardware::isa -> unsupported_isa, or os_denied when listed in Hardware::os_denied.
   std::vector<std::string_view> isa;
+  // Kernel folders the backend needs that this build did not compile (a non-x86 target):
+  // not_compiled. Names of kernel_isa.inc sets.
+  std::vector<std::string_view> uncompiled_kernels;
   std::vector<ActivationFormat> activations;  // formats implemented
   // Formats for which the conformance suite (tests/invariance) proves bit-identical
   // per-token outputs whatever the batch; batch_invariant requests need one of these.

@@ -1,4 +1,4 @@
-// The amx_bf16 kernels (src/backends/amx/bf16_amx_kernels.hpp) one by one, then the whole
+// The amx_bf16 kernels (src/backends/amx_bf16/bf16_amx_kernels.hpp) one by one, then the whole
 // backend at extreme scale codes.
 //  - decode_group: every B-tile element is the scalar codec's value bit for bit: folded,
 //    e2m1_decode(code) x e8m0_decode(e) in float64 (exact in bf16 for 64 <= e <= 250, so the
@@ -31,8 +31,8 @@
 #include <string_view>
 #include <vector>
 
-#include "backends/amx/bf16_amx_kernels.hpp"
-#include "backends/group16/group16_pack.hpp"
+#include "backends/amx_bf16/bf16_amx_kernels.hpp"
+#include "backends/common/group16_pack.hpp"
 #include "hw/amx_permission.hpp"
 #include "mxmoe/format.hpp"
 #include "mxmoe/hardware.hpp"

@@ -8,9 +8,9 @@
 #include <random>
 #include <vector>
 
-#include "backends/avx2/avx2_ops.hpp"
-#include "backends/avx512_bf16/avx512_bf16_ops.hpp"
-#include "backends/mxfp4_strip/strip_kernel.hpp"
+#include "backends/strip/avx2_ops.hpp"
+#include "backends/strip/avx512_bf16_ops.hpp"
+#include "backends/strip/strip_kernel.hpp"
 #include "backends_float/test_layer.hpp"
 #include "mxmoe/format.hpp"
 

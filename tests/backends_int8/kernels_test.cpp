@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "hw/amx_permission.hpp"
-#include "backends/avx512_vnni/int8_kernels.hpp"
+#include "backends/int8/int8_kernels.hpp"
 #include "mxmoe/format.hpp"
 #include "mxmoe/hardware.hpp"
 

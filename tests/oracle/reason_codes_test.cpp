@@ -27,6 +27,8 @@ std::vector<Case> cases() {
   gpt_routing.routing_methods = {RoutingMethod::topk_softmax};
   BackendCapabilities not_invariant = all;
   not_invariant.batch_invariant_activations = {};
+  BackendCapabilities uncompiled = all;
+  uncompiled.uncompiled_kernels = {"amx_int8"};
   BackendCapabilities cuda = all;
   cuda.needs_cuda = true;
   BackendCapabilities no_weights = all;
@@ -46,12 +48,9 @@ std::vector<Case> cases() {
          d.hardware.isa.amx_tile = false;
          d.hardware.os_denied = {"amx_tile"};
        }},
-      // Reserved for a backend whose kernels are left out of a build (no build option does
-      // that yet; see docs/REASON_CODES.md): a stub stands in for it here.
-      {ReasonCode::not_compiled,
-       all,
-       {{ReasonCode::not_compiled, "left out of this build", "a build with it", "disabled", ""}},
-       none},
+      // A backend whose kernel folders this build left out (every x86 family on a non-x86
+      // target): check_capabilities reports it from the table.
+      {ReasonCode::not_compiled, uncompiled, {}, none},
       {ReasonCode::weight_format, no_weights, {}, none},
       {ReasonCode::activation_format, int8_only, {}, none},
       {ReasonCode::activation_fn,

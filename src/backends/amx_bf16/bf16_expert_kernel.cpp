@@ -1,0 +1,278 @@
+#include "backends/amx_bf16/bf16_expert_kernel.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "backends/amx_bf16/bf16_amx_kernels.hpp"
+#include "backends/common/group16_pack.hpp"
+#include "backends/common/expert_tasks.hpp"
+#include "base/thread_pool.hpp"
+
+namespace mxmoe::amx_bf16_backend {
+namespace {
+
+namespace k = bf16_amx;
+
+constexpr std::size_t kAlign = 64;
+constexpr int kTaskRows = 32;              // intermediate units (GEMM1) or outputs (GEMM2)
+constexpr int kStep = k::kTokensPerStep;   // slots per gemm_pair call
+constexpr std::int64_t kPadRows = 16 - 1;  // A tiles read whole 16-row tiles
+
+std::size_t align_up(std::size_t n) {
+  return (n + kAlign - 1) / kAlign * kAlign;
+}
+
+// The TDPBF16PS B-tile arrangement of bf16_amx_kernels.hpp: nibble r of little-endian word
+// j of 64-byte chunk q is element 8q + 2r + j%2 of output j/2.
+void arrange_bf16(const std::uint8_t (&codes)[group16::kRows][32], std::uint8_t* dst) {
+  for (int q = 0; q < 4; ++q)
+    for (int j = 0; j < 32; ++j) {
+      const int n = j / 2, k = 8 * q + j % 2;
+      dst[64 * q + 2 * j] = static_cast<std::uint8_t>(codes[n][k] | (codes[n][k + 2] << 4));
+      dst[64 * q + 2 * j + 1] = static_cast<std::uint8_t>(codes[n][k + 4] | (codes[n][k + 6] << 4));
+    }
+}
+
+// One flag per group: every scale of the group can be folded into bf16 exactly.
+std::vector<std::uint8_t> foldable_groups(const std::uint8_t* groups, std::size_t count,
+                                          std::size_t group_bytes) {
+  std::vector<std::uint8_t> fold(count, 1);
+  for (std::size_t g = 0; g < count; ++g) {
+    const std::uint8_t* base = groups + g * group_bytes;
+    for (std::size_t at = group16::kNibbleBytes; at < group_bytes; at += group16::kBlockBytes)
+      for (std::size_t i = 0; i < group16::kRows; ++i)
+        if (!k::bf16_scale_foldable(base[at + i])) fold[g] = 0;
+  }
+  return fold;
+}
+
+struct Layout {
+  std::size_t tile_start, xb, ab, thread_base, per_thread, total;
+  std::size_t t_btiles, t_scales, t_h, t_c;  // offsets inside one thread's region
+};
+
+class AmxBf16Kernel final : public ExpertKernel {
+ public:
+  AmxBf16Kernel(const LayerSpec& spec, const LayerWeights& w)
+      : experts_(spec.num_experts),
+        top_k_(spec.top_k),
+        hidden_(spec.hidden),
+        inter_(spec.intermediate),
+        packed_(group16::pack_experts(spec, w, &arrange_bf16, "amx_bf16")) {
+    static_assert(group16::kBlockBytes == k::kGroupBlockBytes &&
+                  group16::kNibbleBytes == k::kGroupNibbleBytes);
+    glu_.fn = spec.activation == ActivationFn::swiglu_oai ? simd::kGluSwigluOai
+              : spec.activation == ActivationFn::silu_glu ? simd::kGluSilu
+                                                          : simd::kGluSiluClamp;
+    glu_.alpha = spec.activation_params.alpha;
+    glu_.limit = spec.activation_params.limit;
+    w1_fold_ = foldable_groups(packed_.w1.data(), packed_.w1.size() / packed_.w1_group_bytes(),
+                               packed_.w1_group_bytes());
+    w2_fold_ = foldable_groups(packed_.w2.data(), packed_.w2.size() / packed_.w2_group_bytes(),
+                               packed_.w2_group_bytes());
+  }
+
+  std::size_t packed_bytes() const noexcept override {
+    return packed_.bytes() + w1_fold_.size() + w2_fold_.size();
+  }
+
+  std::size_t workspace_bytes(std::int64_t tokens, int threads) const noexcept override {
+    return layout(tokens * top_k_, threads).total;
+  }
+
+  void run(const ExpertForward& f) const noexcept override;
+
+ private:
+  // Activations live in row tiles of 16 slots; each expert's slots start a new row tile, so
+  // `positions` slots over the experts need at most positions/16 + experts row tiles.
+  Layout layout(std::int64_t positions, int threads) const noexcept {
+    const auto row_tiles =
+        static_cast<std::size_t>(std::max<std::int64_t>(positions, 0) / 16 + experts_ + 1);
+    const auto nb = static_cast<std::size_t>(std::max(packed_.blocks_h(), packed_.blocks_i()));
+    const auto tile_bytes = k::kATileElems * sizeof(std::uint16_t);
+    Layout l{};
+    std::size_t at = 0;
+    l.tile_start = at,
+    at += align_up(static_cast<std::size_t>(experts_ + 1) * sizeof(std::int64_t));
+    l.xb = at,
+    at += align_up(row_tiles * static_cast<std::size_t>(packed_.blocks_h()) * tile_bytes);
+    l.ab = at,
+    at += align_up(row_tiles * static_cast<std::size_t>(packed_.blocks_i()) * tile_bytes);
+    l.thread_base = at;
+    std::size_t t = 0;
+    l.t_btiles = t, t += align_up(4 * nb * k::kBTileElems * sizeof(std::uint16_t));
+    l.t_scales = t, t += align_up(4 * nb * 16 * sizeof(float));
+    l.t_h = t, t += align_up(kStep * 64 * sizeof(float));
+    l.t_c = t, t += align_up(256 * sizeof(float));
+    l.per_thread = t;
+    l.total = at + t * static_cast<std::size_t>(std::max(threads, 1));
+    return l;
+  }
+
+  int experts_, top_k_, hidden_, inter_;
+  group16::PackedExperts packed_;
+  std::vector<std::uint8_t> w1_fold_, w2_fold_;  // per group of W1 / W2, all experts
+  simd::GluParams glu_;
+};
+
+void AmxBf16Kernel::run(const ExpertForward& f) const noexcept {
+  const ExpertBatch& batch = f.batch;
+  if (batch.tokens <= 0 || batch.expert_begin >= batch.expert_end) return;
+  const std::int32_t* offsets = batch.expert_offsets;
+  const Layout l = layout(batch.tokens * top_k_, f.pool->size());
+  const std::int64_t h = hidden_, inter = inter_;
+  const int nbh = static_cast<int>(packed_.blocks_h()), nbi = static_cast<int>(packed_.blocks_i());
+  constexpr auto x_block = static_cast<std::int64_t>(k::kATileElems);  // one A tile
+  const std::int64_t x_tile_stride = nbh * x_block, a_tile_stride = nbi * x_block;
+  const std::int64_t local_experts = batch.expert_end - batch.expert_begin;
+  auto* xb = reinterpret_cast<std::uint16_t*>(f.workspace + l.xb);
+  auto* ab = reinterpret_cast<std::uint16_t*>(f.workspace + l.ab);
+
+  // Row tile of each local expert's first slot (its slots fill whole tiles of 16).
+  auto* tile_start = reinterpret_cast<std::int64_t*>(f.workspace + l.tile_start);
+  tile_start[0] = 0;
+  for (std::int64_t i = 0; i < local_experts; ++i) {
+    const std::int64_t e = batch.expert_begin + i;
+    tile_start[i + 1] = tile_start[i] + (offsets[e + 1] - offsets[e] + 15) / 16;
+  }
+  const std::int64_t row_tiles = tile_start[local_experts];
+  const std::int64_t positions = offsets[batch.expert_end] - offsets[batch.expert_begin];
+  if (row_tiles == 0) return;
+
+  // Phase 1, per row tile: each slot's input rounded to bf16 (a token's bits are the same in
+  // each of its copies); the tile's rows past the expert's last slot are zeroed in xb and ab,
+  // since whole 16-row tiles are loaded and stale bytes could be NaN (their results are
+  // dropped, but zeros keep the tiles' arithmetic ordinary).
+  f.pool->parallel_for(row_tiles, [&](std::int64_t tile, int) {
+    const std::int64_t i =
+        std::upper_bound(tile_start, tile_start + local_experts + 1, tile) - tile_start - 1;
+    const std::int64_t e = batch.expert_begin + i;
+    const std::int64_t r0 = 16 * (tile - tile_start[i]);
+    const std::int64_t count = offsets[e + 1] - offsets[e];
+    for (std::int64_t rr = 0; rr < 16; ++rr) {
+      std::uint16_t* x_row = xb + tile * x_tile_stride + rr * 32;
+      if (r0 + rr < count) {
+        const std::int64_t token = batch.slots[offsets[e] + r0 + rr] / top_k_;
+        k::round_row_to_tiles(f.x + token * h, nbh, x_row);
+        continue;
+      }
+      std::uint16_t* a_row = ab + tile * a_tile_stride + rr * 32;
+      for (std::int64_t b = 0; b < nbh; ++b) std::memset(x_row + b * x_block, 0, 64);
+      for (std::int64_t b = 0; b < nbi; ++b) std::memset(a_row + b * x_block, 0, 64);
+    }
+  });
+
+  struct Scratch {
+    std::uint16_t* btiles;
+    float* scales;
+    float* h;
+    float* c;
+  };
+  auto scratch = [&](int thread) {
+    std::byte* r = f.workspace + l.thread_base + l.per_thread * static_cast<std::size_t>(thread);
+    return Scratch{reinterpret_cast<std::uint16_t*>(r + l.t_btiles),
+                   reinterpret_cast<float*>(r + l.t_scales), reinterpret_cast<float*>(r + l.t_h),
+                   reinterpret_cast<float*>(r + l.t_c)};
+  };
+
+  // Runs `groups` (2 or 4) consecutive groups on an expert's `count` slots (row tiles from a)
+  // in steps of 32 slots; each step's results (rows of 16 * groups floats in s.h) go to
+  // consume(first slot of the step, slots in the step, results).
+  auto gemm_task = [&](const Scratch& s, const std::uint8_t* group0, std::size_t group_bytes,
+                       const std::uint8_t* fold, int groups, int blocks, const std::uint16_t* a,
+                       std::int64_t a_stride, std::int64_t count, auto&& consume) {
+    const auto tile_elems = static_cast<std::size_t>(blocks) * k::kBTileElems;
+    const auto scale_floats = static_cast<std::size_t>(blocks) * 16;
+    k::tile_config(count < 16 ? static_cast<int>(count) : 16);
+    // Unfoldable pairs (rare) are decoded once, up front.
+    auto packed = [&](int g) { return group0 + static_cast<std::size_t>(g) * group_bytes; };
+    for (int g = 0; g < groups; g += 2) {
+      if (fold[g] != 0 && fold[g + 1] != 0) continue;
+      for (int i = g; i < g + 2; ++i) {
+        k::decode_group(packed(i), blocks, fold[i] != 0,
+                        s.btiles + static_cast<std::size_t>(i) * tile_elems,
+                        s.scales + static_cast<std::size_t>(i) * scale_floats);
+      }
+    }
+    const std::int64_t stride = 16 * groups;
+    // Foldable pairs are decoded inside the K loop: with one step of slots into L1 rings,
+    // with more into whole-group buffers in the first step, re-read by the later ones
+    // (measured both ways, docs/perf/BACKENDS_AMX_BF16.md).
+    const bool one_step = count <= kStep;
+    for (std::int64_t c0 = 0; c0 < count; c0 += kStep) {
+      const int m = static_cast<int>(std::min<std::int64_t>(kStep, count - c0));
+      for (int g = 0; g < groups; g += 2) {
+        k::GroupPair pair;
+        for (int i = 0; i < 2; ++i) {
+          const auto gi = static_cast<std::size_t>(g + i);
+          pair.tiles[i] = s.btiles + gi * tile_elems;
+          pair.block_scale[i] = s.scales + gi * scale_floats;
+          pair.fold[i] = fold[g + i] != 0;
+        }
+        if (pair.fold[0] && pair.fold[1] && c0 == 0) {
+          pair.packed[0] = packed(g);
+          pair.packed[1] = packed(g + 1);
+          pair.ring = one_step;
+        }
+        k::gemm_pair(pair, blocks, a + c0 / 16 * a_stride, a_stride, m, s.h + 16 * g, stride, s.c);
+      }
+      consume(c0, m, s.h);
+    }
+    k::tile_release();
+  };
+
+  // Phase 2: GEMM1 for 32 intermediate units (4 groups: gate, up, gate, up), GLU, bf16.
+  const ExpertTasks tasks1(local_experts, inter / kTaskRows, positions, kStep);
+  f.pool->parallel_for(tasks1.count(), [&](std::int64_t task, int thread) {
+    const auto [local, jt] = tasks1(task);
+    const std::int64_t e = batch.expert_begin + local;
+    const std::int64_t count = offsets[e + 1] - offsets[e];
+    if (count == 0) return;
+    const std::int64_t tile0 = tile_start[local];
+    const std::int64_t g0 = 4 * jt;
+    const std::uint8_t* fold =
+        w1_fold_.data() + static_cast<std::size_t>(e * (2 * inter / group16::kRows) + g0);
+    const float* gate_bias = packed_.gate_bias.data() + e * inter + kTaskRows * jt;
+    const float* up_bias = packed_.up_bias.data() + e * inter + kTaskRows * jt;
+    gemm_task(scratch(thread), packed_.w1_group(e, g0), packed_.w1_group_bytes(), fold, 4, nbh,
+              xb + tile0 * x_tile_stride, x_tile_stride, count,
+              [&](std::int64_t c0, int m, const float* acc) {
+                k::glu_to_bf16(acc, m, gate_bias, up_bias, glu_,
+                               ab + (tile0 + c0 / 16) * a_tile_stride + jt * x_block,
+                               a_tile_stride);
+              });
+  });
+
+  // Phase 3: GEMM2 for 32 output rows (2 groups), + b2, into the slots' outputs.
+  const ExpertTasks tasks2(local_experts, h / kTaskRows, positions, kStep);
+  f.pool->parallel_for(tasks2.count(), [&](std::int64_t task, int thread) {
+    const auto [local, ot] = tasks2(task);
+    const std::int64_t e = batch.expert_begin + local;
+    const std::int64_t count = offsets[e + 1] - offsets[e];
+    if (count == 0) return;
+    const std::int64_t tile0 = tile_start[local];
+    const std::int64_t g0 = 2 * ot;
+    const std::uint8_t* fold =
+        w2_fold_.data() + static_cast<std::size_t>(e * (h / group16::kRows) + g0);
+    const float* bias = packed_.b2.data() + e * h + kTaskRows * ot;
+    gemm_task(scratch(thread), packed_.w2_group(e, g0), packed_.w2_group_bytes(), fold, 2, nbi,
+              ab + tile0 * a_tile_stride, a_tile_stride, count,
+              [&](std::int64_t c0, int m, const float* acc) {
+                for (int r = 0; r < m; ++r) {
+                  const std::int64_t slot = batch.slots[offsets[e] + c0 + r];
+                  float* dst = f.slot_out + slot * h + kTaskRows * ot;
+                  for (int o = 0; o < kTaskRows; ++o) dst[o] = acc[r * kTaskRows + o] + bias[o];
+                }
+              });
+  });
+}
+
+}  // namespace
+
+std::unique_ptr<ExpertKernel> make_amx_bf16_kernel(const LayerSpec& spec,
+                                                   const LayerWeights& weights) {
+  return std::make_unique<AmxBf16Kernel>(spec, weights);
+}
+
+}  // namespace mxmoe::amx_bf16_backend

@@ -1,0 +1,239 @@
+#include "backends/int8/int8_expert_kernel.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "backends/int8/int8_kernels.hpp"
+#include "backends/common/group16_pack.hpp"
+#include "backends/common/expert_tasks.hpp"
+#include "base/thread_pool.hpp"
+
+namespace mxmoe::int8_backend {
+namespace {
+
+namespace k = int8_kernels;
+
+constexpr std::size_t kAlign = 64;
+constexpr int kTileRows = 32;  // rows of W2 / intermediate units of W1 per task
+constexpr int kChunk = 16;     // slots per inner chunk (one AMX A tile)
+
+std::size_t align_up(std::size_t n) {
+  return (n + kAlign - 1) / kAlign * kAlign;
+}
+
+// The vpdpbusd / TDPBSSD arrangement of int8_kernels.hpp: byte 64h + 4i + j holds row i's
+// element 8h+j (low nibble) and 8h+4+j (high nibble).
+void arrange_int8(const std::uint8_t (&codes)[group16::kRows][32], std::uint8_t* dst) {
+  for (int i = 0; i < group16::kRows; ++i)
+    for (int h = 0; h < 4; ++h)
+      for (int j = 0; j < 4; ++j)
+        dst[64 * h + 4 * i + j] =
+            static_cast<std::uint8_t>(codes[i][8 * h + j] | (codes[i][8 * h + 4 + j] << 4));
+}
+
+// Byte offsets of the workspace regions for `positions` slots and `threads` threads.
+struct Layout {
+  std::size_t xq, xd, xc, aq, ad, ac, thread_base, per_thread, total;
+  std::size_t t_h, t_btiles, t_wscale, t_c;  // offsets inside one thread's region
+};
+
+class Int8ExpertKernel final : public ExpertKernel {
+ public:
+  Int8ExpertKernel(const LayerSpec& spec, const LayerWeights& w, bool use_amx)
+      : top_k_(spec.top_k),
+        hidden_(spec.hidden),
+        inter_(spec.intermediate),
+        use_amx_(use_amx),
+        packed_(group16::pack_experts(spec, w, &arrange_int8, "int8 expert kernel")) {
+    static_assert(group16::kBlockBytes == k::kGroupBlockBytes &&
+                  group16::kNibbleBytes == k::kGroupNibbleBytes);
+    glu_.fn = spec.activation == ActivationFn::swiglu_oai ? k::kGluSwigluOai
+              : spec.activation == ActivationFn::silu_glu ? k::kGluSilu
+                                                          : k::kGluSiluClamp;
+    glu_.alpha = spec.activation_params.alpha;
+    glu_.limit = spec.activation_params.limit;
+  }
+
+  std::size_t packed_bytes() const noexcept override { return packed_.bytes(); }
+
+  std::size_t workspace_bytes(std::int64_t tokens, int threads) const noexcept override {
+    return layout(tokens * top_k_, threads).total;
+  }
+
+  void run(const ExpertForward& f) const noexcept override;
+
+ private:
+  std::int64_t blocks_h() const { return hidden_ / 32; }
+  std::int64_t blocks_i() const { return inter_ / 32; }
+
+  Layout layout(std::int64_t positions, int threads) const noexcept {
+    const auto p = static_cast<std::size_t>(std::max<std::int64_t>(positions, 0));
+    const auto h = static_cast<std::size_t>(hidden_), i = static_cast<std::size_t>(inter_);
+    const auto nbh = static_cast<std::size_t>(blocks_h()),
+               nbi = static_cast<std::size_t>(blocks_i());
+    Layout l{};
+    std::size_t at = 0;
+    // The AMX path reads whole 16-row A tiles: an expert's last partial chunk reads up to 15
+    // rows past its slots (other experts' rows, or this padding); those results are dropped.
+    const std::size_t rows = p + (use_amx_ ? kChunk - 1 : 0);
+    l.xq = at, at += align_up(rows * h);
+    l.xd = at, at += align_up(rows * nbh * sizeof(float));
+    l.xc = at, at += align_up(p * nbh * sizeof(std::int32_t));
+    l.aq = at, at += align_up(rows * i);
+    l.ad = at, at += align_up(rows * nbi * sizeof(float));
+    l.ac = at, at += align_up(p * nbi * sizeof(std::int32_t));
+    l.thread_base = at;
+    std::size_t t = 0;
+    l.t_h = t, t += align_up(kChunk * 64 * sizeof(float));
+    if (use_amx_) {
+      const std::size_t nb = std::max(nbh, nbi);
+      l.t_btiles = t, t += align_up(4 * nb * k::kAmxBTileBytes);
+      l.t_wscale = t, t += align_up(4 * nb * 16 * sizeof(float));
+      l.t_c = t, t += align_up(k::kAmxCScratchInts * sizeof(std::int32_t));
+    }
+    l.per_thread = t;
+    l.total = at + t * static_cast<std::size_t>(std::max(threads, 1));
+    return l;
+  }
+
+  int top_k_, hidden_, inter_;
+  bool use_amx_;
+  group16::PackedExperts packed_;
+  k::GluParams glu_;
+};
+
+void Int8ExpertKernel::run(const ExpertForward& f) const noexcept {
+  const ExpertBatch& batch = f.batch;
+  if (batch.tokens <= 0 || batch.expert_begin >= batch.expert_end) return;
+  const std::int32_t* offsets = batch.expert_offsets;
+  const std::int64_t first = offsets[batch.expert_begin];
+  const std::int64_t positions = offsets[batch.expert_end] - first;
+  if (positions <= 0) return;
+  const Layout l = layout(batch.tokens * top_k_, f.pool->size());
+  std::byte* ws = f.workspace;
+  auto* xq = reinterpret_cast<std::int8_t*>(ws + l.xq);
+  auto* xd = reinterpret_cast<float*>(ws + l.xd);
+  auto* xc = reinterpret_cast<std::int32_t*>(ws + l.xc);
+  auto* aq = reinterpret_cast<std::int8_t*>(ws + l.aq);
+  auto* ad = reinterpret_cast<float*>(ws + l.ad);
+  auto* ac = reinterpret_cast<std::int32_t*>(ws + l.ac);
+  const std::int64_t h = hidden_, inter = inter_, nbh = blocks_h(), nbi = blocks_i();
+  const std::int64_t local_experts = batch.expert_end - batch.expert_begin;
+
+  // The AMX tail rows past the last slot (see layout()) are read but their results dropped;
+  // zero them so stale workspace bytes (NaN or subnormal scales) cannot slow the tiles down.
+  if (use_amx_) {
+    const auto pad = static_cast<std::size_t>(kChunk - 1);
+    std::memset(xq + positions * h, 0, pad * static_cast<std::size_t>(h));
+    std::memset(xd + positions * nbh, 0, pad * static_cast<std::size_t>(nbh) * sizeof(float));
+    std::memset(aq + positions * inter, 0, pad * static_cast<std::size_t>(inter));
+    std::memset(ad + positions * nbi, 0, pad * static_cast<std::size_t>(nbi) * sizeof(float));
+  }
+
+  // Phase 1: quantize the input of every local slot (positions in expert order), so an
+  // expert's rows are contiguous for the tile loads. A token's bits are the same in each copy.
+  constexpr std::int64_t kQuantChunk = 8;
+  f.pool->parallel_for((positions + kQuantChunk - 1) / kQuantChunk, [&](std::int64_t task, int) {
+    const std::int64_t end = std::min(positions, (task + 1) * kQuantChunk);
+    for (std::int64_t p = task * kQuantChunk; p < end; ++p) {
+      const std::int64_t token = batch.slots[first + p] / top_k_;
+      k::quantize_int8_avx512(f.x + token * h, h, xq + p * h, xd + p * nbh, xc + p * nbh);
+    }
+  });
+
+  auto thread_region = [&](int thread) {
+    return ws + l.thread_base + l.per_thread * static_cast<std::size_t>(thread);
+  };
+
+  // Runs `groups` consecutive packed groups on the expert's slots in chunks of kChunk and
+  // hands each chunk's accumulators (rows of 16*groups floats) to `consume`. With AMX (at least
+  // one full chunk) every chunk, the partial last one included, goes through the tiles; an
+  // expert with fewer slots (decode) streams its weights once through VNNI.
+  auto gemm_tile = [&](int thread, const std::uint8_t* group0, std::size_t group_bytes, int groups,
+                       int blocks, const k::QuantRows& x, std::int64_t count, auto&& consume) {
+    std::byte* region = thread_region(thread);
+    auto* hbuf = reinterpret_cast<float*>(region + l.t_h);
+    const bool amx = use_amx_ && count >= kChunk;
+    std::int8_t* btiles = nullptr;
+    float* wscale = nullptr;
+    std::int32_t* cbuf = nullptr;
+    if (amx) {
+      btiles = reinterpret_cast<std::int8_t*>(region + l.t_btiles);
+      wscale = reinterpret_cast<float*>(region + l.t_wscale);
+      cbuf = reinterpret_cast<std::int32_t*>(region + l.t_c);
+      k::amx_int8_tile_config();
+      for (int g = 0; g < groups; ++g) {
+        k::amx_decode_group(group0 + static_cast<std::size_t>(g) * group_bytes, blocks,
+                            btiles + static_cast<std::size_t>(g * blocks) * k::kAmxBTileBytes,
+                            wscale + static_cast<std::size_t>(g * blocks) * 16);
+      }
+    }
+    const std::int64_t stride = 16 * groups;
+    for (std::int64_t c0 = 0; c0 < count; c0 += kChunk) {
+      const int m = static_cast<int>(std::min<std::int64_t>(kChunk, count - c0));
+      const k::QuantRows xs{x.q + c0 * x.q_stride, x.d + c0 * x.s_stride, x.corr + c0 * x.s_stride,
+                            x.q_stride, x.s_stride};
+      for (int g = 0; g < groups; ++g) {
+        if (amx) {
+          k::gemm16_amx(btiles + static_cast<std::size_t>(g * blocks) * k::kAmxBTileBytes,
+                        wscale + static_cast<std::size_t>(g * blocks) * 16, blocks, xs, m,
+                        hbuf + 16 * g, stride, cbuf);
+        } else {
+          k::gemm16_vnni(group0 + static_cast<std::size_t>(g) * group_bytes, blocks, xs, m,
+                         hbuf + 16 * g, stride);
+        }
+      }
+      consume(c0, m, hbuf);
+    }
+    if (amx) k::amx_int8_tile_release();
+  };
+
+  // Phase 2: GEMM1 for 32 intermediate units (4 groups: gate, up, gate, up), GLU, requantize.
+  const ExpertTasks tasks1(local_experts, inter / kTileRows, positions, kChunk);
+  f.pool->parallel_for(tasks1.count(), [&](std::int64_t task, int thread) {
+    const auto [local, jt] = tasks1(task);
+    const std::int64_t e = batch.expert_begin + local;
+    const std::int64_t p0 = offsets[e] - first, count = offsets[e + 1] - offsets[e];
+    if (count == 0) return;
+    const std::uint8_t* group0 = packed_.w1_group(e, 4 * jt);
+    const k::QuantRows x{xq + p0 * h, xd + p0 * nbh, xc + p0 * nbh, h, nbh};
+    const float* gate_bias = packed_.gate_bias.data() + e * inter + kTileRows * jt;
+    const float* up_bias = packed_.up_bias.data() + e * inter + kTileRows * jt;
+    gemm_tile(thread, group0, packed_.w1_group_bytes(), 4, static_cast<int>(nbh), x, count,
+              [&](std::int64_t c0, int m, const float* acc) {
+                const std::int64_t p = p0 + c0;
+                k::glu_quantize_avx512(acc, m, gate_bias, up_bias, glu_,
+                                       aq + p * inter + kTileRows * jt, ad + p * nbi + jt,
+                                       ac + p * nbi + jt, inter, nbi);
+              });
+  });
+
+  // Phase 3: GEMM2 for 32 output rows (2 groups), + b2, written to the slots' outputs.
+  const ExpertTasks tasks2(local_experts, h / kTileRows, positions, kChunk);
+  f.pool->parallel_for(tasks2.count(), [&](std::int64_t task, int thread) {
+    const auto [local, ot] = tasks2(task);
+    const std::int64_t e = batch.expert_begin + local;
+    const std::int64_t p0 = offsets[e] - first, count = offsets[e + 1] - offsets[e];
+    if (count == 0) return;
+    const std::uint8_t* group0 = packed_.w2_group(e, 2 * ot);
+    const k::QuantRows a{aq + p0 * inter, ad + p0 * nbi, ac + p0 * nbi, inter, nbi};
+    const float* bias = packed_.b2.data() + e * h + kTileRows * ot;
+    gemm_tile(thread, group0, packed_.w2_group_bytes(), 2, static_cast<int>(nbi), a, count,
+              [&](std::int64_t c0, int m, const float* acc) {
+                for (int r = 0; r < m; ++r) {
+                  const std::int64_t slot = batch.slots[offsets[e] + c0 + r];
+                  float* dst = f.slot_out + slot * h + kTileRows * ot;
+                  for (int o = 0; o < kTileRows; ++o) dst[o] = acc[r * kTileRows + o] + bias[o];
+                }
+              });
+  });
+}
+
+}  // namespace
+
+std::unique_ptr<ExpertKernel> make_int8_expert_kernel(const LayerSpec& spec,
+                                                      const LayerWeights& weights, bool use_amx) {
+  return std::make_unique<Int8ExpertKernel>(spec, weights, use_amx);
+}
+
+}  // namespace mxmoe::int8_backend

@@ -1,0 +1,77 @@
+// Kernels of the int8-activation backends (avx512_vnni, amx_int8). Plain functions, compiled
+// with their ISA flags in kernels/*.cpp (only <immintrin.h> there, no STL: nothing inline is
+// shared with portable TUs); the Backend classes call them only after check() passed.
+//
+// Numerics (identical in every path, so decode/prefill/VNNI/AMX give the same bits):
+//   x_q, d_x  = quantize_int8_block32(x)                       (per token, per 32-block)
+//   dot_b     = exact int32 sum over block b of (2*E2M1 code) * x_q      (VNNI or AMX)
+//   scale_b   = d_x[b] * 2^(e_b - 128)      (one rounding; 2^(e-128) built exactly from bits,
+//                                            subnormal for e = 0, 1; FTZ/DAZ stay off)
+//   acc       = fma((float)dot_b, scale_b, acc)   for b = 0, 1, 2, ... in order, acc0 = +0
+// The bias is added once after the last block by the caller-shared code.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "backends/common/simd/glu_params.hpp"
+
+namespace mxmoe::int8_kernels {
+
+// Packed weights: rows in groups of 16. Per (group, 32-wide K block): 256 nibble bytes then 16
+// E8M0 scale bytes (one per row) = the same 272 bytes as the MXFP4 source. Nibble byte
+// 64*h + 4*i + j holds row i's element 8h+j (low nibble) and 8h+4+j (high nibble), so the low
+// and high nibbles of 64 bytes are directly the [k/4][row][k%4] operand of vpdpbusd and the
+// 8 x 64-byte B tile of TDPBSSD.
+inline constexpr int kGroupRows = 16;
+inline constexpr std::size_t kGroupNibbleBytes = 256;
+inline constexpr std::size_t kGroupBlockBytes = 272;
+inline constexpr std::size_t kAmxBTileBytes = 512;    // one decoded (group, block): 8 x 64 int8
+inline constexpr std::size_t kAmxCScratchInts = 512;  // two 16 x 16 int32 C tiles in flight
+
+// Quantized activations of consecutive rows (tokens or slots).
+struct QuantRows {
+  const std::int8_t* q = nullptr;      // [rows][q_stride] int8
+  const float* d = nullptr;            // [rows][s_stride] block scales
+  const std::int32_t* corr = nullptr;  // [rows][s_stride] -12 * sum of the block's codes
+  std::int64_t q_stride = 0;
+  std::int64_t s_stride = 0;
+};
+
+// Expert nonlinearities, shared with the other AVX-512 kernels (backends/common/simd/).
+using simd::GluParams;
+using simd::kGluSilu;
+using simd::kGluSiluClamp;
+using simd::kGluSwigluOai;
+
+// --- avx512_vnni (kernels/int8_vnni.cpp) -------------------------------------------------------
+// n % 32 == 0. Same bits as mxmoe::quantize_int8_block32; also corr[b] = -12 * sum(q of block b).
+void quantize_int8_avx512(const float* x, std::int64_t n, std::int8_t* q, float* d,
+                          std::int32_t* corr) noexcept;
+
+// out[t * out_stride + i] = acc of row i of the group for token t (t < tokens), K = 32*blocks.
+void gemm16_vnni(const std::uint8_t* group, int blocks, const QuantRows& x, int tokens, float* out,
+                 std::int64_t out_stride) noexcept;
+
+// h: tokens rows of 64 floats [gate j0..15 | up j0..15 | gate j16..31 | up j16..31] (no bias).
+// Adds the biases (32 each), applies the GLU and quantizes each row's 32 results as one block.
+void glu_quantize_avx512(const float* h, int tokens, const float* gate_bias, const float* up_bias,
+                         const GluParams& p, std::int8_t* q, float* d, std::int32_t* corr,
+                         std::int64_t q_stride, std::int64_t s_stride) noexcept;
+
+// --- amx (src/backends/amx/kernels/int8_amx.cpp) ----------------------------------------------
+// The calling thread must hold the AMX permission (process-wide, see amx_permission.hpp).
+void amx_int8_tile_config() noexcept;   // LDTILECFG for gemm16_amx, per thread
+void amx_int8_tile_release() noexcept;  // TILERELEASE
+// Decodes blocks of one packed group into signed B tiles (blocks x 512 bytes) and the exact
+// weight scales 2^(e-128) (blocks x 16 floats).
+void amx_decode_group(const std::uint8_t* group, int blocks, std::int8_t* b_tiles,
+                      float* weight_scale) noexcept;
+// Any tokens >= 1, but x must have readable rows up to tokens rounded up to 16 (a partial last
+// tile is computed whole; only its first rows are stored). c_scratch: kAmxCScratchInts int32,
+// 64-byte aligned. Same bits as gemm16_vnni.
+void gemm16_amx(const std::int8_t* b_tiles, const float* weight_scale, int blocks,
+                const QuantRows& x, int tokens, float* out, std::int64_t out_stride,
+                std::int32_t* c_scratch) noexcept;
+
+}  // namespace mxmoe::int8_kernels

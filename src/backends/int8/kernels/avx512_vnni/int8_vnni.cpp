@@ -1,0 +1,134 @@
+// AVX-512 VNNI kernels of the int8-activation backends: the per-token quantizer, the
+// 16-row GEMM on packed MXFP4 (vpdpbusd) and the fused GLU + requantization.
+// GCC 12's AVX-512 intrinsics build "undefined" vectors by self-initialization, which
+// -Wuninitialized reports inside the intrinsic headers; the values are never read.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include "backends/int8/int8_kernels.hpp"
+#include "backends/common/simd/glu_avx512.hpp"
+
+namespace mxmoe::int8_kernels {
+namespace {
+
+// vpdpbusd multiplies unsigned by signed bytes: the weights go in as 2*E2M1 + 12 (0..24) and
+// the activations as signed int8; the excess 12 * sum(x_q) is removed by starting each block's
+// int32 sum at corr = -12 * sum(x_q), computed once per token and block at quantization.
+__m512i biased_doubled_code_table() {
+  return _mm512_broadcast_i32x4(
+      _mm_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0));
+}
+
+// 2^(e - 128) for 16 E8M0 bytes, exactly: biased exponent e-1 for e >= 2, the subnormals
+// 2^-128 and 2^-127 for e = 0 and 1 (bits 1 << (21 + e)).
+__m512 weight_scales(const std::uint8_t* e8m0) {
+  const __m512i e = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(e8m0)));
+  const __m512i one = _mm512_set1_epi32(1);
+  const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, one), 23);
+  const __m512i subnormal = _mm512_sllv_epi32(one, _mm512_add_epi32(e, _mm512_set1_epi32(21)));
+  const __mmask16 tiny = _mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2));
+  return _mm512_castsi512_ps(_mm512_mask_blend_epi32(tiny, normal, subnormal));
+}
+
+// Decoding few tokens streams the weights from DRAM; asking for the block 4 KB (~15 blocks)
+// ahead into L2 keeps more misses in flight than the hardware prefetchers alone (measured
+// at 1 token, 2 threads: none 15.8 GB/s; into L1: 512 B 17.3, 1 KB 18.9, 2 KB 20.6; into
+// L2: 2 KB 21.1, 4 KB 23.0, 8 KB 23.0; docs/perf/BACKENDS_INT8.md). Past a group's end this
+// touches the next group, or harmlessly nothing (prefetches never fault).
+constexpr std::size_t kPrefetchBytes = 4096;
+__attribute__((always_inline)) inline void prefetch_ahead(const std::uint8_t* block) {
+  for (std::size_t o = 0; o < kGroupBlockBytes; o += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(block + kPrefetchBytes + o), _MM_HINT_T1);
+}
+
+__m512i broadcast_4_bytes(const std::int8_t* p) {
+  return _mm512_broadcastd_epi32(_mm_loadu_si32(p));
+}
+
+// Rows of the group for n (1..4) tokens t0.. with the accumulators in registers; inlined with a
+// constant n so the arrays stay in registers.
+__attribute__((always_inline)) inline void gemm16_tokens(const std::uint8_t* group, int blocks,
+                                                         const QuantRows& x, int t0, int n,
+                                                         float* out, std::int64_t out_stride) {
+  const __m512i table = biased_doubled_code_table();
+  const __m512i low_nibble = _mm512_set1_epi8(0x0F);
+  __m512 acc[4];
+  for (int j = 0; j < n; ++j) acc[j] = _mm512_setzero_ps();
+  for (int b = 0; b < blocks; ++b) {
+    const std::uint8_t* gb = group + static_cast<std::size_t>(b) * kGroupBlockBytes;
+    prefetch_ahead(gb);
+    __m512i w[8];
+    for (int h = 0; h < 4; ++h) {
+      const __m512i packed = _mm512_loadu_si512(gb + 64 * h);
+      w[2 * h] = _mm512_shuffle_epi8(table, _mm512_and_si512(packed, low_nibble));
+      w[2 * h + 1] =
+          _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(packed, 4), low_nibble));
+    }
+    const __m512 ws = weight_scales(gb + kGroupNibbleBytes);
+    for (int j = 0; j < n; ++j) {
+      const std::int64_t row = t0 + j;
+      const std::int8_t* xq = x.q + row * x.q_stride + 32 * b;
+      // Two independent int32 chains; the sum is exact whatever the grouping.
+      __m512i even = _mm512_set1_epi32(x.corr[row * x.s_stride + b]);
+      __m512i odd = _mm512_setzero_si512();
+      for (int g = 0; g < 8; g += 2) {
+        even = _mm512_dpbusd_epi32(even, w[g], broadcast_4_bytes(xq + 4 * g));
+        odd = _mm512_dpbusd_epi32(odd, w[g + 1], broadcast_4_bytes(xq + 4 * g + 4));
+      }
+      const __m512i dot = _mm512_add_epi32(even, odd);
+      const __m512 scale = _mm512_mul_ps(ws, _mm512_set1_ps(x.d[row * x.s_stride + b]));
+      acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), scale, acc[j]);
+    }
+  }
+  for (int j = 0; j < n; ++j) _mm512_storeu_ps(out + (t0 + j) * out_stride, acc[j]);
+}
+
+// One 32-element block of 2 x 16 floats: d = amax/127, q = RNE(v * (1/d)) in [-127, 127].
+void quantize_block(__m512 v0, __m512 v1, std::int8_t* q, float* d, std::int32_t* corr) {
+  const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+  const float scale = amax / 127.0f;
+  const float inverse = scale != 0.0f ? 1.0f / scale : 0.0f;
+  const __m512 inv = _mm512_set1_ps(inverse);
+  const __m512 lo = _mm512_set1_ps(-127.0f), hi = _mm512_set1_ps(127.0f);
+  // As the definition: clamp(round(y)) == round(clamp(y)) for integer bounds; a NaN product
+  // (0 * inf when d is subnormal) gives 0; cvtps rounds to nearest even (MXCSR default).
+  const __m512 y0 = _mm512_mul_ps(v0, inv), y1 = _mm512_mul_ps(v1, inv);
+  const __mmask16 ok0 = _mm512_cmp_ps_mask(y0, y0, _CMP_ORD_Q);
+  const __mmask16 ok1 = _mm512_cmp_ps_mask(y1, y1, _CMP_ORD_Q);
+  const __m512i q0 = _mm512_maskz_cvtps_epi32(ok0, _mm512_min_ps(_mm512_max_ps(y0, lo), hi));
+  const __m512i q1 = _mm512_maskz_cvtps_epi32(ok1, _mm512_min_ps(_mm512_max_ps(y1, lo), hi));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(q), _mm512_cvtsepi32_epi8(q0));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16), _mm512_cvtsepi32_epi8(q1));
+  *d = scale;
+  *corr = -12 * _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+}
+
+}  // namespace
+
+void quantize_int8_avx512(const float* x, std::int64_t n, std::int8_t* q, float* d,
+                          std::int32_t* corr) noexcept {
+  for (std::int64_t b = 0; b < n / 32; ++b) {
+    quantize_block(_mm512_loadu_ps(x + 32 * b), _mm512_loadu_ps(x + 32 * b + 16), q + 32 * b, d + b,
+                   corr + b);
+  }
+}
+
+void gemm16_vnni(const std::uint8_t* group, int blocks, const QuantRows& x, int tokens, float* out,
+                 std::int64_t out_stride) noexcept {
+  int t = 0;
+  for (; t + 4 <= tokens; t += 4) gemm16_tokens(group, blocks, x, t, 4, out, out_stride);
+  for (; t < tokens; ++t) gemm16_tokens(group, blocks, x, t, 1, out, out_stride);
+}
+
+void glu_quantize_avx512(const float* h, int tokens, const float* gate_bias, const float* up_bias,
+                         const GluParams& p, std::int8_t* q, float* d, std::int32_t* corr,
+                         std::int64_t q_stride, std::int64_t s_stride) noexcept {
+  for (int t = 0; t < tokens; ++t) {
+    __m512 a0, a1;
+    simd::glu_row32(h + 64 * t, gate_bias, up_bias, p, a0, a1);
+    quantize_block(a0, a1, q + t * q_stride, d + t * s_stride, corr + t * s_stride);
+  }
+}
+
+}  // namespace mxmoe::int8_kernels

@@ -1,0 +1,51 @@
+// The avx2 backend: f32 or bf16 activations, MXFP4 weights decoded to float in registers
+// (byte-shuffle lookup of doubled E2M1 codes, scale folded in), FMA dot products over strips
+// of 4 rows x up to 2 tokens. The portable driver is backends/mxfp4_strip.
+#include <memory>
+
+#include "backends/strip/avx2_ops.hpp"
+#include "backends/described_backend.hpp"
+#include "backends/strip/strip_kernel.hpp"
+
+namespace mxmoe {
+namespace {
+
+#if MXMOE_X86_KERNELS
+std::unique_ptr<ExpertKernel> create_avx2(const Deployment& d, const LayerWeights& weights) {
+  return std::make_unique<strip::StripKernel>(
+      d, weights,
+      strip::StripOps{.order = strip::NibbleOrder::row_blocks,
+                      .element_bytes = 4,
+                      .max_tokens = avx2_kernels::kMaxTokens,
+                      .decode = &avx2_kernels::decode_strip,
+                      .dot = &avx2_kernels::dot_strip});
+}
+#endif
+
+BackendDescription avx2_description() {
+  BackendDescription b;
+  b.name = "avx2";
+  b.description = "AVX2+FMA: MXFP4 decoded to float in registers, f32/bf16 activations";
+#if MXMOE_X86_KERNELS
+  b.create = &create_avx2;
+#endif
+  b.kernels = {KernelIsa::avx2};
+  b.capabilities.activations = {ActivationFormat::f32, ActivationFormat::bf16};
+  // Every (row, token) dot product runs the same instructions in the same order whatever
+  // the batch and thread count (tests/backends_float and tests/invariance prove it).
+  b.capabilities.batch_invariant_activations = {ActivationFormat::f32, ActivationFormat::bf16};
+  // Rates from bench_backends_float on this machine (docs/perf/BACKENDS_FLOAT.md).
+  b.throughput = {.weight_gb_per_s_per_thread = 5.0, .gflop_per_s_per_thread = 40.0};
+  return b;
+}
+
+}  // namespace
+
+namespace backends {
+const Backend& avx2() {
+  static const DescribedBackend backend(avx2_description());
+  return backend;
+}
+}  // namespace backends
+
+}  // namespace mxmoe
