@@ -16,11 +16,12 @@
 #include <string>
 #include <vector>
 
+#include "backends/expert_batch.hpp"
 #include "backends/kernel.hpp"
+#include "base/thread_pool.hpp"
 #include "mxmoe/hardware.hpp"
 #include "mxmoe/oracle.hpp"
 #include "mxmoe/weights.hpp"
-#include "base/thread_pool.hpp"
 
 namespace mxmoe {
 namespace {
@@ -55,12 +56,13 @@ Setup& setup_for(const std::string& backend, ActivationFormat format, int copies
   return setup;
 }
 
+// Random distinct experts per token, grouped as the runtime groups them.
 struct Routed {
-  std::vector<std::int32_t> offsets, slots;
+  GroupedSlots grouped;
   int experts_touched = 0;
 };
 
-Routed route(std::int64_t tokens, int top_k, int experts, std::uint64_t seed) {
+void route(std::int64_t tokens, int top_k, int experts, std::uint64_t seed, Routed& r) {
   std::mt19937_64 rng(seed);
   std::vector<int> pool;
   for (int e = 0; e < experts; ++e) pool.push_back(e);
@@ -69,17 +71,8 @@ Routed route(std::int64_t tokens, int top_k, int experts, std::uint64_t seed) {
     std::shuffle(pool.begin(), pool.end(), rng);
     for (int k = 0; k < top_k; ++k) ids.push_back(pool[static_cast<std::size_t>(k)]);
   }
-  Routed r;
-  r.offsets.assign(static_cast<std::size_t>(experts) + 1, 0);
-  for (std::int32_t id : ids) ++r.offsets[static_cast<std::size_t>(id) + 1];
-  std::partial_sum(r.offsets.begin(), r.offsets.end(), r.offsets.begin());
-  std::vector<std::int32_t> cursor(r.offsets.begin(), r.offsets.end() - 1);
-  r.slots.assign(ids.size(), -1);
-  for (std::size_t s = 0; s < ids.size(); ++s)
-    r.slots[static_cast<std::size_t>(cursor[static_cast<std::size_t>(ids[s])]++)] =
-        static_cast<std::int32_t>(s);
+  group_slots(ids, top_k, experts, r.grouped);
   r.experts_touched = static_cast<int>(std::set<std::int32_t>(ids.begin(), ids.end()).size());
-  return r;
 }
 
 void run_bench(benchmark::State& state, const std::string& backend, ActivationFormat format,
@@ -96,7 +89,8 @@ void run_bench(benchmark::State& state, const std::string& backend, ActivationFo
   }
   Setup& s = setup_for(backend, format, streamed ? kStreamCopies : 1);
   const LayerSpec& spec = s.spec;
-  const Routed r = route(tokens, spec.top_k, spec.num_experts, 7);
+  Routed r;
+  route(tokens, spec.top_k, spec.num_experts, 7, r);
   std::mt19937_64 rng(3);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<float> x(static_cast<std::size_t>(tokens * spec.hidden));
@@ -105,20 +99,15 @@ void run_bench(benchmark::State& state, const std::string& backend, ActivationFo
   ThreadPool pool(threads);
   std::size_t ws_bytes = 0;
   for (int c = 0; c < s.copies; ++c)
-    ws_bytes = std::max(ws_bytes,
-                        s.kernels[static_cast<std::size_t>(c)]->workspace_bytes(tokens, threads));
+    ws_bytes = std::max(ws_bytes, s.kernels[static_cast<std::size_t>(c)]->workspace_bytes(
+                                      tokens, tokens * spec.top_k, threads));
   std::vector<std::byte> storage(ws_bytes + 64);
   auto* ws = reinterpret_cast<std::byte*>((reinterpret_cast<std::uintptr_t>(storage.data()) + 63) /
                                           64 * 64);
   ExpertForward f;
   f.x = x.data();
-  f.batch.tokens = tokens;
-  f.batch.top_k = spec.top_k;
-  f.batch.num_experts = spec.num_experts;
-  f.batch.expert_offsets = r.offsets.data();
-  f.batch.slots = r.slots.data();
-  f.batch.expert_begin = 0;
-  f.batch.expert_end = spec.num_experts;
+  f.rows = tokens;
+  f.batch = r.grouped.batch;
   f.slot_out = out.data();
   f.pool = &pool;
   f.workspace = ws;

@@ -11,14 +11,16 @@
 #include <memory>
 #include <numeric>
 #include <random>
+#include <set>
 #include <vector>
 
+#include "backends/expert_batch.hpp"
 #include "backends/kernel.hpp"
+#include "base/thread_pool.hpp"
 #include "mxmoe/deployment.hpp"
 #include "mxmoe/hardware.hpp"
 #include "mxmoe/oracle.hpp"
 #include "mxmoe/weights.hpp"
-#include "base/thread_pool.hpp"
 
 namespace {
 
@@ -47,32 +49,23 @@ Setup& setup(const char* backend) {
   return s;
 }
 
+// Random distinct experts per token, grouped as the runtime groups them.
 struct Batch {
-  std::vector<std::int32_t> offsets, slots;
+  GroupedSlots grouped;
   std::int64_t experts_touched = 0;
 };
 
-Batch random_batch(std::int64_t tokens, int experts, int top_k, std::mt19937& rng) {
-  std::vector<int> choice(static_cast<std::size_t>(tokens * top_k)),
+void random_batch(std::int64_t tokens, int experts, int top_k, std::mt19937& rng, Batch& b) {
+  std::vector<std::int32_t> choice(static_cast<std::size_t>(tokens * top_k)),
       ids(static_cast<std::size_t>(experts));
   for (std::int64_t t = 0; t < tokens; ++t) {
     std::iota(ids.begin(), ids.end(), 0);
     std::shuffle(ids.begin(), ids.end(), rng);
     std::copy(ids.begin(), ids.begin() + top_k, choice.begin() + t * top_k);
   }
-  Batch b;
-  b.offsets.assign(static_cast<std::size_t>(experts) + 1, 0);
-  for (int e : choice) ++b.offsets[static_cast<std::size_t>(e) + 1];
-  for (std::size_t e = 0; e < static_cast<std::size_t>(experts); ++e) {
-    b.experts_touched += b.offsets[e + 1] > 0;
-    b.offsets[e + 1] += b.offsets[e];
-  }
-  std::vector<std::int32_t> next(b.offsets.begin(), b.offsets.end() - 1);
-  b.slots.assign(choice.size(), 0);
-  for (std::size_t s = 0; s < choice.size(); ++s)
-    b.slots[static_cast<std::size_t>(next[static_cast<std::size_t>(choice[s])]++)] =
-        static_cast<std::int32_t>(s);
-  return b;
+  group_slots(choice, top_k, experts, b.grouped);
+  b.experts_touched =
+      static_cast<std::int64_t>(std::set<std::int32_t>(choice.begin(), choice.end()).size());
 }
 
 void run_backend(benchmark::State& state, const char* backend) {
@@ -87,15 +80,14 @@ void run_backend(benchmark::State& state, const char* backend) {
   Setup& s = setup(backend);
   const LayerSpec& spec = s.spec;
   std::mt19937 rng(42);
-  std::vector<Batch> batches;
-  for (int r = 0; r < (streamed ? kRoutings : 1); ++r)
-    batches.push_back(random_batch(tokens, spec.num_experts, spec.top_k, rng));
+  std::vector<Batch> batches(streamed ? kRoutings : 1);
+  for (Batch& b : batches) random_batch(tokens, spec.num_experts, spec.top_k, rng, b);
   std::normal_distribution<float> dist(0.0f, 1.0f);
   std::vector<float> x(static_cast<std::size_t>(tokens * spec.hidden));
   for (float& v : x) v = dist(rng);
   std::vector<float> out(static_cast<std::size_t>(tokens * spec.top_k * spec.hidden));
   ThreadPool pool(threads);
-  const std::size_t ws_bytes = s.copies[0]->workspace_bytes(tokens, threads);
+  const std::size_t ws_bytes = s.copies[0]->workspace_bytes(tokens, tokens * spec.top_k, threads);
   auto* ws = static_cast<std::byte*>(::operator new[](ws_bytes, std::align_val_t{64}));
   std::fill(ws, ws + ws_bytes, std::byte{0});
 
@@ -107,8 +99,8 @@ void run_backend(benchmark::State& state, const char* backend) {
     const ExpertKernel& kernel = *s.copies[streamed ? static_cast<std::size_t>(call % kCopies) : 0];
     ExpertForward f;
     f.x = x.data();
-    f.batch = {tokens,         spec.top_k, spec.num_experts, b.offsets.data(),
-               b.slots.data(), 0,          spec.num_experts};
+    f.rows = tokens;
+    f.batch = b.grouped.batch;
     f.slot_out = out.data();
     f.pool = &pool;
     f.workspace = ws;

@@ -18,12 +18,13 @@ namespace {
 using mxmoe::ActivationFormat;
 
 mxmoe::MoeLayer build(const mxmoe::LayerSpec& spec, const mxmoe::LayerStorage& storage,
-                      const mxmoe::Hardware& hw, ActivationFormat f, bool invariant, int tokens) {
+                      const mxmoe::Hardware& hw, ActivationFormat f, bool invariant, int tokens,
+                      mxmoe::Runtime& runtime) {
   mxmoe::Request r;
   r.activation = f;
   r.batch_invariant = invariant;
   r.tokens_hint = tokens;
-  return mxmoe::make_layer(spec, storage.weights(), hw, r);
+  return mxmoe::make_layer(spec, storage.weights(), hw, r, runtime);
 }
 
 double seconds_of(mxmoe::MoeLayer& layer, const std::vector<float>& x, int tokens,
@@ -51,6 +52,7 @@ int main(int argc, char** argv) {
   std::vector<float> x(static_cast<std::size_t>(512 * spec.hidden));
   for (float& v : x) v = normal(rng);
   std::vector<float> y(x.size());
+  mxmoe::Runtime runtime(hw.logical_cpus);
 
   fmt::print("{} (E={}, top-{}, H={}, I={}), {} threads, median of {} calls\n", spec.name,
              spec.num_experts, spec.top_k, spec.hidden, spec.intermediate, hw.logical_cpus, reps);
@@ -58,8 +60,8 @@ int main(int argc, char** argv) {
              "us", "invariant", "us", "cost");
   for (ActivationFormat f : {ActivationFormat::bf16, ActivationFormat::int8}) {
     for (int tokens : {1, 8, 512}) {
-      mxmoe::MoeLayer plain = build(spec, storage, hw, f, false, tokens);
-      mxmoe::MoeLayer invariant = build(spec, storage, hw, f, true, tokens);
+      mxmoe::MoeLayer plain = build(spec, storage, hw, f, false, tokens, runtime);
+      mxmoe::MoeLayer invariant = build(spec, storage, hw, f, true, tokens, runtime);
       seconds_of(plain, x, tokens, y);  // warm-up: workspace, pages
       seconds_of(invariant, x, tokens, y);
       std::vector<double> t_plain, t_invariant;

@@ -29,7 +29,8 @@ void BM_ReferenceLayer(benchmark::State& state) {
       static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   sel.deployment.request.activation = mxmoe::ActivationFormat::f32;
   sel.chosen = "reference";
-  mxmoe::MoeLayer layer(storage().weights(), sel);
+  mxmoe::Runtime runtime(sel.deployment.hardware.logical_cpus);
+  mxmoe::MoeLayer layer(storage().weights(), sel, runtime);
   std::mt19937 rng(2);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<float> x(static_cast<std::size_t>(tokens * spec().hidden)), y(x.size());

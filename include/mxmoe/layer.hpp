@@ -1,24 +1,31 @@
-// MoeLayer: one MoE layer bound to its weights and the oracle's selection.
+// MoeLayer: one MoE layer bound to its weights, the oracle's selection and a Runtime.
 //   forward(x[M,H]) -> y[M,H]: route -> quantize activations once per token -> group tokens
 //   by expert -> GEMM1 (+b1) -> activation -> GEMM2 (+b2) -> weighted combine (+ shared).
 // y is the layer's output before the transformer block's residual add. The workspace is
 // reused across calls: after the first call at a given size, forward does not allocate.
+//
+// Threads: the layer computes on its Runtime's pool. One layer must not be called from two
+// threads at once (its workspace is its own); two layers may be, and share the Runtime.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 
 #include "mxmoe/oracle.hpp"
+#include "mxmoe/placement.hpp"
+#include "mxmoe/runtime.hpp"
 #include "mxmoe/weights.hpp"
 
 namespace mxmoe {
 
 class MoeLayer {
  public:
-  // The weights must outlive the layer (views; the chosen backend may pack a copy).
-  // Throws std::invalid_argument if the weights disagree with the spec, and
-  // NoBackendError if selection.chosen is empty.
-  MoeLayer(const LayerWeights& weights, Selection selection);
+  // The weights and the runtime must outlive the layer (views; the chosen backend may pack a
+  // copy). With an expert-parallel Request (ep_size > 1) the layer packs and computes only
+  // its rank's experts (contiguous_expert_range); the combine then covers those experts, and
+  // rank 0 adds the shared expert. Throws std::invalid_argument if the weights disagree with
+  // the spec, and NoBackendError if selection.chosen is empty.
+  MoeLayer(const LayerWeights& weights, Selection selection, Runtime& runtime);
   ~MoeLayer();
   MoeLayer(MoeLayer&&) noexcept;
   MoeLayer& operator=(MoeLayer&&) noexcept;
@@ -34,11 +41,16 @@ class MoeLayer {
   // bf16 input/output (raw uint16 bits), computed in float32 inside.
   void forward_bf16(const std::uint16_t* x, std::int64_t tokens, std::uint16_t* y);
 
-  void set_threads(int threads);  // 0 = the Request's threads
-  int threads() const noexcept;
+  // Moves the layer onto another runtime (which must outlive it), e.g. to measure it at
+  // another thread count. The results do not change: they never depend on the thread count.
+  void set_runtime(Runtime& runtime) noexcept;
 
   const Selection& selection() const noexcept;
   const LayerSpec& spec() const noexcept;
+  Runtime& runtime() const noexcept;
+  int threads() const noexcept;  // the Runtime's
+  // The routed experts this layer holds and computes (all of them without expert parallelism).
+  ExpertRange experts() const noexcept;
   // Times the workspace grew (a test hook for "no allocation after warm-up").
   std::uint64_t workspace_allocations() const noexcept;
   // Bytes the chosen backend keeps resident for packed weights (0 when it reads the views).
@@ -52,6 +64,6 @@ class MoeLayer {
 // Convenience: judge with the family's preferences and build the layer (throws
 // NoBackendError when nothing fits).
 MoeLayer make_layer(const LayerSpec& spec, const LayerWeights& weights, const Hardware& hw,
-                    const Request& request);
+                    const Request& request, Runtime& runtime);
 
 }  // namespace mxmoe

@@ -9,6 +9,7 @@
 
 #include "mxmoe/format.hpp"
 #include "mxmoe/layer_spec.hpp"
+#include "mxmoe/placement.hpp"
 
 namespace mxmoe {
 
@@ -54,6 +55,12 @@ struct LayerWeights {
   Mxfp4View shared_w1;       // [1, 2*Is, H] when spec.shared_experts > 0 (Is = shared_intermediate)
   Mxfp4View shared_w2;       // [1, H, Is]
 };
+
+// The routed experts of `range` only: w1, w2, b1 and b2 narrowed to those experts (views,
+// no copy; expert 0 of the result is range.begin). Router, selection bias and shared expert
+// are kept whole: every rank routes over all experts and runs its tokens' shared expert.
+// Throws std::invalid_argument unless the range lies within the views' experts.
+LayerWeights slice_experts(const LayerWeights& w, ExpertRange range);
 
 // Throws std::invalid_argument naming the tensor when a view disagrees with the spec
 // (shape, presence, or an E8M0 scale byte 0xFF in the expert weights).

@@ -1,11 +1,24 @@
 #include "base/thread_pool.hpp"
 
+#include <pthread.h>
+#include <sched.h>
+
 namespace mxmoe {
 
-ThreadPool::ThreadPool(int threads) {
+ThreadPool::ThreadPool(int threads, const std::vector<int>& cpu_affinity) {
   const int workers = threads > 1 ? threads - 1 : 0;
   workers_.reserve(static_cast<std::size_t>(workers));
-  for (int i = 0; i < workers; ++i) workers_.emplace_back([this, i] { worker_loop(i + 1); });
+  for (int i = 0; i < workers; ++i) {
+    workers_.emplace_back([this, i] { worker_loop(i + 1); });
+    if (cpu_affinity.empty()) continue;
+    const int cpu = cpu_affinity[static_cast<std::size_t>(i + 1) % cpu_affinity.size()];
+    if (cpu < 0 || cpu >= CPU_SETSIZE) continue;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(static_cast<std::size_t>(cpu), &set);
+    // A refusal (CPU offline, outside the cgroup) leaves the worker unpinned.
+    (void)pthread_setaffinity_np(workers_.back().native_handle(), sizeof(set), &set);
+  }
 }
 
 ThreadPool::~ThreadPool() {
@@ -27,7 +40,7 @@ void ThreadPool::drain(int thread) {
 
 void ThreadPool::run(std::int64_t tasks, void* ctx, Trampoline fn) {
   if (tasks <= 0) return;
-  if (workers_.empty() || tasks == 1) {
+  if (workers_.empty() || tasks == 1 || claimed_.exchange(true, std::memory_order_acquire)) {
     for (std::int64_t t = 0; t < tasks; ++t) fn(ctx, t, 0);
     return;
   }
@@ -42,8 +55,11 @@ void ThreadPool::run(std::int64_t tasks, void* ctx, Trampoline fn) {
   }
   wake_.notify_all();
   drain(0);
-  std::unique_lock lock(mutex_);
-  done_.wait(lock, [this] { return busy_ == 0; });
+  {
+    std::unique_lock lock(mutex_);
+    done_.wait(lock, [this] { return busy_ == 0; });
+  }
+  claimed_.store(false, std::memory_order_release);
 }
 
 void ThreadPool::worker_loop(int thread) {

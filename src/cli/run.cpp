@@ -57,13 +57,13 @@ double touched_weight_bytes(const LayerSpec& s, const LayerWeights& w, const Req
   std::vector<std::int32_t> ids(static_cast<std::size_t>(tokens * s.top_k));
   std::vector<float> weights(ids.size());
   route_with_router(s, w, x.data(), tokens, ids.data(), weights.data());
-  const int ep = std::max(r.ep_size, 1);
-  const int begin = r.ep_rank * s.num_experts / ep, end = (r.ep_rank + 1) * s.num_experts / ep;
+  const ExpertRange local =
+      contiguous_expert_range(s.num_experts, std::max(r.ep_size, 1), r.ep_rank);
   std::vector<bool> used(static_cast<std::size_t>(s.num_experts), false);
   for (std::int32_t id : ids) used[static_cast<std::size_t>(id)] = true;
   const double per_expert = static_cast<double>(w.w1.bytes() + w.w2.bytes()) / s.num_experts;
   double bytes = 0;
-  for (int e = begin; e < end; ++e)
+  for (int e = local.begin; e < local.end; ++e)
     if (used[static_cast<std::size_t>(e)]) bytes += per_expert;
   if (r.ep_rank == 0) bytes += static_cast<double>(w.shared_w1.bytes() + w.shared_w2.bytes());
   return bytes;
@@ -124,7 +124,8 @@ int run(const RunOptions& o, CLI::App& sub) {
   for (const Verdict& v : selection.candidates) say("{}\n", candidate_line(selection, v));
   say("chosen: {} ({})\n", selection.chosen, selection.why);
 
-  MoeLayer layer(weights, std::move(selection));
+  Runtime runtime(request.threads);
+  MoeLayer layer(weights, std::move(selection), runtime);
   std::vector<float> y(x.size());
   using Clock = std::chrono::steady_clock;
   const auto seconds = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };

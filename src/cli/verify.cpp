@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "base/thread_pool.hpp"
 #include "cli/command.hpp"
 #include "cli/common.hpp"
 #include "mxmoe/checkpoint.hpp"
@@ -21,7 +22,6 @@
 #include "verify/accuracy.hpp"
 #include "verify/evaluate_f64.hpp"
 #include "verify/invariance.hpp"
-#include "base/thread_pool.hpp"
 
 namespace mxmoe::cli {
 namespace {
@@ -113,7 +113,8 @@ int verify(const VerifyOptions& o) {
       o.activation == "all" ? all_activation_formats()
                             : std::vector<ActivationFormat>{parse_activation_format(o.activation)};
 
-  ThreadPool pool(o.threads > 0 ? o.threads : std::max(hw.logical_cpus, 1));
+  Runtime runtime(o.threads);
+  ThreadPool& pool = runtime.pool();
   fmt::print(stderr, "mxmoe verify: float64 evaluation of the unquantized layer...\n");
   const std::vector<double> exact = evaluate_f64(spec, w, x.data(), tokens, ids.data(),
                                                  weights.data(), std::nullopt, 1, 0, &pool);
@@ -146,7 +147,7 @@ int verify(const VerifyOptions& o) {
             evaluate_f64(spec, w, x.data(), tokens, ids.data(), weights.data(), f, 1, 0, &pool);
       }
       fmt::print(stderr, "mxmoe verify: {} {}...\n", b->name(), to_string(f));
-      MoeLayer layer(w, sel);
+      MoeLayer layer(w, sel, runtime);
       std::vector<float> y(x.size());
       layer.forward_routed(x.data(), ids.data(), weights.data(), tokens, y.data());
       const AccuracyBudget budget = accuracy_budget(f);
@@ -162,7 +163,7 @@ int verify(const VerifyOptions& o) {
         const InvarianceRouting routing =
             w.router_weight.empty() ? InvarianceRouting::routed : InvarianceRouting::router;
         const InvarianceReport report =
-            check_batch_invariance([&] { return MoeLayer(w, sel); },
+            check_batch_invariance([&](Runtime& rt) { return MoeLayer(w, sel, rt); },
                                    random_invariance_inputs(spec, routing, 257, o.seed + 3), inv);
         if (!report.identical())
           fmt::print(stderr, "mxmoe verify: {} {}: {}\n", b->name(), to_string(f),

@@ -18,6 +18,25 @@ float DenseView::at(std::int64_t i) const noexcept {
 
 namespace {
 
+Mxfp4View slice_mxfp4(const Mxfp4View& v, ExpertRange r) {
+  if (v.empty()) return v;
+  Mxfp4View s = v;
+  s.blocks = v.blocks + static_cast<std::size_t>(r.begin * v.rows * v.row_bytes());
+  s.scales = v.scales + static_cast<std::size_t>(r.begin * v.rows * v.row_scales());
+  s.experts = r.size();
+  return s;
+}
+
+DenseView slice_dense_rows(const DenseView& v, ExpertRange r) {
+  if (v.empty()) return v;
+  DenseView s = v;
+  const std::size_t element = v.dtype == DType::f32 ? 4 : 2;
+  s.data = static_cast<const std::byte*>(v.data) +
+           static_cast<std::size_t>(r.begin) * static_cast<std::size_t>(v.cols) * element;
+  s.rows = r.size();
+  return s;
+}
+
 std::string shape_text(std::int64_t a, std::int64_t b) {
   return fmt::format("[{}, {}]", a, b);
 }
@@ -164,6 +183,22 @@ LayerStorage LayerStorage::random(const LayerSpec& spec, std::uint64_t seed) {
     w.shared_w1 = b.mxfp4(1, 2 * std::int64_t{spec.shared_intermediate}, h);
     w.shared_w2 = b.mxfp4(1, h, spec.shared_intermediate);
   }
+  return s;
+}
+
+LayerWeights slice_experts(const LayerWeights& w, ExpertRange range) {
+  const std::int64_t experts = w.w1.experts;
+  if (range.begin < 0 || range.end < range.begin || range.end > experts ||
+      w.w2.experts != experts || (!w.b1.empty() && w.b1.rows != experts) ||
+      (!w.b2.empty() && w.b2.rows != experts))
+    throw std::invalid_argument(
+        fmt::format("slice_experts: experts [{}, {}) do not lie within the layer's {} experts",
+                    range.begin, range.end, experts));
+  LayerWeights s = w;
+  s.w1 = slice_mxfp4(w.w1, range);
+  s.w2 = slice_mxfp4(w.w2, range);
+  s.b1 = slice_dense_rows(w.b1, range);
+  s.b2 = slice_dense_rows(w.b2, range);
   return s;
 }
 

@@ -129,6 +129,10 @@ BenchReport run_bench(const BenchLayers& layers, const Hardware& hw, const Machi
   report.mode = layers.mode;
 
   Inputs in(spec, tokens.back(), layers.copies.size());
+  // One runtime per thread count, made before the layers that use them (and so outliving
+  // them); a layer moves between them without packing again.
+  std::map<int, std::unique_ptr<Runtime>> runtimes;
+  for (int t : threads) runtimes[t] = std::make_unique<Runtime>(t);
   BuiltLayers built;
   const Preferences prefs = preferences_for(spec.family);
   const std::size_t total_rows =
@@ -189,14 +193,14 @@ BenchReport run_bench(const BenchLayers& layers, const Hardware& hw, const Machi
             built.key = key;
             built.next_copy = 0;
             for (const LayerWeights& copy : layers.copies)
-              built.layers.emplace_back(copy, selection);
+              built.layers.emplace_back(copy, selection, *runtimes.at(t));
             if (const std::size_t packed = built.layers.front().packed_weight_bytes(); packed > 0)
               push_unique(report.notes,
                           fmt::format("{} packs weights: {:.2f} GB resident for {} cop{}", key,
                                       static_cast<double>(packed * built.layers.size()) / 1e9,
                                       built.layers.size(), built.layers.size() == 1 ? "y" : "ies"));
           }
-          for (MoeLayer& layer : built.layers) layer.set_threads(t);
+          for (MoeLayer& layer : built.layers) layer.set_runtime(*runtimes.at(t));
 
           // Warm-up: one call per copy (workspaces grow, pages fault in) within the budget.
           double warm = 1e30;

@@ -7,12 +7,13 @@
 #include <string>
 #include <vector>
 
+#include "backends/expert_batch.hpp"
 #include "backends/kernel.hpp"
-#include "mxmoe/format.hpp"
-#include "mxmoe/routing.hpp"
 #include "base/dot.hpp"
 #include "base/thread_pool.hpp"
 #include "base/workspace.hpp"
+#include "mxmoe/format.hpp"
+#include "mxmoe/routing.hpp"
 
 namespace mxmoe {
 namespace {
@@ -51,12 +52,12 @@ std::string join_reasons(const std::vector<Rejection>& reasons) {
 struct MoeLayer::Impl {
   LayerWeights weights;
   Selection selection;
+  Runtime* runtime = nullptr;
+  ThreadPool* pool = nullptr;  // runtime->pool()
   std::unique_ptr<ExpertKernel> kernel, shared_kernel;
   std::vector<float> router_weight, router_bias, selection_bias;
-  int expert_begin = 0, expert_end = 0;
+  ExpertRange experts;       // the routed experts this layer holds
   bool adds_shared = false;  // the shared expert's output is added by EP rank 0 only
-  int threads = 1;
-  std::unique_ptr<ThreadPool> pool;
   Workspace workspace;
 
   const LayerSpec& spec() const { return selection.deployment.layer; }
@@ -66,12 +67,13 @@ struct MoeLayer::Impl {
     float* logits;
     std::int32_t* ids;
     float* weights;
-    std::int32_t* offsets;         // [E + 1]
-    std::int32_t* cursor;          // [E]
-    std::int32_t* slots;           // [M * k]
+    std::int32_t* offsets;         // [local E + 1]
+    std::int32_t* cursor;          // [local E]
+    std::int32_t* order;           // [M * k]: local slots grouped by expert
+    std::int32_t* slot_rows;       // [M * k]: slot s reads row s / k
     float* slot_out;               // [M * k, H]
     std::int32_t* shared_offsets;  // [2]
-    std::int32_t* shared_slots;    // [M]
+    std::int32_t* shared_order;    // [M]: identity (slot t is token t)
     float* shared_out;             // [M, H]
     float* routing_scratch;
     float* x_f32;  // forward_bf16 only
@@ -84,28 +86,29 @@ struct MoeLayer::Impl {
     const LayerSpec& s = spec();
     const auto m = static_cast<std::size_t>(tokens);
     const auto k = static_cast<std::size_t>(s.top_k);
-    const auto e = static_cast<std::size_t>(s.num_experts);
+    const auto e = static_cast<std::size_t>(experts.size());
     const auto h = static_cast<std::size_t>(s.hidden);
     const bool shared = shared_kernel != nullptr;
     Carver c(base);
     Buffers b{};
-    b.logits = c.take<float>(m * e);
+    b.logits = c.take<float>(m * static_cast<std::size_t>(s.num_experts));
     b.ids = c.take<std::int32_t>(m * k);
     b.weights = c.take<float>(m * k);
     b.offsets = c.take<std::int32_t>(e + 1);
     b.cursor = c.take<std::int32_t>(e);
-    b.slots = c.take<std::int32_t>(m * k);
+    b.order = c.take<std::int32_t>(m * k);
+    b.slot_rows = c.take<std::int32_t>(m * k);
     b.slot_out = c.take<float>(m * k * h);
     b.shared_offsets = c.take<std::int32_t>(2);
-    b.shared_slots = c.take<std::int32_t>(shared ? m : 0);
+    b.shared_order = c.take<std::int32_t>(shared ? m : 0);
     b.shared_out = c.take<float>(shared ? m * h : 0);
     b.routing_scratch = c.take<float>(routing_scratch_floats(s));
     b.x_f32 = c.take<float>(bf16_io ? m * h : 0);
     b.y_f32 = c.take<float>(bf16_io ? m * h : 0);
-    b.kernel_ws_size = kernel->workspace_bytes(tokens, pool->size());
+    b.kernel_ws_size = kernel->workspace_bytes(tokens, tokens * s.top_k, pool->size());
     if (shared)
       b.kernel_ws_size =
-          std::max(b.kernel_ws_size, shared_kernel->workspace_bytes(tokens, pool->size()));
+          std::max(b.kernel_ws_size, shared_kernel->workspace_bytes(tokens, tokens, pool->size()));
     b.kernel_ws = c.take_bytes(b.kernel_ws_size);
     if (base == nullptr) b.kernel_ws_size = c.used();  // measuring: report the total
     return b;
@@ -138,23 +141,20 @@ struct MoeLayer::Impl {
   void run_routed(const float* x, const std::int32_t* ids, const float* route_weights,
                   std::int64_t tokens, float* y, Buffers& b) {
     const LayerSpec& s = spec();
-    const int k = s.top_k, e = s.num_experts;
+    const int k = s.top_k;
     const std::int64_t h = s.hidden;
     const std::int64_t slots = tokens * k;
 
-    // Counting sort of the slots by expert, stable in the slot index (so ascending in t).
-    std::fill(b.offsets, b.offsets + e + 1, 0);
-    for (std::int64_t i = 0; i < slots; ++i) ++b.offsets[ids[i] + 1];
-    for (int j = 0; j < e; ++j) b.offsets[j + 1] += b.offsets[j];
-    std::copy(b.offsets, b.offsets + e, b.cursor);
-    for (std::int64_t i = 0; i < slots; ++i)
-      b.slots[b.cursor[ids[i]]++] = static_cast<std::int32_t>(i);
+    // This layer's slots grouped by local expert (slots of experts held elsewhere left out).
+    const ExpertBatch batch =
+        group_slots(ids, slots, k, experts, b.offsets, b.cursor, b.order, b.slot_rows);
 
     ExpertForward f;
     f.x = x;
-    f.batch = {tokens, k, e, b.offsets, b.slots, expert_begin, expert_end};
+    f.rows = tokens;
+    f.batch = batch;
     f.slot_out = b.slot_out;
-    f.pool = pool.get();
+    f.pool = pool;
     f.workspace = b.kernel_ws;
     f.workspace_size = b.kernel_ws_size;
     kernel->run(f);
@@ -162,9 +162,10 @@ struct MoeLayer::Impl {
     if (adds_shared) {
       b.shared_offsets[0] = 0;
       b.shared_offsets[1] = static_cast<std::int32_t>(tokens);
-      for (std::int64_t t = 0; t < tokens; ++t) b.shared_slots[t] = static_cast<std::int32_t>(t);
+      for (std::int64_t t = 0; t < tokens; ++t) b.shared_order[t] = static_cast<std::int32_t>(t);
       ExpertForward sf = f;
-      sf.batch = {tokens, 1, 1, b.shared_offsets, b.shared_slots, 0, 1};
+      // One slot per token, slot t reading row t: the identity serves as order and row map.
+      sf.batch = {tokens, 1, b.shared_offsets, b.shared_order, b.shared_order};
       sf.slot_out = b.shared_out;
       shared_kernel->run(sf);
     }
@@ -174,8 +175,7 @@ struct MoeLayer::Impl {
       float* yt = y + t * h;
       std::fill(yt, yt + h, 0.0f);
       for (int j = 0; j < k; ++j) {
-        const std::int32_t id = ids[t * k + j];
-        if (id < expert_begin || id >= expert_end) continue;
+        if (!experts.contains(ids[t * k + j])) continue;
         const float w = route_weights[t * k + j];
         const float* out = b.slot_out + (t * k + j) * h;
         for (std::int64_t i = 0; i < h; ++i) yt[i] += w * out[i];
@@ -196,7 +196,7 @@ struct MoeLayer::Impl {
   }
 };
 
-MoeLayer::MoeLayer(const LayerWeights& weights, Selection selection)
+MoeLayer::MoeLayer(const LayerWeights& weights, Selection selection, Runtime& runtime)
     : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   if (selection.chosen.empty()) throw NoBackendError(std::move(selection));
@@ -215,10 +215,14 @@ MoeLayer::MoeLayer(const LayerWeights& weights, Selection selection)
                                 "' but its check rejects the deployment: " + join_reasons(reasons));
 
   m.weights = weights;
-  m.kernel = backend->create(d, weights);
-  const int ep = std::max(d.request.ep_size, 1), rank = d.request.ep_rank;
-  m.expert_begin = rank * s.num_experts / ep;
-  m.expert_end = (rank + 1) * s.num_experts / ep;
+  m.runtime = &runtime;
+  m.pool = &runtime.pool();
+  const int rank = d.request.ep_rank;
+  m.experts = contiguous_expert_range(s.num_experts, std::max(d.request.ep_size, 1), rank);
+  // The kernel packs only the experts this layer holds: a slice, numbered from 0.
+  Deployment kd = d;
+  kd.layer.num_experts = m.experts.size();
+  m.kernel = backend->create(kd, slice_experts(weights, m.experts));
   if (s.shared_experts > 0) {
     Deployment sd = d;
     sd.layer = shared_expert_spec(s);
@@ -234,7 +238,6 @@ MoeLayer::MoeLayer(const LayerWeights& weights, Selection selection)
   m.router_bias = to_floats(weights.router_bias);
   m.selection_bias = to_floats(weights.selection_bias);
   m.selection = std::move(selection);
-  set_threads(0);
 }
 
 MoeLayer::~MoeLayer() = default;
@@ -276,19 +279,18 @@ void MoeLayer::forward_bf16(const std::uint16_t* x, std::int64_t tokens, std::ui
   for (std::int64_t i = 0; i < n; ++i) y[i] = f32_to_bf16(b.y_f32[i]);
 }
 
-void MoeLayer::set_threads(int threads) {
-  if (threads < 0) throw std::invalid_argument("set_threads: threads < 0");
-  const Deployment& d = impl_->selection.deployment;
-  if (threads == 0) threads = d.request.threads > 0 ? d.request.threads : d.hardware.logical_cpus;
-  threads = std::max(threads, 1);
-  if (impl_->pool && impl_->pool->size() == threads) return;
-  impl_->pool.reset();
-  impl_->pool = std::make_unique<ThreadPool>(threads);
-  impl_->threads = threads;
+void MoeLayer::set_runtime(Runtime& runtime) noexcept {
+  impl_->runtime = &runtime;
+  impl_->pool = &runtime.pool();
 }
-
 int MoeLayer::threads() const noexcept {
-  return impl_->threads;
+  return impl_->pool->size();
+}
+Runtime& MoeLayer::runtime() const noexcept {
+  return *impl_->runtime;
+}
+ExpertRange MoeLayer::experts() const noexcept {
+  return impl_->experts;
 }
 const Selection& MoeLayer::selection() const noexcept {
   return impl_->selection;
@@ -305,9 +307,9 @@ std::size_t MoeLayer::packed_weight_bytes() const noexcept {
 }
 
 MoeLayer make_layer(const LayerSpec& spec, const LayerWeights& weights, const Hardware& hw,
-                    const Request& request) {
+                    const Request& request, Runtime& runtime) {
   const Deployment d{spec, hw, request};
-  return MoeLayer(weights, select(d, preferences_for(spec.family)));
+  return MoeLayer(weights, select(d, preferences_for(spec.family)), runtime);
 }
 
 }  // namespace mxmoe

@@ -2,10 +2,10 @@
 
 #include <span>
 
+#include "base/thread_pool.hpp"
+#include "format/activation_rounding.hpp"
 #include "model/activation.hpp"
 #include "mxmoe/format.hpp"
-#include "format/activation_rounding.hpp"
-#include "base/thread_pool.hpp"
 
 namespace mxmoe {
 namespace {
@@ -85,8 +85,7 @@ std::vector<double> evaluate_f64(const LayerSpec& spec, const LayerWeights& w, c
                                  ThreadPool* pool) {
   const std::int64_t hidden = spec.hidden;
   const int k = spec.top_k;
-  const int begin = ep_rank * spec.num_experts / ep_size;
-  const int end = (ep_rank + 1) * spec.num_experts / ep_size;
+  const ExpertRange local = contiguous_expert_range(spec.num_experts, ep_size, ep_rank);
   std::vector<double> y(static_cast<std::size_t>(tokens * hidden), 0.0);
   const auto token = [&](std::int64_t t) {
     ExpertEvaluator eval(spec, format);
@@ -95,7 +94,7 @@ std::vector<double> evaluate_f64(const LayerSpec& spec, const LayerWeights& w, c
     double* yt = y.data() + t * hidden;
     for (int j = 0; j < k; ++j) {
       const std::int32_t e = ids[t * k + j];
-      if (e < begin || e >= end) continue;
+      if (!local.contains(e)) continue;
       eval.add(w.w1, w.b1, w.w2, w.b2, e, xq.data(), static_cast<double>(weights[t * k + j]), yt);
     }
     if (spec.shared_experts > 0 && ep_rank == 0)

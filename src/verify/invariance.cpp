@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <map>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <stdexcept>
@@ -83,10 +85,16 @@ std::string InvarianceMismatch::describe() const {
       batched, std::bit_cast<std::uint32_t>(batched));
 }
 
-InvarianceReport check_batch_invariance(const std::function<MoeLayer()>& make_layer,
+InvarianceReport check_batch_invariance(const std::function<MoeLayer(Runtime&)>& make_layer,
                                         const InvarianceInputs& inputs,
                                         const InvarianceOptions& options) {
-  MoeLayer first = make_layer();
+  // One runtime per thread count (and one thread for the reference), outliving the layers.
+  std::map<int, std::unique_ptr<Runtime>> runtimes;
+  runtimes[1] = std::make_unique<Runtime>(1);
+  for (int threads : options.thread_counts)
+    if (threads >= 1 && !runtimes.count(threads))
+      runtimes[threads] = std::make_unique<Runtime>(threads);
+  MoeLayer first = make_layer(*runtimes.at(1));
   const LayerSpec& spec = first.spec();
   check_inputs(spec, inputs, options);
   const auto hidden = static_cast<std::size_t>(spec.hidden);
@@ -94,7 +102,6 @@ InvarianceReport check_batch_invariance(const std::function<MoeLayer()>& make_la
   // The reference: every pool token alone, one thread.
   std::vector<float> alone(to_size(inputs.tokens) * hidden);
   Batch b;
-  first.set_threads(1);
   for (std::int64_t t = 0; t < inputs.tokens; ++t) {
     run_batch(first, inputs, {t}, b);
     std::copy(b.y.begin(), b.y.end(),
@@ -108,10 +115,11 @@ InvarianceReport check_batch_invariance(const std::function<MoeLayer()>& make_la
   std::optional<MoeLayer> fresh;
   for (int run = 0; run < std::max(options.repeats, 1); ++run) {
     const bool use_fresh = options.repeats > 1 && run == options.repeats - 1;
-    if (use_fresh) fresh.emplace(make_layer());
+    if (use_fresh) fresh.emplace(make_layer(*runtimes.at(1)));
     MoeLayer& layer = use_fresh ? *fresh : first;
     for (int threads : options.thread_counts) {
-      layer.set_threads(threads);
+      if (threads < 1) throw std::invalid_argument("check_batch_invariance: thread count < 1");
+      layer.set_runtime(*runtimes.at(threads));
       for (std::int64_t size : options.batch_sizes) {
         const std::int64_t batch = std::min(size, inputs.tokens);
         for (int draw = 0; draw < std::max(options.batches_per_size, 1); ++draw) {

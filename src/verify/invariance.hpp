@@ -57,12 +57,12 @@ struct InvarianceReport {
   bool identical() const noexcept { return !first_mismatch.has_value(); }
 };
 
-// Builds the layer (make_layer is called once, and once more for the last repeat), runs
-// every pool token alone with 1 thread as the reference, then every batch size (capped at
-// the pool size) x thread count x draw x repeat, comparing each row with memcmp. Stops at
-// the first mismatch. Throws std::invalid_argument for inputs that disagree with the spec or
-// empty options, and what the layer throws (bad routing, ...).
-InvarianceReport check_batch_invariance(const std::function<MoeLayer()>& make_layer,
+// Builds the layer on a runtime the checker owns (make_layer is called once, and once more
+// for the last repeat), runs every pool token alone with 1 thread as the reference, then every
+// batch size (capped at the pool size) x thread count x draw x repeat, comparing each row with
+// memcmp. Stops at the first mismatch. Throws std::invalid_argument for inputs that disagree with
+// the spec or empty options, and what the layer throws (bad routing, ...).
+InvarianceReport check_batch_invariance(const std::function<MoeLayer(Runtime&)>& make_layer,
                                         const InvarianceInputs& inputs,
                                         const InvarianceOptions& options);
 

@@ -40,6 +40,7 @@
 #include "mxmoe/layer_spec.hpp"
 #include "mxmoe/oracle.hpp"
 #include "mxmoe/weights.hpp"
+#include "test_runtime.hpp"
 
 namespace mxmoe {
 namespace {
@@ -792,17 +793,17 @@ TEST(AmxBf16Layer, ExtremeScalesMatchReference) {
   for (auto& v : x) v = normal(rng) * (rng() % 64 == 0 ? 30.0f : 1.0f);
 
   std::vector<float> want(x.size());
-  MoeLayer(w, forced_selection("reference", spec, 1))
+  mxmoe::testing::test_layer(w, forced_selection("reference", spec, 1))
       .forward_routed(x.data(), ids.data(), route.data(), kTokens, want.data());
 
   const Selection sel = forced_selection("amx_bf16", spec, 1);
   const Backend* backend = find_backend("amx_bf16");
   ASSERT_NE(backend, nullptr);
   ASSERT_TRUE(backend->check(sel.deployment).empty()) << "amx_bf16 rejects this machine";
-  MoeLayer layer(w, sel);
+  MoeLayer layer = mxmoe::testing::test_layer(w, sel);
   std::vector<float> one(x.size()), two(x.size());
   layer.forward_routed(x.data(), ids.data(), route.data(), kTokens, one.data());
-  layer.set_threads(2);
+  layer.set_runtime(mxmoe::testing::test_runtime(2));
   layer.forward_routed(x.data(), ids.data(), route.data(), kTokens, two.data());
   EXPECT_EQ(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)), 0)
       << "1 and 2 threads differ";

@@ -5,6 +5,7 @@
 #include <limits>
 #include <numeric>
 
+#include "backends/expert_batch.hpp"
 #include "base/thread_pool.hpp"
 
 namespace mxmoe::test {
@@ -41,29 +42,8 @@ RandomLayer::RandomLayer(const LayerSpec& spec, std::uint64_t seed, ScaleRange w
   }
 }
 
-ExpertBatch Routing::batch(std::int64_t tokens, int top_k, int experts) const {
-  ExpertBatch b;
-  b.tokens = tokens;
-  b.top_k = top_k;
-  b.num_experts = experts;
-  b.expert_offsets = offsets.data();
-  b.slots = slots.data();
-  b.expert_begin = 0;
-  b.expert_end = experts;
-  return b;
-}
-
 Routing group_by_expert(const std::vector<std::int32_t>& ids, int experts) {
-  Routing r;
-  r.offsets.assign(static_cast<std::size_t>(experts) + 1, 0);
-  for (std::int32_t id : ids) ++r.offsets[static_cast<std::size_t>(id) + 1];
-  std::partial_sum(r.offsets.begin(), r.offsets.end(), r.offsets.begin());
-  std::vector<std::int32_t> cursor(r.offsets.begin(), r.offsets.end() - 1);
-  r.slots.resize(ids.size());
-  for (std::size_t s = 0; s < ids.size(); ++s)  // ascending slot = ascending token
-    r.slots[static_cast<std::size_t>(cursor[static_cast<std::size_t>(ids[s])]++)] =
-        static_cast<std::int32_t>(s);
-  return r;
+  return Routing{ids, experts};
 }
 
 std::vector<std::int32_t> random_ids(std::int64_t tokens, int top_k, int experts,
@@ -92,7 +72,7 @@ std::vector<float> run_kernel(const ExpertKernel& kernel, const LayerSpec& spec,
                               const std::vector<float>& x, const Routing& routing, int threads) {
   const auto tokens = static_cast<std::int64_t>(x.size()) / spec.hidden;
   ThreadPool pool(threads);
-  const std::size_t ws_bytes = kernel.workspace_bytes(tokens, threads);
+  const std::size_t ws_bytes = kernel.workspace_bytes(tokens, tokens * spec.top_k, threads);
   std::vector<std::byte> storage(ws_bytes + 64);
   auto* ws = reinterpret_cast<std::byte*>((reinterpret_cast<std::uintptr_t>(storage.data()) + 63) /
                                           64 * 64);
@@ -100,7 +80,10 @@ std::vector<float> run_kernel(const ExpertKernel& kernel, const LayerSpec& spec,
                          std::numeric_limits<float>::quiet_NaN());
   ExpertForward f;
   f.x = x.data();
-  f.batch = routing.batch(tokens, spec.top_k, spec.num_experts);
+  f.rows = tokens;
+  GroupedSlots grouped;
+  group_slots(routing.ids, spec.top_k, routing.experts, grouped);
+  f.batch = grouped.batch;
   f.slot_out = out.data();
   f.pool = &pool;
   f.workspace = ws;

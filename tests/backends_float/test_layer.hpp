@@ -32,14 +32,14 @@ class RandomLayer {
   LayerWeights views_;
 };
 
-// Routing of `tokens` tokens to top_k distinct experts each, drawn from `allowed` experts
-// (all when empty), grouped by expert the way the runtime does (ascending token order).
+// The routing of a call: ids [tokens * top_k], the expert of each slot; run_kernel groups
+// the slots by expert the way the runtime does (group_slots).
 struct Routing {
-  std::vector<std::int32_t> offsets, slots;
-  ExpertBatch batch(std::int64_t tokens, int top_k, int experts) const;
+  std::vector<std::int32_t> ids;
+  int experts = 0;
 };
 // ids [tokens * top_k]: expert of each slot (distinct per token), from `allowed` (all when
-// empty); group_by_expert sorts the slots by expert (counting sort, ascending slot).
+// empty).
 std::vector<std::int32_t> random_ids(std::int64_t tokens, int top_k, int experts,
                                      std::mt19937_64& rng, const std::vector<int>& allowed = {});
 Routing group_by_expert(const std::vector<std::int32_t>& ids, int experts);

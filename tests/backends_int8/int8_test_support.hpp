@@ -11,14 +11,15 @@
 #include <random>
 #include <vector>
 
+#include "backends/expert_batch.hpp"
 #include "backends/kernel.hpp"
+#include "base/thread_pool.hpp"
 #include "model/activation.hpp"
 #include "mxmoe/deployment.hpp"
 #include "mxmoe/format.hpp"
 #include "mxmoe/hardware.hpp"
 #include "mxmoe/oracle.hpp"
 #include "mxmoe/weights.hpp"
-#include "base/thread_pool.hpp"
 
 namespace mxmoe::int8_test {
 
@@ -66,24 +67,6 @@ inline Routing random_routing(std::int64_t tokens, int top_k, int usable, std::m
   return r;
 }
 
-struct Grouped {
-  std::vector<std::int32_t> offsets, slots;
-};
-
-inline Grouped group_by_expert(const Routing& r, int num_experts) {
-  Grouped g;
-  g.offsets.assign(static_cast<std::size_t>(num_experts) + 1, 0);
-  for (int e : r.experts) ++g.offsets[static_cast<std::size_t>(e) + 1];
-  for (std::size_t e = 0; e < static_cast<std::size_t>(num_experts); ++e)
-    g.offsets[e + 1] += g.offsets[e];
-  std::vector<std::int32_t> next(g.offsets.begin(), g.offsets.end() - 1);
-  g.slots.assign(r.experts.size(), 0);
-  for (std::size_t s = 0; s < r.experts.size(); ++s)  // ascending s: ascending t per expert
-    g.slots[static_cast<std::size_t>(next[static_cast<std::size_t>(r.experts[s])]++)] =
-        static_cast<std::int32_t>(s);
-  return g;
-}
-
 inline std::vector<float> random_input(std::int64_t tokens, int hidden, std::mt19937& rng) {
   std::normal_distribution<float> dist(0.0f, 1.0f);
   std::vector<float> x(static_cast<std::size_t>(tokens * hidden));
@@ -95,8 +78,10 @@ inline std::vector<float> random_input(std::int64_t tokens, int hidden, std::mt1
 inline std::vector<float> run_kernel(const ExpertKernel& kernel, const LayerSpec& spec,
                                      const std::vector<float>& x, const Routing& r,
                                      ThreadPool& pool) {
-  const Grouped g = group_by_expert(r, spec.num_experts);
-  const std::size_t ws_bytes = kernel.workspace_bytes(r.tokens, pool.size());
+  GroupedSlots g;
+  group_slots(std::vector<std::int32_t>(r.experts.begin(), r.experts.end()), r.top_k,
+              spec.num_experts, g);
+  const std::size_t ws_bytes = kernel.workspace_bytes(r.tokens, r.tokens * r.top_k, pool.size());
   auto deleter = [](std::byte* p) { ::operator delete[](p, std::align_val_t{64}); };
   std::unique_ptr<std::byte[], decltype(deleter)> ws(
       static_cast<std::byte*>(
@@ -105,13 +90,8 @@ inline std::vector<float> run_kernel(const ExpertKernel& kernel, const LayerSpec
   std::vector<float> out(static_cast<std::size_t>(r.tokens * r.top_k * spec.hidden), NAN);
   ExpertForward f;
   f.x = x.data();
-  f.batch.tokens = r.tokens;
-  f.batch.top_k = r.top_k;
-  f.batch.num_experts = spec.num_experts;
-  f.batch.expert_offsets = g.offsets.data();
-  f.batch.slots = g.slots.data();
-  f.batch.expert_begin = 0;
-  f.batch.expert_end = spec.num_experts;
+  f.rows = r.tokens;
+  f.batch = g.batch;
   f.slot_out = out.data();
   f.pool = &pool;
   f.workspace = ws.get();

@@ -12,6 +12,7 @@
 
 #include "mxmoe/hardware.hpp"
 #include "mxmoe/layer.hpp"
+#include "test_runtime.hpp"
 
 namespace {
 
@@ -128,17 +129,17 @@ TEST(Conformance, EveryBackendMatchesTheReference) {
     routing(s, sc.tokens, sc.pattern, 103, ids, weights);
     for (ActivationFormat f : mxmoe::all_activation_formats()) {
       std::vector<float> want(x.size());
-      mxmoe::MoeLayer(storage.weights(), selection(*reference, s, hw, f, 2))
+      mxmoe::testing::test_layer(storage.weights(), selection(*reference, s, hw, f, 2))
           .forward_routed(x.data(), ids.data(), weights.data(), sc.tokens, want.data());
       for (const mxmoe::Backend* b : mxmoe::registered_backends()) {
         const auto sel = selection(*b, s, hw, f, 1);
         if (!b->check(sel.deployment).empty()) continue;  // not selectable here
         SCOPED_TRACE(std::string(b->name()) + " " + std::string(mxmoe::to_string(f)) + " " +
                      s.name + " tokens=" + std::to_string(sc.tokens));
-        mxmoe::MoeLayer layer(storage.weights(), sel);
+        mxmoe::MoeLayer layer = mxmoe::testing::test_layer(storage.weights(), sel);
         std::vector<float> one(x.size()), two(x.size());
         layer.forward_routed(x.data(), ids.data(), weights.data(), sc.tokens, one.data());
-        layer.set_threads(2);
+        layer.set_runtime(mxmoe::testing::test_runtime(2));
         layer.forward_routed(x.data(), ids.data(), weights.data(), sc.tokens, two.data());
         EXPECT_EQ(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)), 0)
             << "1 and 2 threads differ";
@@ -160,14 +161,14 @@ TEST(Conformance, RouterPathMatchesTheReference) {
   const auto x = input(s, 45, 202);
   for (ActivationFormat f : mxmoe::all_activation_formats()) {
     std::vector<float> want(x.size());
-    mxmoe::MoeLayer(storage.weights(), selection(*reference, s, hw, f, 1))
+    mxmoe::testing::test_layer(storage.weights(), selection(*reference, s, hw, f, 1))
         .forward(x.data(), 45, want.data());
     for (const mxmoe::Backend* b : mxmoe::registered_backends()) {
       const auto sel = selection(*b, s, hw, f, 2);
       if (!b->check(sel.deployment).empty()) continue;
       SCOPED_TRACE(std::string(b->name()) + " " + std::string(mxmoe::to_string(f)));
       std::vector<float> got(x.size());
-      mxmoe::MoeLayer(storage.weights(), sel).forward(x.data(), 45, got.data());
+      mxmoe::testing::test_layer(storage.weights(), sel).forward(x.data(), 45, got.data());
       EXPECT_LT(relative_l2(got, want), kTolerance);
     }
   }

@@ -9,6 +9,7 @@
 
 #include "invariance_fixture.hpp"
 #include "oracle/capabilities.hpp"
+#include "test_runtime.hpp"
 #include "verify/invariance.hpp"
 
 namespace invariance_test {
@@ -99,8 +100,9 @@ TEST(Claims, AllActivationFormatsScalePerToken) {
 std::vector<float> run_backend(const mxmoe::LayerSpec& spec, const mxmoe::LayerStorage& storage,
                                std::string_view backend, ActivationFormat f,
                                const mxmoe::InvarianceInputs& in, int threads) {
-  mxmoe::MoeLayer layer(storage.weights(), forced_selection(spec, backend, f));
-  layer.set_threads(threads);
+  mxmoe::MoeLayer layer =
+      mxmoe::testing::test_layer(storage.weights(), forced_selection(spec, backend, f));
+  layer.set_runtime(mxmoe::testing::test_runtime(threads));
   std::vector<float> y(in.x.size());
   layer.forward_routed(in.x.data(), in.ids.data(), in.route_weights.data(), in.tokens, y.data());
   return y;
@@ -142,9 +144,9 @@ TEST(Checker, ReportsTheFirstMismatch) {
   const mxmoe::LayerStorage storage = mxmoe::LayerStorage::random(spec, 14);
   const auto in = mxmoe::random_invariance_inputs(spec, mxmoe::InvarianceRouting::routed, 16, 32);
   int built = 0;
-  const auto make = [&] {
+  const auto make = [&](mxmoe::Runtime& rt) {
     const ActivationFormat f = built++ == 0 ? ActivationFormat::f32 : ActivationFormat::bf16;
-    return mxmoe::MoeLayer(storage.weights(), forced_selection(spec, "reference", f));
+    return mxmoe::MoeLayer(storage.weights(), forced_selection(spec, "reference", f), rt);
   };
   mxmoe::InvarianceOptions options;
   options.batch_sizes = {1, 16};

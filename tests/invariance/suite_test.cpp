@@ -11,6 +11,7 @@
 
 #include "invariance_fixture.hpp"
 #include "mxmoe/routing.hpp"
+#include "test_runtime.hpp"
 #include "verify/invariance.hpp"
 
 namespace invariance_test {
@@ -39,7 +40,8 @@ class Suite : public ::testing::TestWithParam<Claim> {
     options.batches_per_size = batches_per_size;
     const mxmoe::Selection sel = forced_selection(spec_, GetParam().backend, GetParam().format);
     const auto report = mxmoe::check_batch_invariance(
-        [&] { return MoeLayer(storage_.weights(), sel); }, inputs, options);
+        [&](mxmoe::Runtime& rt) { return mxmoe::MoeLayer(storage_.weights(), sel, rt); }, inputs,
+        options);
     ASSERT_TRUE(report.identical()) << report.first_mismatch->describe();
     // Every row of every batch was compared: sum(sizes) x draws x threads x runs.
     EXPECT_EQ(report.rows_compared, 508 * batches_per_size * 2 * 2);
@@ -101,8 +103,8 @@ TEST_P(Suite, AllEqualLogitsPickTheLowestExperts) {
   const auto in = mxmoe::random_invariance_inputs(spec_, InvarianceRouting::logits, 31, 25);
   std::vector<float> logits = in.logits;
   std::fill_n(logits.begin() + 7 * spec_.num_experts, spec_.num_experts, -0.5f);
-  MoeLayer layer(storage_.weights(),
-                 forced_selection(spec_, GetParam().backend, GetParam().format));
+  MoeLayer layer = mxmoe::testing::test_layer(
+      storage_.weights(), forced_selection(spec_, GetParam().backend, GetParam().format));
   std::vector<float> batched(in.x.size()), explicit_routing(static_cast<std::size_t>(spec_.hidden));
   layer.forward_logits(in.x.data(), logits.data(), 31, batched.data());
   const std::int32_t ids[2] = {0, 1};
@@ -139,7 +141,8 @@ TEST(LargeShape, GptOssWidthsAreBatchInvariant) {
     SCOPED_TRACE(claim_name(c.backend, c.format));
     const mxmoe::Selection sel = forced_selection(spec, c.backend, c.format);
     const auto report = mxmoe::check_batch_invariance(
-        [&] { return MoeLayer(storage.weights(), sel); }, inputs, options);
+        [&](mxmoe::Runtime& rt) { return mxmoe::MoeLayer(storage.weights(), sel, rt); }, inputs,
+        options);
     EXPECT_TRUE(report.identical()) << report.first_mismatch->describe();
     ++tested;
   }

@@ -9,6 +9,7 @@
 #include "io_fixtures.hpp"
 #include "mxmoe/hardware.hpp"
 #include "mxmoe/layer.hpp"
+#include "test_runtime.hpp"
 
 namespace mxmoe {
 namespace {
@@ -38,7 +39,8 @@ std::vector<float> run_layer(const Checkpoint& c, int layer, const std::vector<f
   request.forced_backend = "reference";
   request.threads = 1;
   const LayerWeights w = c.layer_weights(layer);
-  MoeLayer moe = make_layer(c.layer_spec(layer), w, probe_hardware(), request);
+  MoeLayer moe = make_layer(c.layer_spec(layer), w, probe_hardware(), request,
+                            mxmoe::testing::test_runtime(2));
   std::vector<float> y(x.size());
   moe.forward(x.data(), tokens, y.data());
   return y;

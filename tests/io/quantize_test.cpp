@@ -12,6 +12,7 @@
 #include "mxmoe/checkpoint.hpp"
 #include "mxmoe/hardware.hpp"
 #include "mxmoe/layer.hpp"
+#include "test_runtime.hpp"
 
 namespace mxmoe {
 namespace {
@@ -179,7 +180,8 @@ TEST(Quantize, Bf16MixtralRoundTripLoadsAndMatchesFloat64) {
     request.forced_backend = "reference";
     request.threads = 1;
     const LayerWeights w = c.layer_weights(n);
-    MoeLayer moe = make_layer(c.layer_spec(n), w, probe_hardware(), request);
+    MoeLayer moe =
+        make_layer(c.layer_spec(n), w, probe_hardware(), request, mxmoe::testing::test_runtime(2));
     const int tokens = 6;
     const auto x = testing_io::random_input(tokens, kH, 40u + static_cast<std::uint32_t>(n));
     std::vector<float> y(x.size());

@@ -5,6 +5,7 @@
 
 #include "layer/layer_fixture.hpp"
 #include "layer/naive_moe.hpp"
+#include "test_runtime.hpp"
 
 namespace {
 
@@ -37,7 +38,7 @@ class LayerFamily : public ::testing::TestWithParam<Case> {};
 
 std::vector<float> run_layer(const Case& c, const mxmoe::LayerWeights& w, ActivationFormat f,
                              const std::vector<float>& x) {
-  mxmoe::MoeLayer layer(w, layer_test::reference_selection(c.spec, f));
+  mxmoe::MoeLayer layer = mxmoe::testing::test_layer(w, layer_test::reference_selection(c.spec, f));
   std::vector<float> y(x.size());
   layer.forward(x.data(), c.tokens, y.data());
   return y;

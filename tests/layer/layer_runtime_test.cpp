@@ -11,6 +11,7 @@
 #include "layer/naive_moe.hpp"
 #include "mxmoe/format.hpp"
 #include "mxmoe/routing.hpp"
+#include "test_runtime.hpp"
 
 // Counts every global allocation of this test binary (a test-only replacement). Not under
 // AddressSanitizer: its own operator new must stay in charge there (memory it allocates in
@@ -89,7 +90,8 @@ TEST(LayerRuntime, NoAllocationAfterWarmUp) {
     SCOPED_TRACE(std::string(mxmoe::to_string(f)));
     const auto spec = shrink("deepseek-v3", 16, 4, 64, 32);  // shared expert included
     const auto storage = mxmoe::LayerStorage::random(spec, 1);
-    mxmoe::MoeLayer layer(storage.weights(), reference_selection(spec, f, 2));
+    mxmoe::MoeLayer layer =
+        mxmoe::testing::test_layer(storage.weights(), reference_selection(spec, f, 2));
     const auto x = layer_test::random_input(spec, 33, 2);
     std::vector<float> y(x.size());
     layer.forward(x.data(), 33, y.data());  // warm-up at 33 tokens
@@ -110,7 +112,8 @@ TEST(LayerRuntime, NoAllocationAfterWarmUp) {
 TEST(LayerRuntime, WorkspaceGrowsOnlyForLargerCalls) {
   const auto spec = shrink("gpt-oss-20b", 4, 2, 64, 64);
   const auto storage = mxmoe::LayerStorage::random(spec, 3);
-  mxmoe::MoeLayer layer(storage.weights(), reference_selection(spec, ActivationFormat::f32));
+  mxmoe::MoeLayer layer = mxmoe::testing::test_layer(
+      storage.weights(), reference_selection(spec, ActivationFormat::f32));
   const auto x = layer_test::random_input(spec, 40, 4);
   std::vector<float> y(x.size());
   EXPECT_EQ(layer.workspace_allocations(), 0u);
@@ -127,11 +130,12 @@ TEST(LayerRuntime, ThreadCountDoesNotChangeBits) {
     SCOPED_TRACE(std::string(mxmoe::to_string(f)));
     const auto spec = shrink("deepseek-v4-flash", 8, 3, 96, 64);
     const auto storage = mxmoe::LayerStorage::random(spec, 5);
-    mxmoe::MoeLayer layer(storage.weights(), reference_selection(spec, f, 1));
+    mxmoe::MoeLayer layer =
+        mxmoe::testing::test_layer(storage.weights(), reference_selection(spec, f, 1));
     const auto x = layer_test::random_input(spec, 21, 6);
     std::vector<float> one(x.size()), two(x.size());
     layer.forward(x.data(), 21, one.data());
-    layer.set_threads(2);
+    layer.set_runtime(mxmoe::testing::test_runtime(2));
     EXPECT_EQ(layer.threads(), 2);
     layer.forward(x.data(), 21, two.data());
     EXPECT_TRUE(same_bits(one, two));
@@ -141,7 +145,8 @@ TEST(LayerRuntime, ThreadCountDoesNotChangeBits) {
 TEST(LayerRuntime, TokenAloneEqualsTokenInBatch) {
   const auto spec = shrink("gpt-oss-20b", 6, 2, 96, 64);
   const auto storage = mxmoe::LayerStorage::random(spec, 7);
-  mxmoe::MoeLayer layer(storage.weights(), reference_selection(spec, ActivationFormat::int8, 2));
+  mxmoe::MoeLayer layer = mxmoe::testing::test_layer(
+      storage.weights(), reference_selection(spec, ActivationFormat::int8, 2));
   const std::int64_t tokens = 13;
   const auto x = layer_test::random_input(spec, tokens, 8);
   std::vector<float> batch(x.size()), alone(static_cast<std::size_t>(spec.hidden));
@@ -162,14 +167,14 @@ TEST(LayerRuntime, ExpertParallelRanksSumToTheWhole) {
   const std::int64_t tokens = 11;
   const auto x = layer_test::random_input(spec, tokens, 10);
   std::vector<float> whole(x.size());
-  mxmoe::MoeLayer(storage.weights(), reference_selection(spec, ActivationFormat::f32))
+  mxmoe::testing::test_layer(storage.weights(), reference_selection(spec, ActivationFormat::f32))
       .forward(x.data(), tokens, whole.data());
   for (int ep : {2, 4}) {
     std::vector<double> sum(x.size(), 0.0);
     for (int rank = 0; rank < ep; ++rank) {
       std::vector<float> part(x.size());
-      mxmoe::MoeLayer(storage.weights(),
-                      reference_selection(spec, ActivationFormat::f32, 1, ep, rank))
+      mxmoe::testing::test_layer(storage.weights(),
+                                 reference_selection(spec, ActivationFormat::f32, 1, ep, rank))
           .forward(x.data(), tokens, part.data());
       for (std::size_t i = 0; i < sum.size(); ++i) sum[i] += static_cast<double>(part[i]);
     }
@@ -180,7 +185,8 @@ TEST(LayerRuntime, ExpertParallelRanksSumToTheWhole) {
 TEST(LayerRuntime, ForwardVariantsAgree) {
   const auto spec = shrink("qwen3-30b-a3b", 8, 2, 64, 32);
   const auto storage = mxmoe::LayerStorage::random(spec, 13);
-  mxmoe::MoeLayer layer(storage.weights(), reference_selection(spec, ActivationFormat::f32));
+  mxmoe::MoeLayer layer = mxmoe::testing::test_layer(
+      storage.weights(), reference_selection(spec, ActivationFormat::f32));
   const std::int64_t tokens = 6;
   const auto x = layer_test::random_input(spec, tokens, 14);
   std::vector<float> y(x.size()), y_logits(x.size()), y_routed(x.size());
@@ -222,7 +228,8 @@ TEST(LayerRuntime, ForwardVariantsAgree) {
 TEST(LayerRuntime, ForwardRoutedRejectsBadRouting) {
   const auto spec = shrink("mixtral-8x7b", 4, 2, 64, 32);
   const auto storage = mxmoe::LayerStorage::random(spec, 15);
-  mxmoe::MoeLayer layer(storage.weights(), reference_selection(spec, ActivationFormat::f32));
+  mxmoe::MoeLayer layer = mxmoe::testing::test_layer(
+      storage.weights(), reference_selection(spec, ActivationFormat::f32));
   const auto x = layer_test::random_input(spec, 2, 16);
   std::vector<float> y(x.size());
   const float good_w[] = {0.5f, 0.5f, 0.7f, 0.3f};
@@ -246,17 +253,17 @@ TEST(LayerRuntime, ConstructionChecks) {
   const auto storage = mxmoe::LayerStorage::random(spec, 17);
   auto none = reference_selection(spec, ActivationFormat::f32);
   none.chosen = "";
-  EXPECT_THROW(mxmoe::MoeLayer(storage.weights(), none), mxmoe::NoBackendError);
+  EXPECT_THROW(mxmoe::testing::test_layer(storage.weights(), none), mxmoe::NoBackendError);
   auto unknown = reference_selection(spec, ActivationFormat::f32);
   unknown.chosen = "no_such_backend";
-  EXPECT_THROW(mxmoe::MoeLayer(storage.weights(), unknown), std::invalid_argument);
+  EXPECT_THROW(mxmoe::testing::test_layer(storage.weights(), unknown), std::invalid_argument);
   auto unresolved = reference_selection(spec, ActivationFormat::f32);
   unresolved.deployment.request.activation.reset();
-  EXPECT_THROW(mxmoe::MoeLayer(storage.weights(), unresolved), std::invalid_argument);
+  EXPECT_THROW(mxmoe::testing::test_layer(storage.weights(), unresolved), std::invalid_argument);
   auto other = shrink("gpt-oss-20b", 4, 2, 96, 32);  // weights of another shape
-  EXPECT_THROW(
-      mxmoe::MoeLayer(storage.weights(), reference_selection(other, ActivationFormat::f32)),
-      std::invalid_argument);
+  EXPECT_THROW(mxmoe::testing::test_layer(storage.weights(),
+                                          reference_selection(other, ActivationFormat::f32)),
+               std::invalid_argument);
 }
 
 TEST(LayerRuntime, MakeLayerSelectsAndRuns) {
@@ -265,8 +272,8 @@ TEST(LayerRuntime, MakeLayerSelectsAndRuns) {
   mxmoe::Request request;
   request.forced_backend = "reference";
   request.threads = 1;
-  mxmoe::MoeLayer layer =
-      mxmoe::make_layer(spec, storage.weights(), layer_test::test_hardware(), request);
+  mxmoe::MoeLayer layer = mxmoe::make_layer(spec, storage.weights(), layer_test::test_hardware(),
+                                            request, mxmoe::testing::test_runtime(2));
   EXPECT_EQ(layer.selection().chosen, "reference");
   ASSERT_TRUE(layer.selection().deployment.request.activation.has_value());
   const auto x = layer_test::random_input(spec, 3, 20);

@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "backends/amx_bf16/bf16_amx_kernels.hpp"
-#include "backends/common/group16_pack.hpp"
 #include "backends/common/expert_tasks.hpp"
+#include "backends/common/group16_pack.hpp"
 #include "base/thread_pool.hpp"
 
 namespace mxmoe::amx_bf16_backend {
@@ -56,7 +56,6 @@ class AmxBf16Kernel final : public ExpertKernel {
  public:
   AmxBf16Kernel(const LayerSpec& spec, const LayerWeights& w)
       : experts_(spec.num_experts),
-        top_k_(spec.top_k),
         hidden_(spec.hidden),
         inter_(spec.intermediate),
         packed_(group16::pack_experts(spec, w, &arrange_bf16, "amx_bf16")) {
@@ -77,8 +76,9 @@ class AmxBf16Kernel final : public ExpertKernel {
     return packed_.bytes() + w1_fold_.size() + w2_fold_.size();
   }
 
-  std::size_t workspace_bytes(std::int64_t tokens, int threads) const noexcept override {
-    return layout(tokens * top_k_, threads).total;
+  std::size_t workspace_bytes(std::int64_t /*rows*/, std::int64_t slots,
+                              int threads) const noexcept override {
+    return layout(slots, threads).total;
   }
 
   void run(const ExpertForward& f) const noexcept override;
@@ -110,7 +110,7 @@ class AmxBf16Kernel final : public ExpertKernel {
     return l;
   }
 
-  int experts_, top_k_, hidden_, inter_;
+  int experts_, hidden_, inter_;
   group16::PackedExperts packed_;
   std::vector<std::uint8_t> w1_fold_, w2_fold_;  // per group of W1 / W2, all experts
   simd::GluParams glu_;
@@ -118,14 +118,14 @@ class AmxBf16Kernel final : public ExpertKernel {
 
 void AmxBf16Kernel::run(const ExpertForward& f) const noexcept {
   const ExpertBatch& batch = f.batch;
-  if (batch.tokens <= 0 || batch.expert_begin >= batch.expert_end) return;
+  if (batch.slots <= 0 || batch.num_experts <= 0) return;
   const std::int32_t* offsets = batch.expert_offsets;
-  const Layout l = layout(batch.tokens * top_k_, f.pool->size());
+  const Layout l = layout(batch.slots, f.pool->size());
   const std::int64_t h = hidden_, inter = inter_;
   const int nbh = static_cast<int>(packed_.blocks_h()), nbi = static_cast<int>(packed_.blocks_i());
   constexpr auto x_block = static_cast<std::int64_t>(k::kATileElems);  // one A tile
   const std::int64_t x_tile_stride = nbh * x_block, a_tile_stride = nbi * x_block;
-  const std::int64_t local_experts = batch.expert_end - batch.expert_begin;
+  const std::int64_t local_experts = batch.num_experts;
   auto* xb = reinterpret_cast<std::uint16_t*>(f.workspace + l.xb);
   auto* ab = reinterpret_cast<std::uint16_t*>(f.workspace + l.ab);
 
@@ -133,11 +133,11 @@ void AmxBf16Kernel::run(const ExpertForward& f) const noexcept {
   auto* tile_start = reinterpret_cast<std::int64_t*>(f.workspace + l.tile_start);
   tile_start[0] = 0;
   for (std::int64_t i = 0; i < local_experts; ++i) {
-    const std::int64_t e = batch.expert_begin + i;
+    const std::int64_t e = i;
     tile_start[i + 1] = tile_start[i] + (offsets[e + 1] - offsets[e] + 15) / 16;
   }
   const std::int64_t row_tiles = tile_start[local_experts];
-  const std::int64_t positions = offsets[batch.expert_end] - offsets[batch.expert_begin];
+  const std::int64_t positions = offsets[local_experts];
   if (row_tiles == 0) return;
 
   // Phase 1, per row tile: each slot's input rounded to bf16 (a token's bits are the same in
@@ -147,14 +147,14 @@ void AmxBf16Kernel::run(const ExpertForward& f) const noexcept {
   f.pool->parallel_for(row_tiles, [&](std::int64_t tile, int) {
     const std::int64_t i =
         std::upper_bound(tile_start, tile_start + local_experts + 1, tile) - tile_start - 1;
-    const std::int64_t e = batch.expert_begin + i;
+    const std::int64_t e = i;
     const std::int64_t r0 = 16 * (tile - tile_start[i]);
     const std::int64_t count = offsets[e + 1] - offsets[e];
     for (std::int64_t rr = 0; rr < 16; ++rr) {
       std::uint16_t* x_row = xb + tile * x_tile_stride + rr * 32;
       if (r0 + rr < count) {
-        const std::int64_t token = batch.slots[offsets[e] + r0 + rr] / top_k_;
-        k::round_row_to_tiles(f.x + token * h, nbh, x_row);
+        const std::int64_t row = batch.slot_rows[batch.order[offsets[e] + r0 + rr]];
+        k::round_row_to_tiles(f.x + row * h, nbh, x_row);
         continue;
       }
       std::uint16_t* a_row = ab + tile * a_tile_stride + rr * 32;
@@ -226,7 +226,7 @@ void AmxBf16Kernel::run(const ExpertForward& f) const noexcept {
   const ExpertTasks tasks1(local_experts, inter / kTaskRows, positions, kStep);
   f.pool->parallel_for(tasks1.count(), [&](std::int64_t task, int thread) {
     const auto [local, jt] = tasks1(task);
-    const std::int64_t e = batch.expert_begin + local;
+    const std::int64_t e = local;
     const std::int64_t count = offsets[e + 1] - offsets[e];
     if (count == 0) return;
     const std::int64_t tile0 = tile_start[local];
@@ -248,7 +248,7 @@ void AmxBf16Kernel::run(const ExpertForward& f) const noexcept {
   const ExpertTasks tasks2(local_experts, h / kTaskRows, positions, kStep);
   f.pool->parallel_for(tasks2.count(), [&](std::int64_t task, int thread) {
     const auto [local, ot] = tasks2(task);
-    const std::int64_t e = batch.expert_begin + local;
+    const std::int64_t e = local;
     const std::int64_t count = offsets[e + 1] - offsets[e];
     if (count == 0) return;
     const std::int64_t tile0 = tile_start[local];
@@ -260,7 +260,7 @@ void AmxBf16Kernel::run(const ExpertForward& f) const noexcept {
               ab + tile0 * a_tile_stride, a_tile_stride, count,
               [&](std::int64_t c0, int m, const float* acc) {
                 for (int r = 0; r < m; ++r) {
-                  const std::int64_t slot = batch.slots[offsets[e] + c0 + r];
+                  const std::int64_t slot = batch.order[offsets[e] + c0 + r];
                   float* dst = f.slot_out + slot * h + kTaskRows * ot;
                   for (int o = 0; o < kTaskRows; ++o) dst[o] = acc[r * kTaskRows + o] + bias[o];
                 }

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cstring>
 
-#include "backends/int8/int8_kernels.hpp"
-#include "backends/common/group16_pack.hpp"
 #include "backends/common/expert_tasks.hpp"
+#include "backends/common/group16_pack.hpp"
+#include "backends/int8/int8_kernels.hpp"
 #include "base/thread_pool.hpp"
 
 namespace mxmoe::int8_backend {
@@ -40,8 +40,7 @@ struct Layout {
 class Int8ExpertKernel final : public ExpertKernel {
  public:
   Int8ExpertKernel(const LayerSpec& spec, const LayerWeights& w, bool use_amx)
-      : top_k_(spec.top_k),
-        hidden_(spec.hidden),
+      : hidden_(spec.hidden),
         inter_(spec.intermediate),
         use_amx_(use_amx),
         packed_(group16::pack_experts(spec, w, &arrange_int8, "int8 expert kernel")) {
@@ -56,8 +55,9 @@ class Int8ExpertKernel final : public ExpertKernel {
 
   std::size_t packed_bytes() const noexcept override { return packed_.bytes(); }
 
-  std::size_t workspace_bytes(std::int64_t tokens, int threads) const noexcept override {
-    return layout(tokens * top_k_, threads).total;
+  std::size_t workspace_bytes(std::int64_t /*rows*/, std::int64_t slots,
+                              int threads) const noexcept override {
+    return layout(slots, threads).total;
   }
 
   void run(const ExpertForward& f) const noexcept override;
@@ -96,7 +96,7 @@ class Int8ExpertKernel final : public ExpertKernel {
     return l;
   }
 
-  int top_k_, hidden_, inter_;
+  int hidden_, inter_;
   bool use_amx_;
   group16::PackedExperts packed_;
   k::GluParams glu_;
@@ -104,12 +104,11 @@ class Int8ExpertKernel final : public ExpertKernel {
 
 void Int8ExpertKernel::run(const ExpertForward& f) const noexcept {
   const ExpertBatch& batch = f.batch;
-  if (batch.tokens <= 0 || batch.expert_begin >= batch.expert_end) return;
+  if (batch.slots <= 0 || batch.num_experts <= 0) return;
   const std::int32_t* offsets = batch.expert_offsets;
-  const std::int64_t first = offsets[batch.expert_begin];
-  const std::int64_t positions = offsets[batch.expert_end] - first;
+  const std::int64_t positions = offsets[batch.num_experts];
   if (positions <= 0) return;
-  const Layout l = layout(batch.tokens * top_k_, f.pool->size());
+  const Layout l = layout(batch.slots, f.pool->size());
   std::byte* ws = f.workspace;
   auto* xq = reinterpret_cast<std::int8_t*>(ws + l.xq);
   auto* xd = reinterpret_cast<float*>(ws + l.xd);
@@ -118,7 +117,7 @@ void Int8ExpertKernel::run(const ExpertForward& f) const noexcept {
   auto* ad = reinterpret_cast<float*>(ws + l.ad);
   auto* ac = reinterpret_cast<std::int32_t*>(ws + l.ac);
   const std::int64_t h = hidden_, inter = inter_, nbh = blocks_h(), nbi = blocks_i();
-  const std::int64_t local_experts = batch.expert_end - batch.expert_begin;
+  const std::int64_t local_experts = batch.num_experts;
 
   // The AMX tail rows past the last slot (see layout()) are read but their results dropped;
   // zero them so stale workspace bytes (NaN or subnormal scales) cannot slow the tiles down.
@@ -136,8 +135,8 @@ void Int8ExpertKernel::run(const ExpertForward& f) const noexcept {
   f.pool->parallel_for((positions + kQuantChunk - 1) / kQuantChunk, [&](std::int64_t task, int) {
     const std::int64_t end = std::min(positions, (task + 1) * kQuantChunk);
     for (std::int64_t p = task * kQuantChunk; p < end; ++p) {
-      const std::int64_t token = batch.slots[first + p] / top_k_;
-      k::quantize_int8_avx512(f.x + token * h, h, xq + p * h, xd + p * nbh, xc + p * nbh);
+      const std::int64_t row = batch.slot_rows[batch.order[p]];
+      k::quantize_int8_avx512(f.x + row * h, h, xq + p * h, xd + p * nbh, xc + p * nbh);
     }
   });
 
@@ -192,8 +191,8 @@ void Int8ExpertKernel::run(const ExpertForward& f) const noexcept {
   const ExpertTasks tasks1(local_experts, inter / kTileRows, positions, kChunk);
   f.pool->parallel_for(tasks1.count(), [&](std::int64_t task, int thread) {
     const auto [local, jt] = tasks1(task);
-    const std::int64_t e = batch.expert_begin + local;
-    const std::int64_t p0 = offsets[e] - first, count = offsets[e + 1] - offsets[e];
+    const std::int64_t e = local;
+    const std::int64_t p0 = offsets[e], count = offsets[e + 1] - offsets[e];
     if (count == 0) return;
     const std::uint8_t* group0 = packed_.w1_group(e, 4 * jt);
     const k::QuantRows x{xq + p0 * h, xd + p0 * nbh, xc + p0 * nbh, h, nbh};
@@ -212,8 +211,8 @@ void Int8ExpertKernel::run(const ExpertForward& f) const noexcept {
   const ExpertTasks tasks2(local_experts, h / kTileRows, positions, kChunk);
   f.pool->parallel_for(tasks2.count(), [&](std::int64_t task, int thread) {
     const auto [local, ot] = tasks2(task);
-    const std::int64_t e = batch.expert_begin + local;
-    const std::int64_t p0 = offsets[e] - first, count = offsets[e + 1] - offsets[e];
+    const std::int64_t e = local;
+    const std::int64_t p0 = offsets[e], count = offsets[e + 1] - offsets[e];
     if (count == 0) return;
     const std::uint8_t* group0 = packed_.w2_group(e, 2 * ot);
     const k::QuantRows a{aq + p0 * inter, ad + p0 * nbi, ac + p0 * nbi, inter, nbi};
@@ -221,7 +220,7 @@ void Int8ExpertKernel::run(const ExpertForward& f) const noexcept {
     gemm_tile(thread, group0, packed_.w2_group_bytes(), 2, static_cast<int>(nbi), a, count,
               [&](std::int64_t c0, int m, const float* acc) {
                 for (int r = 0; r < m; ++r) {
-                  const std::int64_t slot = batch.slots[offsets[e] + c0 + r];
+                  const std::int64_t slot = batch.order[offsets[e] + c0 + r];
                   float* dst = f.slot_out + slot * h + kTileRows * ot;
                   for (int o = 0; o < kTileRows; ++o) dst[o] = acc[r * kTileRows + o] + bias[o];
                 }

@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <span>
 
-#include "model/activation.hpp"
-#include "mxmoe/format.hpp"
-#include "format/activation_rounding.hpp"
 #include "base/dot.hpp"
 #include "base/thread_pool.hpp"
+#include "format/activation_rounding.hpp"
+#include "model/activation.hpp"
+#include "mxmoe/format.hpp"
 
 namespace mxmoe::reference {
 namespace {
@@ -21,24 +21,25 @@ std::size_t align_up(std::size_t n) {
 
 }  // namespace
 
-// Offsets (bytes) into the workspace: quantized inputs [M, H], first-projection outputs
-// [M*k, 2I], rounded activations [M*k, I], then per thread a dequantized row and the
-// rounding scratch.
+// Offsets (bytes) into the workspace: quantized inputs [rows, H], first-projection outputs
+// [S, 2I], rounded activations [S, I], then per thread a dequantized row and the rounding
+// scratch.
 struct ReferenceKernel::Layout {
   std::size_t xq = 0, h = 0, a = 0, per_thread = 0, row_floats = 0, thread0 = 0, total = 0;
 };
 
-ReferenceKernel::Layout ReferenceKernel::layout(std::int64_t tokens, int threads) const noexcept {
-  const auto m = static_cast<std::size_t>(tokens);
-  const auto k = static_cast<std::size_t>(spec_.top_k);
+ReferenceKernel::Layout ReferenceKernel::layout(std::int64_t rows, std::int64_t slots,
+                                                int threads) const noexcept {
+  const auto m = static_cast<std::size_t>(rows);
+  const auto s = static_cast<std::size_t>(slots);
   const auto hidden = static_cast<std::size_t>(spec_.hidden);
   const auto inter = static_cast<std::size_t>(spec_.intermediate);
   Layout l;
   l.row_floats = std::max(hidden, inter);
   l.xq = 0;
   l.h = l.xq + align_up(m * hidden * sizeof(float));
-  l.a = l.h + align_up(m * k * 2 * inter * sizeof(float));
-  l.thread0 = l.a + align_up(m * k * inter * sizeof(float));
+  l.a = l.h + align_up(s * 2 * inter * sizeof(float));
+  l.thread0 = l.a + align_up(s * inter * sizeof(float));
   l.per_thread =
       align_up(l.row_floats * sizeof(float)) + align_up(rounding_scratch_bytes(l.row_floats));
   l.total = l.thread0 + l.per_thread * static_cast<std::size_t>(std::max(threads, 1));
@@ -53,14 +54,15 @@ ReferenceKernel::ReferenceKernel(const Deployment& d, const LayerWeights& w)
       b1_(w.b1),
       b2_(w.b2) {}
 
-std::size_t ReferenceKernel::workspace_bytes(std::int64_t tokens, int threads) const noexcept {
-  return layout(tokens, threads).total;
+std::size_t ReferenceKernel::workspace_bytes(std::int64_t rows, std::int64_t slots,
+                                             int threads) const noexcept {
+  return layout(rows, slots, threads).total;
 }
 
 void ReferenceKernel::run(const ExpertForward& f) const noexcept {
   const ExpertBatch& batch = f.batch;
-  const Layout l = layout(batch.tokens, f.pool->size());
-  const std::int64_t hidden = spec_.hidden, inter = spec_.intermediate, k = spec_.top_k;
+  const Layout l = layout(f.rows, batch.slots, f.pool->size());
+  const std::int64_t hidden = spec_.hidden, inter = spec_.intermediate;
   auto* xq = reinterpret_cast<float*>(f.workspace + l.xq);
   auto* h = reinterpret_cast<float*>(f.workspace + l.h);
   auto* a = reinterpret_cast<float*>(f.workspace + l.a);
@@ -75,21 +77,21 @@ void ReferenceKernel::run(const ExpertForward& f) const noexcept {
   const auto hidden_n = static_cast<std::size_t>(hidden);
   const auto inter_n = static_cast<std::size_t>(inter);
 
-  // 1. Each token's input rounded to the activation format, once (shared by its experts).
-  f.pool->parallel_for(batch.tokens, [&](std::int64_t t, int thread) {
+  // 1. Each input row rounded to the activation format, once (shared by its slots).
+  f.pool->parallel_for(f.rows, [&](std::int64_t t, int thread) {
     round_activations(format_, {f.x + t * hidden, hidden_n}, {xq + t * hidden, hidden_n},
                       rounding_scratch(thread));
   });
 
-  // One projection for every local expert: out[slot, r] = W[e, r, :] . in[row_of(slot)] + b.
-  const int local = batch.expert_end - batch.expert_begin;
+  // One projection for every expert: out[slot, r] = W[e, r, :] . in[row_of(slot)] + b.
+  const int local = batch.num_experts;
   const auto project = [&](const Mxfp4View& w, const DenseView& bias, const float* in,
-                           bool in_per_token, std::int64_t in_stride, float* out,
+                           bool in_per_row, std::int64_t in_stride, float* out,
                            std::int64_t out_stride) {
     const std::int64_t tiles = (w.rows + kRowTile - 1) / kRowTile;
     const auto cols = static_cast<std::size_t>(w.cols);
     f.pool->parallel_for(local * tiles, [&](std::int64_t task, int thread) {
-      const int e = batch.expert_begin + static_cast<int>(task / tiles);
+      const int e = static_cast<int>(task / tiles);
       const std::int32_t first = batch.expert_offsets[e], last = batch.expert_offsets[e + 1];
       if (first == last) return;
       float* row = row_buffer(thread);
@@ -100,8 +102,8 @@ void ReferenceKernel::run(const ExpertForward& f) const noexcept {
                          {row, cols});
         const double b = bias.empty() ? 0.0 : static_cast<double>(bias.at(e * w.rows + r));
         for (std::int32_t p = first; p < last; ++p) {
-          const std::int64_t slot = batch.slots[p];
-          const float* v = in + (in_per_token ? slot / k : slot) * in_stride;
+          const std::int64_t slot = batch.order[p];
+          const float* v = in + (in_per_row ? batch.slot_rows[slot] : slot) * in_stride;
           out[slot * out_stride + r] = static_cast<float>(dot_f64(row, v, cols) + b);
         }
       }
@@ -112,10 +114,8 @@ void ReferenceKernel::run(const ExpertForward& f) const noexcept {
   project(w1_, b1_, xq, true, hidden, h, 2 * inter);
 
   // 3. a = act(gate, up), rounded to the activation format, per slot.
-  const std::int32_t first_slot = batch.expert_offsets[batch.expert_begin];
-  const std::int32_t last_slot = batch.expert_offsets[batch.expert_end];
-  f.pool->parallel_for(last_slot - first_slot, [&](std::int64_t p, int thread) {
-    const std::int64_t slot = batch.slots[first_slot + p];
+  f.pool->parallel_for(batch.expert_offsets[batch.num_experts], [&](std::int64_t p, int thread) {
+    const std::int64_t slot = batch.order[p];
     float* as = a + slot * inter;
     activate_row(spec_, h + slot * 2 * inter, as);
     round_activations(format_, {as, inter_n}, {as, inter_n}, rounding_scratch(thread));

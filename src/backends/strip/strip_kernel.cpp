@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "backends/common/simd/bf16_fold.hpp"
-#include "model/activation.hpp"
-#include "mxmoe/format.hpp"
 #include "backends/common/expert_tasks.hpp"
+#include "backends/common/simd/bf16_fold.hpp"
 #include "base/huge_pages.hpp"
 #include "base/thread_pool.hpp"
+#include "model/activation.hpp"
+#include "mxmoe/format.hpp"
 
 namespace mxmoe::strip {
 namespace {
@@ -141,14 +141,15 @@ StripKernel::StripKernel(const Deployment& d, const LayerWeights& w, const Strip
     throw std::invalid_argument("bf16 strip kernels need bf16 activations");
 }
 
-StripKernel::Layout StripKernel::layout(std::int64_t tokens, int threads) const noexcept {
-  const auto m = static_cast<std::size_t>(tokens);
+StripKernel::Layout StripKernel::layout(std::int64_t rows, std::int64_t slots,
+                                        int threads) const noexcept {
+  const auto m = static_cast<std::size_t>(rows);
   const auto eb = ops_.element_bytes;
   const auto kb = static_cast<std::size_t>(std::max(w1_.kblocks, w2_.kblocks));
   Layout l;
   l.xq = 0;
   l.a = align_up(m * static_cast<std::size_t>(spec_.hidden) * eb);
-  l.thread0 = l.a + align_up(m * static_cast<std::size_t>(spec_.top_k) *
+  l.thread0 = l.a + align_up(static_cast<std::size_t>(slots) *
                              static_cast<std::size_t>(spec_.intermediate) * eb);
   l.decoded = align_up(kb * kStripRows * (kBlockElems * eb + sizeof(float)));
   l.per_thread = l.decoded + align_up(kStripRows * kMaxTokensCap * sizeof(float));
@@ -156,8 +157,9 @@ StripKernel::Layout StripKernel::layout(std::int64_t tokens, int threads) const 
   return l;
 }
 
-std::size_t StripKernel::workspace_bytes(std::int64_t tokens, int threads) const noexcept {
-  return layout(tokens, threads).total;
+std::size_t StripKernel::workspace_bytes(std::int64_t rows, std::int64_t slots,
+                                         int threads) const noexcept {
+  return layout(rows, slots, threads).total;
 }
 
 std::size_t StripKernel::packed_bytes() const noexcept {
@@ -166,8 +168,8 @@ std::size_t StripKernel::packed_bytes() const noexcept {
 
 void StripKernel::run(const ExpertForward& f) const noexcept {
   const ExpertBatch& batch = f.batch;
-  const Layout l = layout(batch.tokens, f.pool->size());
-  const std::int64_t hidden = spec_.hidden, inter = spec_.intermediate, top_k = spec_.top_k;
+  const Layout l = layout(f.rows, batch.slots, f.pool->size());
+  const std::int64_t hidden = spec_.hidden, inter = spec_.intermediate;
   const std::size_t eb = ops_.element_bytes;
   const bool round_bf16 = format_ == ActivationFormat::bf16;
   std::byte* xq = f.workspace + l.xq;
@@ -182,24 +184,23 @@ void StripKernel::run(const ExpertForward& f) const noexcept {
     }
   };
 
-  // 1. Each token's input rounded once, shared by its experts (f32 in float: used as is).
+  // 1. Each input row rounded once, shared by its slots (f32 in float: used as is).
   const bool x_as_is = eb == 4 && !round_bf16;
   if (!x_as_is) {
-    f.pool->parallel_for(batch.tokens, [&](std::int64_t t, int) {
+    f.pool->parallel_for(f.rows, [&](std::int64_t t, int) {
       for (std::int64_t c = 0; c < hidden; ++c) store(xq, t * hidden + c, f.x[t * hidden + c]);
     });
   }
-  const auto x_row = [&](std::int64_t token) -> const void* {
-    if (x_as_is) return f.x + token * hidden;
-    return xq + static_cast<std::size_t>(token * hidden) * eb;
+  const auto x_row = [&](std::int64_t row) -> const void* {
+    if (x_as_is) return f.x + row * hidden;
+    return xq + static_cast<std::size_t>(row * hidden) * eb;
   };
   const auto a_row = [&](std::int64_t slot) -> const void* {
     return a + static_cast<std::size_t>(slot * inter) * eb;
   };
 
-  const int local = batch.expert_end - batch.expert_begin;
-  const std::int64_t positions =
-      batch.expert_offsets[batch.expert_end] - batch.expert_offsets[batch.expert_begin];
+  const int local = batch.num_experts;
+  const std::int64_t positions = batch.expert_offsets[local];
   // out[n * count + j] for the tile's rows: fused when the expert's tokens fit one tile
   // (decoded == nullptr), else over the strip decoded once for all tiles. Both give the same
   // bits (StripOps::fused_dot), so a token's result does not depend on its expert's load.
@@ -218,7 +219,7 @@ void StripKernel::run(const ExpertForward& f) const noexcept {
     const ExpertTasks tasks(local, tasks_per_expert, positions, ops_.max_tokens);
     f.pool->parallel_for(tasks.count(), [&](std::int64_t task, int thread) {
       const auto [local_e, within] = tasks(task);
-      const int e = batch.expert_begin + static_cast<int>(local_e);
+      const auto e = static_cast<int>(local_e);
       const std::int32_t first = batch.expert_offsets[e], last = batch.expert_offsets[e + 1];
       if (first == last) return;
       std::byte* scratch =
@@ -247,10 +248,10 @@ void StripKernel::run(const ExpertForward& f) const noexcept {
   for_each_strip(w1_, [&](std::int64_t s, const PackedStrip& strip, const std::byte* decoded,
                           std::int32_t p0, int count, const float* bias, float* out) {
     const void* rows[kMaxTokensCap];
-    for (int j = 0; j < count; ++j) rows[j] = x_row(batch.slots[p0 + j] / top_k);
+    for (int j = 0; j < count; ++j) rows[j] = x_row(batch.slot_rows[batch.order[p0 + j]]);
     dot(strip, decoded, rows, count, out);
     for (int j = 0; j < count; ++j) {
-      const std::int64_t slot = batch.slots[p0 + j];
+      const std::int64_t slot = batch.order[p0 + j];
       for (int q = 0; q < 2; ++q) {
         float gate = out[(2 * q) * count + j], up = out[(2 * q + 1) * count + j];
         if (bias != nullptr) {
@@ -267,10 +268,10 @@ void StripKernel::run(const ExpertForward& f) const noexcept {
   for_each_strip(w2_, [&](std::int64_t s, const PackedStrip& strip, const std::byte* decoded,
                           std::int32_t p0, int count, const float* bias, float* out) {
     const void* rows[kMaxTokensCap];
-    for (int j = 0; j < count; ++j) rows[j] = a_row(batch.slots[p0 + j]);
+    for (int j = 0; j < count; ++j) rows[j] = a_row(batch.order[p0 + j]);
     dot(strip, decoded, rows, count, out);
     for (int j = 0; j < count; ++j) {
-      float* y = f.slot_out + batch.slots[p0 + j] * hidden + kStripRows * s;
+      float* y = f.slot_out + batch.order[p0 + j] * hidden + kStripRows * s;
       for (int n = 0; n < kStripRows; ++n)
         y[n] = out[n * count + j] + (bias != nullptr ? bias[n] : 0.0f);
     }

@@ -45,13 +45,14 @@ PackedProjection pack_projection(const Mxfp4View& w, const DenseView& bias, RowM
 class StripKernel final : public ExpertKernel {
  public:
   StripKernel(const Deployment& d, const LayerWeights& w, const StripOps& ops);
-  std::size_t workspace_bytes(std::int64_t tokens, int threads) const noexcept override;
+  std::size_t workspace_bytes(std::int64_t rows, std::int64_t slots,
+                              int threads) const noexcept override;
   void run(const ExpertForward& f) const noexcept override;
   std::size_t packed_bytes() const noexcept override;
 
  private:
   struct Layout;
-  Layout layout(std::int64_t tokens, int threads) const noexcept;
+  Layout layout(std::int64_t rows, std::int64_t slots, int threads) const noexcept;
 
   LayerSpec spec_;
   ActivationFormat format_;

@@ -1,0 +1,47 @@
+// Runtime: the execution context that every layer and model of a process shares. It owns
+// one thread pool (the calling thread plus threads-1 workers, optionally pinned to CPUs);
+// layers take it by reference, so two layers never run two pools against each other.
+//
+// One job at a time uses the workers: a layer called while another call holds the pool
+// (another host thread) computes on its own calling thread instead of waiting. Results
+// never depend on the thread count, so both calls give the same bits either way.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+namespace mxmoe {
+
+class ThreadPool;
+
+// Bounds on a pool's size: more threads than logical CPUs is allowed (an engine may know
+// better) but each one costs a stack and a wake-up, so sizes are capped here.
+inline constexpr int kMaxThreads = 1024;
+
+struct RuntimeOptions {
+  int threads = 0;                // 0: every logical CPU of this machine; else 1..kMaxThreads
+  // Optional: worker t (1..threads-1) runs on CPU cpu_affinity[t % size()]. The calling
+  // thread (t = 0) belongs to the host and is never pinned.
+  std::vector<int> cpu_affinity;
+};
+
+class Runtime {
+ public:
+  // Throws std::invalid_argument for threads outside [0, kMaxThreads] or a negative CPU.
+  explicit Runtime(RuntimeOptions options = {});
+  explicit Runtime(int threads) : Runtime(RuntimeOptions{threads, {}}) {}
+  ~Runtime();
+  Runtime(const Runtime&) = delete;  // layers hold references to it
+  Runtime& operator=(const Runtime&) = delete;
+
+  int threads() const noexcept;
+  const RuntimeOptions& options() const noexcept;
+  // The pool itself (src/base/thread_pool.hpp), for the library's own layers and kernels.
+  ThreadPool& pool() const noexcept;
+
+ private:
+  RuntimeOptions options_;
+  std::unique_ptr<ThreadPool> pool_;
+};
+
+}  // namespace mxmoe
