@@ -1,11 +1,29 @@
 #include "perf/isa_loops.hpp"
 
+#if defined(__x86_64__)
 #include <immintrin.h>
+#endif
 
 #include <array>
 #include <cstring>
 
 namespace mxmoe::perf::loops {
+
+std::uint64_t read_scalar(const std::byte* data, std::size_t bytes) {
+  std::array<std::uint64_t, 8> acc{};
+  for (std::size_t off = 0; off < bytes; off += 64) {
+    for (std::size_t j = 0; j < 8; ++j) {
+      std::uint64_t v;
+      std::memcpy(&v, data + off + 8 * j, sizeof v);
+      acc[j] += v;
+    }
+  }
+  std::uint64_t total = 0;
+  for (std::uint64_t a : acc) total += a;
+  return total;
+}
+
+#if defined(__x86_64__)
 
 namespace {
 
@@ -57,19 +75,6 @@ __attribute__((target("avx2"))) std::uint64_t read_avx2(const std::byte* data, s
   return lanes[0] + lanes[1] + lanes[2] + lanes[3];
 }
 
-std::uint64_t read_scalar(const std::byte* data, std::size_t bytes) {
-  std::array<std::uint64_t, 8> acc{};
-  for (std::size_t off = 0; off < bytes; off += 64) {
-    for (std::size_t j = 0; j < 8; ++j) {
-      std::uint64_t v;
-      std::memcpy(&v, data + off + 8 * j, sizeof v);
-      acc[j] += v;
-    }
-  }
-  std::uint64_t total = 0;
-  for (std::uint64_t a : acc) total += a;
-  return total;
-}
 
 __attribute__((target("avx512f"))) double fma_avx512(std::int64_t iterations) {
   const __m512 a = _mm512_set1_ps(g_multiplier), b = _mm512_set1_ps(g_addend);
@@ -220,5 +225,19 @@ __attribute__((target("amx-tile,amx-bf16"))) double amx_bf16(std::int64_t iterat
   _tile_release();
   return sum_tiles(out);  // float bit patterns summed as integers: a checksum only
 }
+
+#else  // not x86-64: such a machine's Hardware has none of these features, so the limits
+       // code never calls the loops below; they exist so the library links everywhere.
+
+std::uint64_t read_avx512(const std::byte*, std::size_t) { return 0; }
+std::uint64_t read_avx2(const std::byte*, std::size_t) { return 0; }
+double fma_avx512(std::int64_t) { return 0; }
+double fma_avx2(std::int64_t) { return 0; }
+double bf16_dp_avx512(std::int64_t) { return 0; }
+double vnni_avx512(std::int64_t) { return 0; }
+double amx_int8(std::int64_t) { return 0; }
+double amx_bf16(std::int64_t) { return 0; }
+
+#endif
 
 }  // namespace mxmoe::perf::loops

@@ -54,7 +54,7 @@ const auto* const kCleanup = ::testing::AddGlobalTestEnvironment(new ScratchClea
 // the developer's shell cannot change the verdicts.
 Result run(const std::string& env, const std::string& args) {
   const auto out = temp_dir() / "out.txt", err = temp_dir() / "err.txt";
-  const std::string cmd = "env -i PATH=/usr/bin:/bin " + env + " " + MXMOE_CLI_PATH + " " + args +
+  const std::string cmd = "env -i PATH=/usr/bin:/bin " + env + " " + MXMOE_CLI_COMMAND + " " + args +
                           " >" + out.string() + " 2>" + err.string();
   const int status = std::system(cmd.c_str());
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
