@@ -50,8 +50,9 @@ class Layer:
         calls pass it: topk_ids [tokens, top_k] int32 or int64 (expert ids in [0, num_experts),
         distinct per token), topk_weights [tokens, top_k] float32 (finite)."""
 
-    def _time_cpp_forward(self, x: ArrayLike, out: ArrayLike, iterations: int) -> float:
-        """Seconds for ``iterations`` calls of the C++ forward alone (for benchmarks)."""
+    def _time_cpp_forward(self, x: ArrayLike, out: ArrayLike, iterations: int) -> Tuple[float, float]:
+        """(wall, calling thread's CPU) seconds of ``iterations`` calls of the C++ forward alone
+        (for benchmarks)."""
 
     @property
     def selection(self) -> Dict[str, Any]:

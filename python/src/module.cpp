@@ -1,11 +1,12 @@
 // mxmoe._mxmoe: the Python bindings of the C++ API (include/mxmoe/). Every call goes through
 // the same C++ entry points an engine uses; compute runs with the GIL released; no C++
-// exception escapes except as a Python exception (errors.cpp's translator). The package's
+// exception escapes except as a Python exception (translate() below, and nanobind's own
+// translation of the standard exceptions). The package's
 // Python files (python/mxmoe/) build the user-facing API on top (docs/PYTHON.md).
+#include <time.h>
+
 #include <chrono>
 #include <cstdint>
-#include <fstream>
-#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -235,18 +236,33 @@ nb::object forward_routed(PyLayer& self, nb::handle x_obj, nb::handle ids_obj,
 
 // The C++ call alone, repeated in C++ with the GIL released, for bench/python: the per-call
 // cost of Python minus this is the bindings' overhead. x and out: contiguous float32.
-double time_cpp_forward(PyLayer& self, nb::handle x_obj, nb::handle out, int iterations) {
+// The C++ call alone, repeated in C++ with the GIL released, for bench/python: the per-call
+// cost of Python minus this is the bindings' overhead. Returns (wall seconds, CPU seconds of
+// the calling thread); on a loaded machine the thread's CPU time is the steadier measure of a
+// one-thread layer's work. x and out: contiguous float32.
+nb::tuple time_cpp_forward(PyLayer& self, nb::handle x_obj, nb::handle out, int iterations) {
   const Matrix x =
       read_matrix(x_obj, {"x", {Element::f32}, -1, self.layer.spec().hidden, "tokens", "hidden"});
   if (!x.contiguous()) throw nb::value_error("x: expected a C-contiguous array");
   Result y(out, x, x.cols);
-  nb::gil_scoped_release release;
-  std::lock_guard lock(self.mutex);
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < iterations; ++i)
-    self.layer.forward(reinterpret_cast<const float*>(x.data), x.rows,
-                       reinterpret_cast<float*>(y.data()));
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  double wall = 0, cpu = 0;
+  {
+    nb::gil_scoped_release release;
+    std::lock_guard lock(self.mutex);
+    const auto thread_cpu = [] {
+      timespec t{};
+      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+      return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+    };
+    const double c0 = thread_cpu();
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < iterations; ++i)
+      self.layer.forward(reinterpret_cast<const float*>(x.data), x.rows,
+                         reinterpret_cast<float*>(y.data()));
+    wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    cpu = thread_cpu() - c0;
+  }
+  return nb::make_tuple(wall, cpu);
 }
 
 std::string layer_repr(const PyLayer& l) {
@@ -422,7 +438,7 @@ NB_MODULE(_mxmoe, m) {
            "y = the layer's output for x with the routing given: topk_ids [tokens, top_k] int32 "
            "or int64, topk_weights [tokens, top_k] float32.")
       .def("_time_cpp_forward", &time_cpp_forward, "x"_a, "out"_a, "iterations"_a,
-           "Seconds for ITERATIONS calls of the C++ forward alone (benchmarks).")
+           "(wall, thread CPU) seconds of ITERATIONS calls of the C++ forward alone.")
       .def_prop_ro(
           "selection",
           [](const PyLayer& l) { return json_loads(explain_json(l.layer.selection())); },

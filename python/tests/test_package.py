@@ -85,3 +85,17 @@ def test_presets_and_hardware(name):
     assert name in mxmoe.presets()
     hw = mxmoe.hardware()
     assert hw["logical_cpus"] >= 1 and "isa" in hw
+
+
+@pytest.mark.parametrize("document, heading", [("README.md", "## Python"),
+                                               ("docs/PYTHON.md", "## A first layer")])
+def test_documented_examples_run_as_written(document, heading, tmp_path, capsys):
+    """The first Python block after HEADING, run as a user would paste it (its /tmp paths
+    moved into this test's folder)."""
+    with open(os.path.join(SOURCE, document), encoding="utf-8") as f:
+        text = f.read()
+    section = text[text.index(heading):]
+    code = section[section.index("```python\n") + 10:]
+    code = code[:code.index("```")]
+    exec(compile(code.replace('"/tmp/', f'"{tmp_path}/'), document, "exec"), {})  # noqa: S102
+    assert capsys.readouterr().out
