@@ -66,11 +66,15 @@ void translate(const std::exception_ptr& p, void*) {
 // The process's runtimes: one per thread count, shared by every layer that asks for it
 // (mxmoe::Runtime is the one pool of its layers), released with the last of them.
 
-std::shared_ptr<Runtime> shared_runtime(int threads) {
+void check_threads(int threads) {
   if (threads < 0 || threads > kMaxThreads)
     throw nb::value_error(("threads: expected 0 (every logical CPU) or 1.." +
                            std::to_string(kMaxThreads) + ", got " + std::to_string(threads))
                               .c_str());
+}
+
+std::shared_ptr<Runtime> shared_runtime(int threads) {
+  check_threads(threads);
   if (threads == 0) threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   static std::mutex mutex;
   static std::map<int, std::weak_ptr<Runtime>> runtimes;
@@ -101,10 +105,7 @@ Request make_request(const std::optional<std::string>& activation, bool batch_in
     }
   }
   r.batch_invariant = batch_invariant;
-  if (threads < 0 || threads > kMaxThreads)
-    throw nb::value_error(("threads: expected 0 (every logical CPU) or 1.." +
-                           std::to_string(kMaxThreads) + ", got " + std::to_string(threads))
-                              .c_str());
+  check_threads(threads);
   r.threads = threads;
   if (tokens < 1)
     throw nb::value_error(("tokens: expected at least 1, got " + std::to_string(tokens)).c_str());

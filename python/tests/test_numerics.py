@@ -72,8 +72,8 @@ def test_int8_activations_within_their_budget(checkpoints, models, preset):
         layer = models[preset].layer(0, activation="int8")
     except mxmoe.NoBackendError as e:
         pytest.skip(f"no int8 backend on this machine: {e.selection['suggestions']}")
-    x, _, _ = inputs(layer, seed=7)
-    x = np.concatenate([x] * 8)  # 72 tokens: the estimate of the error settles
+    # 64 tokens: the error's estimate over 64 x 128 outputs settles within a few percent.
+    x = np.random.default_rng(7).standard_normal((64, layer.hidden), dtype=np.float32)
     error = relative_error(layer(x), evaluate(load_layer(checkpoints[preset], 0), x, "none"))
     assert error <= 2.5e-2, f"{preset} int8: relative error {error:.3g}"
 
