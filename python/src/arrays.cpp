@@ -322,11 +322,13 @@ Result::Result(nb::handle out, const Matrix& like, std::int64_t cols)
     throw nb::value_error(
         ("out: expected " + expected + ", got shape " + shape_text(nb::ndarray<nb::ro>(o)))
             .c_str());
-  const bool contiguous = (cols_ <= 1 || o.stride(1) == 1) && (rows_ <= 1 || o.stride(0) == cols_);
+  const bool contiguous = (cols_ <= 1 || o.stride(1) == 1) &&
+                          (rows_ <= 1 || o.stride(0) == cols_) &&
+                          reinterpret_cast<std::uintptr_t>(o.data()) % es == 0;
   if (!contiguous)
-    throw nb::value_error(
-        ("out: expected " + expected + ", got a strided array (results are written in place)")
-            .c_str());
+    throw nb::value_error(("out: expected " + expected +
+                           ", got a strided or unaligned array (results are written in place)")
+                              .c_str());
   data_ = static_cast<std::byte*>(o.data());
   const std::byte *x_lo, *x_hi;
   byte_span(like.data, like.rows, like.cols, like.row_stride, like.col_stride, es, x_lo, x_hi);

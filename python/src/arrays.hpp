@@ -33,8 +33,11 @@ struct Matrix {
   std::int64_t row_stride = 0, col_stride = 0;  // in elements
   nb::object numpy_dtype;  // set when a numpy bfloat16 array (ml_dtypes) was read as its bits
 
+  // Row-major, dense and aligned to its element (numpy allows unaligned views, which C++
+  // may not read as floats): what the layer reads in place.
   bool contiguous() const {
-    return (cols <= 1 || col_stride == 1) && (rows <= 1 || row_stride == cols);
+    return (cols <= 1 || col_stride == 1) && (rows <= 1 || row_stride == cols) &&
+           reinterpret_cast<std::uintptr_t>(data) % element_bytes() == 0;
   }
   std::size_t element_bytes() const;
   std::size_t bytes() const { return static_cast<std::size_t>(rows * cols) * element_bytes(); }

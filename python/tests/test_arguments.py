@@ -62,6 +62,8 @@ def test_bf16_bits_needs_uint16(layer, x):
     (lambda x: np.zeros((128, 5), np.float32).T, ValueError, ["strided"]),
     (lambda x: np.zeros((5, 256), np.float32)[:, ::2], ValueError, ["strided"]),
     (lambda x: x, ValueError, ["out: overlaps x"]),
+    (lambda x: np.frombuffer(bytearray(x.nbytes + 1), np.float32, x.size, 1).reshape(x.shape),
+     ValueError, ["unaligned"]),
     (lambda x: [0.0], TypeError, ["out: expected", "list"]),
 ])
 def test_bad_out_names_the_argument(layer, x, make_out, error, words):
@@ -105,6 +107,7 @@ def test_read_only_input_is_accepted(layer, x):
     lambda x: np.repeat(x, 3, axis=1)[:, ::3],
     lambda x: x[::-1][::-1],
     lambda x: np.flipud(np.flipud(x).copy()),
+    lambda x: np.frombuffer(b"\0" + x.tobytes(), np.float32, x.size, 1).reshape(x.shape),
 ])
 def test_strided_inputs_give_the_contiguous_result(layer, x, view):
     v = view(x)
