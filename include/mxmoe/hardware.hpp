@@ -43,13 +43,13 @@ struct Hardware {
   std::vector<std::string> os_denied;  // features the CPU has but the OS refused (names)
   std::string isa_cap;                 // MXMOE_MAX_ISA applied at probe time ("" = none)
   std::vector<CudaDevice> cuda_devices;
-  std::string source = "probe";        // "probe" or the file it was loaded from
+  std::string source = "probe";  // "probe" or the file it was loaded from
   friend bool operator==(const Hardware&, const Hardware&) = default;
 };
 
 // Probes this machine (cpuid, xgetbv, AMX permission request, sysfs caches), then applies
-// the cap. cap: "" (none), "none", "avx2", "avx512", "amx"; throws std::invalid_argument
-// for other values.
+// the cap. cap: "" (none), "none", "avx2", "avx_vnni" (avx2 and AVX-VNNI on ymm, no
+// AVX-512), "avx512", "amx"; throws std::invalid_argument for other values.
 Hardware probe_hardware(std::string_view isa_cap = "");
 // Clears the features above the cap (pure; used by probe_hardware and by tests).
 IsaFeatures cap_isa(IsaFeatures isa, std::string_view cap);
