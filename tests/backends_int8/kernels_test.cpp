@@ -85,7 +85,12 @@ std::vector<std::uint8_t> random_group(int blocks, std::mt19937& rng) {
     for (int i = 0; i < 16; ++i) {
       auto& e = g[static_cast<std::size_t>(b) * k::kGroupBlockBytes + k::kGroupNibbleBytes +
                   static_cast<std::size_t>(i)];
-      e = static_cast<std::uint8_t>(i < 3 ? i : (i == 3 ? 200 : scale(rng)));  // 0, 1, 2: subnormal
+      // 0, 1, 2: subnormal scales; 200; 254 and 255 (the largest, 2^126 and 2^127 halved).
+      e = static_cast<std::uint8_t>(i < 3    ? i
+                                    : i == 3 ? 200
+                                    : i == 4 ? 254
+                                    : i == 5 ? 255
+                                             : scale(rng));
     }
   }
   return g;

@@ -27,45 +27,53 @@ inline __m256i biased_doubled_code_table_ymm() {
       _mm_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0));
 }
 
-// 2^(e - 128) for 8 E8M0 bytes, exactly (subnormal for e = 0, 1), as weight_scales() of the
-// AVX-512 kernels.
+// 2^(e - 128) for 8 E8M0 bytes, exactly, as weight_scales() of the AVX-512 kernels (e = 0, 1
+// give the subnormals 2^-128, 2^-127; e = 255 gives 2^127): the float with exponent field e,
+// halved (exact, also into the subnormal 2^-127 for e = 1), then clamped to [2^-128, 2^127],
+// which fixes e = 0 (bits 0: +0) and e = 255 (bits of +Inf) and nothing else.
 inline __m256 weight_scales_ymm(const std::uint8_t* e8m0) {
   const __m256i e = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(e8m0)));
-  const __m256i one = _mm256_set1_epi32(1);
-  const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, one), 23);
-  const __m256i subnormal = _mm256_sllv_epi32(one, _mm256_add_epi32(e, _mm256_set1_epi32(21)));
-  const __m256i tiny = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e);
-  return _mm256_castsi256_ps(_mm256_blendv_epi8(normal, subnormal, tiny));
+  const __m256 halved =
+      _mm256_mul_ps(_mm256_castsi256_ps(_mm256_slli_epi32(e, 23)), _mm256_set1_ps(0.5f));
+  return _mm256_min_ps(_mm256_max_ps(halved, _mm256_set1_ps(0x1p-128f)), _mm256_set1_ps(0x1p127f));
 }
 
 // vpmaddubsw gives pairs of u8 x s8 products as int16 (|w0 x0 + w1 x1| <= 2 * 24 * 127 = 6096,
 // never saturating); four such vectors summed stay within +-24384, so two int16 sums of four
-// and one vpmaddwd each (pairs to int32) are exact.
+// and one vpmaddwd each (pairs to int32) are exact. w(half, g) and x(g) give the weight vector
+// g of a row half (decoded on the fly, or loaded) and the token's 4 bytes at 4g; dot[half]
+// starts at corr. Each x(g) serves both halves.
 struct MaddubsDot {
-  static __m256i block(const __m256i (&w)[8], const __m256i (&x)[8], __m256i corr) {
+  template <class W, class X>
+  __attribute__((always_inline)) static void block(W&& w, X&& x, __m256i corr, __m256i (&dot)[2]) {
     const __m256i ones = _mm256_set1_epi16(1);
-    __m256i sum[2];
+    dot[0] = dot[1] = corr;
     for (int s = 0; s < 2; ++s) {
-      const __m256i p01 = _mm256_add_epi16(_mm256_maddubs_epi16(w[4 * s], x[4 * s]),
-                                           _mm256_maddubs_epi16(w[4 * s + 1], x[4 * s + 1]));
-      const __m256i p23 = _mm256_add_epi16(_mm256_maddubs_epi16(w[4 * s + 2], x[4 * s + 2]),
-                                           _mm256_maddubs_epi16(w[4 * s + 3], x[4 * s + 3]));
-      sum[s] = _mm256_madd_epi16(_mm256_add_epi16(p01, p23), ones);
+      const __m256i x0 = x(4 * s);
+      __m256i sum[2] = {_mm256_maddubs_epi16(w(0, 4 * s), x0),
+                        _mm256_maddubs_epi16(w(1, 4 * s), x0)};
+      for (int g = 4 * s + 1; g < 4 * s + 4; ++g) {
+        const __m256i xg = x(g);
+        for (int half = 0; half < 2; ++half)
+          sum[half] = _mm256_add_epi16(sum[half], _mm256_maddubs_epi16(w(half, g), xg));
+      }
+      for (int half = 0; half < 2; ++half)
+        dot[half] = _mm256_add_epi32(dot[half], _mm256_madd_epi16(sum[half], ones));
     }
-    return _mm256_add_epi32(_mm256_add_epi32(sum[0], sum[1]), corr);
   }
 };
 
 #ifdef __AVXVNNI__
-// VEX vpdpbusd: two independent int32 chains, exact whatever the grouping.
+// VEX vpdpbusd accumulates straight into int32: exact whatever the order.
 struct VnniDot {
-  static __m256i block(const __m256i (&w)[8], const __m256i (&x)[8], __m256i corr) {
-    __m256i even = corr, odd = _mm256_setzero_si256();
-    for (int g = 0; g < 8; g += 2) {
-      even = _mm256_dpbusd_avx_epi32(even, w[g], x[g]);
-      odd = _mm256_dpbusd_avx_epi32(odd, w[g + 1], x[g + 1]);
+  template <class W, class X>
+  __attribute__((always_inline)) static void block(W&& w, X&& x, __m256i corr, __m256i (&dot)[2]) {
+    dot[0] = dot[1] = corr;
+    for (int g = 0; g < 8; ++g) {
+      const __m256i xg = x(g);
+      for (int half = 0; half < 2; ++half)
+        dot[half] = _mm256_dpbusd_avx_epi32(dot[half], w(half, g), xg);
     }
-    return _mm256_add_epi32(even, odd);
   }
 };
 #endif
@@ -78,47 +86,62 @@ __attribute__((always_inline)) inline void prefetch_ahead_ymm(const std::uint8_t
     _mm_prefetch(reinterpret_cast<const char*>(block + kPrefetchBytesYmm + o), _MM_HINT_T1);
 }
 
-// Rows of the group for N consecutive tokens t0.., blocks in order. The block's 16 decoded
-// weight vectors are shared by the N tokens.
+// Weight vector g = 2h + nibble of row half `half` (rows 8 half .. 8 half + 7) of a block.
+__attribute__((always_inline)) inline __m256i decode_weights(const std::uint8_t* block, int half,
+                                                             int g, __m256i table) {
+  const __m256i low_nibble = _mm256_set1_epi8(0x0F);
+  __m256i packed =
+      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 64 * (g / 2) + 32 * half));
+  if (g % 2 == 1) packed = _mm256_srli_epi16(packed, 4);
+  return _mm256_shuffle_epi8(table, _mm256_and_si256(packed, low_nibble));
+}
+
+// Token `row`'s 4 activation bytes at 4g of block b, in every int32 lane.
+__attribute__((always_inline)) inline __m256i activation_bytes(const QuantRows& x, std::int64_t row,
+                                                               int b, int g) {
+  std::int32_t four;
+  __builtin_memcpy(&four, x.q + row * x.q_stride + 32 * b + 4 * g, 4);
+  return _mm256_set1_epi32(four);
+}
+
+// The fp32 epilogue of gemm16_vnni for one row half: acc = fma(float(dot), ws * d, acc).
+__attribute__((always_inline)) inline __m256 accumulate(__m256i dot, __m256 ws, float d,
+                                                        __m256 acc) {
+  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(ws, _mm256_set1_ps(d)), acc);
+}
+
+// Rows of the group for N consecutive tokens t0.., blocks in order. One token: each weight
+// vector is decoded right where it is used (few registers live). Several: the block's 16
+// decoded vectors are kept (in a stack buffer where registers run out) and shared.
 template <class Dot, std::size_t N>
 __attribute__((always_inline)) inline void gemm16_ymm_tokens(const std::uint8_t* group, int blocks,
                                                              const QuantRows& x, int t0, float* out,
                                                              std::int64_t out_stride) {
   const __m256i table = biased_doubled_code_table_ymm();
-  const __m256i low_nibble = _mm256_set1_epi8(0x0F);
   __m256 acc[N][2];
   for (std::size_t j = 0; j < N; ++j) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
   for (int b = 0; b < blocks; ++b) {
     const std::uint8_t* gb = group + static_cast<std::size_t>(b) * kGroupBlockBytes;
     prefetch_ahead_ymm(gb);
-    __m256i w[2][8];  // [rows 0-7 | rows 8-15][2h + nibble]
-    for (int h = 0; h < 4; ++h) {
-      for (int half = 0; half < 2; ++half) {
-        const __m256i packed =
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb + 64 * h + 32 * half));
-        w[half][2 * h] = _mm256_shuffle_epi8(table, _mm256_and_si256(packed, low_nibble));
-        w[half][2 * h + 1] =
-            _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(packed, 4), low_nibble));
-      }
-    }
     const __m256 ws[2] = {weight_scales_ymm(gb + kGroupNibbleBytes),
                           weight_scales_ymm(gb + kGroupNibbleBytes + 8)};
+    __m256i decoded[2][8];
+    if constexpr (N > 1) {
+      for (int half = 0; half < 2; ++half)
+        for (int g = 0; g < 8; ++g) decoded[half][g] = decode_weights(gb, half, g, table);
+    }
     for (std::size_t j = 0; j < N; ++j) {
       const std::int64_t row = t0 + static_cast<std::int64_t>(j);
-      const std::int8_t* xq = x.q + row * x.q_stride + 32 * b;
-      __m256i xb[8];
-      for (int g = 0; g < 8; ++g) {
-        std::int32_t four;
-        __builtin_memcpy(&four, xq + 4 * g, 4);
-        xb[g] = _mm256_set1_epi32(four);
-      }
-      const __m256i corr = _mm256_set1_epi32(x.corr[row * x.s_stride + b]);
-      const __m256 d = _mm256_set1_ps(x.d[row * x.s_stride + b]);
-      for (int half = 0; half < 2; ++half) {
-        const __m256i dot = Dot::block(w[half], xb, corr);
-        const __m256 scale = _mm256_mul_ps(ws[half], d);
-        acc[j][half] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scale, acc[j][half]);
-      }
+      const auto weights = [&](int half, int g) {
+        if constexpr (N > 1) return decoded[half][g];
+        return decode_weights(gb, half, g, table);
+      };
+      const auto activations = [&](int g) { return activation_bytes(x, row, b, g); };
+      __m256i dot[2];
+      Dot::block(weights, activations, _mm256_set1_epi32(x.corr[row * x.s_stride + b]), dot);
+      const float d = x.d[row * x.s_stride + b];
+      for (int half = 0; half < 2; ++half)
+        acc[j][half] = accumulate(dot[half], ws[half], d, acc[j][half]);
     }
   }
   for (std::size_t j = 0; j < N; ++j) {
