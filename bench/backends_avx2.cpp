@@ -320,7 +320,7 @@ double min_of(const std::vector<double>& v) {
 void kernel_args(benchmark::internal::Benchmark* b, int variants) {
   for (int streamed : {0, 1})
     for (int v = 0; v < variants; ++v)
-      for (int tokens : {1, 2, 4}) b->Args({v, tokens, streamed});
+      for (int tokens : {1, 2, 4, 8, 16}) b->Args({v, tokens, streamed});
   b->ArgNames({"variant", "tokens", "streamed"})
       ->Unit(benchmark::kMicrosecond)
       ->Repetitions(5)

@@ -206,8 +206,8 @@ TEST(Int8Kernels, VnniGemmFollowsTheScalarOrderBitForBit) {
 using Gemm16 = void (*)(const std::uint8_t*, int, const k::QuantRows&, int, float*,
                         std::int64_t) noexcept;
 
-// Every token count from 1 to 13 (the ymm kernels' tiles of 4 and each tail of 1-3) and the
-// 23 of the VNNI test, with an output stride wider than the 16 rows.
+// Every token count from 1 to 13 (the ymm kernels' tiles of 8 and 4 and each tail of 1-3) and
+// 23 (8 + 8 + 4 + 3), with an output stride wider than the 16 rows.
 void expect_gemm_bits(Gemm16 gemm) {
   std::mt19937 rng(17);
   constexpr int kBlocks = 6, kStride = 40;
