@@ -64,16 +64,20 @@ struct MaddubsDot {
 };
 
 #ifdef __AVXVNNI__
-// VEX vpdpbusd accumulates straight into int32: exact whatever the order.
+// VEX vpdpbusd accumulates straight into int32 (exact whatever the order): two chains per row
+// half (even and odd g), so one token has four independent chains in flight.
 struct VnniDot {
   template <class W, class X>
   __attribute__((always_inline)) static void block(W&& w, X&& x, __m256i corr, __m256i (&dot)[2]) {
-    dot[0] = dot[1] = corr;
-    for (int g = 0; g < 8; ++g) {
-      const __m256i xg = x(g);
-      for (int half = 0; half < 2; ++half)
-        dot[half] = _mm256_dpbusd_avx_epi32(dot[half], w(half, g), xg);
+    __m256i even[2] = {corr, corr}, odd[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+    for (int g = 0; g < 8; g += 2) {
+      const __m256i x0 = x(g), x1 = x(g + 1);
+      for (int half = 0; half < 2; ++half) {
+        even[half] = _mm256_dpbusd_avx_epi32(even[half], w(half, g), x0);
+        odd[half] = _mm256_dpbusd_avx_epi32(odd[half], w(half, g + 1), x1);
+      }
     }
+    for (int half = 0; half < 2; ++half) dot[half] = _mm256_add_epi32(even[half], odd[half]);
   }
 };
 #endif
