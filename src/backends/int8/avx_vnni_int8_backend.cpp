@@ -29,10 +29,9 @@ BackendDescription avx_vnni_int8_description() {
   b.capabilities.activations = {ActivationFormat::int8};
   b.capabilities.batch_invariant_activations = {ActivationFormat::int8};
   // Not measured: no CPU here has AVX-VNNI. Decode streams like avx2_int8; the compute rate is
-  // avx2_int8's scaled by the dot's uops per 32 products (1 vpdpbusd against ~2.25 for
-  // vpmaddubsw + vpmaddwd + adds), halved for the decode and epilogue work they share
-  // (docs/perf/BACKENDS_AVX2.md).
-  b.throughput = {.weight_gb_per_s_per_thread = 11.0, .gflop_per_s_per_thread = 160.0};
+  // avx2_int8's times the llvm-mca (alderlake) ratio of their per-token block loops, 15.6 /
+  // 11.6 cycles (docs/perf/BACKENDS_AVX2.md).
+  b.throughput = {.weight_gb_per_s_per_thread = 11.0, .gflop_per_s_per_thread = 200.0};
   return b;
 }
 
