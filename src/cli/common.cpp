@@ -39,7 +39,8 @@ bool parse_bool_env(const char* name, const std::string& v) {
 void HardwareOptions::add(CLI::App& app) {
   app.add_option("--hardware", file,
                  "Replay a hardware description captured with `mxmoe info --hardware --json` "
-                 "instead of probing this machine")
+                 "instead of probing this machine (a probe is capped by env "
+                 "MXMOE_MAX_ISA=none|avx2|avx_vnni|avx512|amx)")
       ->check(CLI::ExistingFile);
 }
 

@@ -122,7 +122,7 @@ int verify(const VerifyOptions& o) {
 
   fmt::print("layer: {} (E={}, top-{}, H={}, I={}), {} tokens\n", spec.name, spec.num_experts,
              spec.top_k, spec.hidden, spec.intermediate, tokens);
-  fmt::print("{:<12} {:<6} {:>14} {:>10} {:>14} {:>10} {:<10}{}\n", "backend", "format",
+  fmt::print("{:<13} {:<6} {:>14} {:>10} {:>14} {:>10} {:<10}{}\n", "backend", "format",
              "vs f64 same", "budget", "format error", "budget", "result",
              o.batch_invariant ? "  batch-invariant" : "");
   int failures = 0, verified = 0;
@@ -137,7 +137,7 @@ int verify(const VerifyOptions& o) {
       sel.chosen = std::string(b->name());
       sel.why = "mxmoe verify";
       if (const auto reasons = b->check(sel.deployment); !reasons.empty()) {
-        fmt::print("{:<12} {:<6} skipped: {}: {}\n", b->name(), to_string(f),
+        fmt::print("{:<13} {:<6} skipped: {}: {}\n", b->name(), to_string(f),
                    to_string(reasons.front().code), reasons.front().detail);
         continue;
       }
@@ -171,7 +171,7 @@ int verify(const VerifyOptions& o) {
         invariance = report.identical() ? "  identical bits" : "  DIFFERENT bits";
         ok = ok && report.identical();
       }
-      fmt::print("{:<12} {:<6} {:>14.3e} {:>10.1e} {:>14.3e} {:>10.1e} {:<10}{}\n", b->name(),
+      fmt::print("{:<13} {:<6} {:>14.3e} {:>10.1e} {:>14.3e} {:>10.1e} {:<10}{}\n", b->name(),
                  to_string(f), vs_same, budget.against_same_format, vs_exact, budget.format_error,
                  ok ? "pass" : "FAIL", invariance);
       failures += ok ? 0 : 1;

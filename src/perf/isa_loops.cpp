@@ -131,6 +131,41 @@ __attribute__((target("avx512f,avx512vnni"))) double vnni_avx512(std::int64_t it
 
 namespace {
 
+// The checksum of kChains int32 accumulators.
+__attribute__((target("avx2"))) double sum_chains(const __m256i (&acc)[kChains]) {
+  __m256i total = acc[0];
+  for (std::size_t c = 1; c < kChains; ++c) total = _mm256_add_epi32(total, acc[c]);
+  std::array<std::int32_t, 8> lanes;
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(lanes.data()), total);
+  double sum = 0;
+  for (std::int32_t v : lanes) sum += v;
+  return sum;
+}
+
+}  // namespace
+
+// The int8 product instructions of ymm machines. vpmaddubsw feeds its own output back (as
+// unsigned bytes) so that each chain is one dependent instruction per round.
+__attribute__((target("avx2"))) double maddubs_avx2(std::int64_t iterations) {
+  const __m256i b = _mm256_set1_epi32(g_int8_pattern);
+  __m256i acc[kChains];
+  for (std::size_t c = 0; c < kChains; ++c) acc[c] = _mm256_set1_epi32(static_cast<int>(c));
+  for (std::int64_t i = 0; i < iterations; ++i)
+    for (__m256i& v : acc) v = _mm256_maddubs_epi16(v, b);
+  return sum_chains(acc);
+}
+
+__attribute__((target("avx2,avxvnni"))) double vnni_avx(std::int64_t iterations) {
+  const __m256i a = _mm256_set1_epi32(g_int8_pattern), b = _mm256_set1_epi32(g_int8_pattern);
+  __m256i acc[kChains];
+  for (std::size_t c = 0; c < kChains; ++c) acc[c] = _mm256_set1_epi32(static_cast<int>(c));
+  for (std::int64_t i = 0; i < iterations; ++i)
+    for (__m256i& v : acc) v = _mm256_dpbusd_avx_epi32(v, a, b);
+  return sum_chains(acc);
+}
+
+namespace {
+
 // The 64-byte tile configuration (palette 1): all eight tiles 16 rows x 64 bytes.
 struct alignas(64) TileConfig {
   std::uint8_t palette = 1;
