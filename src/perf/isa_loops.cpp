@@ -270,6 +270,8 @@ double fma_avx512(std::int64_t) { return 0; }
 double fma_avx2(std::int64_t) { return 0; }
 double bf16_dp_avx512(std::int64_t) { return 0; }
 double vnni_avx512(std::int64_t) { return 0; }
+double maddubs_avx2(std::int64_t) { return 0; }
+double vnni_avx(std::int64_t) { return 0; }
 double amx_int8(std::int64_t) { return 0; }
 double amx_bf16(std::int64_t) { return 0; }
 
