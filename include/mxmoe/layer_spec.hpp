@@ -10,14 +10,21 @@
 
 namespace mxmoe {
 
+// Bounds every LayerSpec satisfies (validate()), so no size read from a file can ask for
+// unbounded memory or overflow an index: at most kMaxExperts routed experts, and hidden,
+// intermediate and shared_intermediate at most kMaxLayerDim (DeepSeek-V3: 256 experts,
+// H = 7168).
+inline constexpr int kMaxExperts = 65536;
+inline constexpr int kMaxLayerDim = 262144;
+
 enum class Family : std::uint8_t { gpt_oss, mixtral, qwen3_moe, deepseek_v3, deepseek_v4 };
 
 // How router logits become (expert ids, weights) per token.
 enum class RoutingMethod : std::uint8_t {
-  topk_softmax,       // gpt-oss: top-k of the logits, softmax over those k
-  softmax_topk,       // Mixtral / Qwen3-MoE: softmax over all E, top-k, optional renormalise
-  sigmoid_group_topk, // DeepSeek-V3: sigmoid scores, selection bias, grouped top-k
-  sqrtsoftplus_topk,  // DeepSeek-V4: sqrt(softplus) scores, selection bias, no groups
+  topk_softmax,        // gpt-oss: top-k of the logits, softmax over those k
+  softmax_topk,        // Mixtral / Qwen3-MoE: softmax over all E, top-k, optional renormalise
+  sigmoid_group_topk,  // DeepSeek-V3: sigmoid scores, selection bias, grouped top-k
+  sqrtsoftplus_topk,   // DeepSeek-V4: sqrt(softplus) scores, selection bias, no groups
 };
 
 struct RoutingParams {
@@ -51,30 +58,32 @@ enum class WeightFormat : std::uint8_t { mxfp4 };
 struct LayerSpec {
   std::string name;  // preset or model name, for reports
   Family family = Family::gpt_oss;
-  int num_experts = 0;    // E routed experts
-  int top_k = 0;          // experts per token
-  int hidden = 0;         // H (multiple of 32)
-  int intermediate = 0;   // I per routed expert (multiple of 32)
+  int num_experts = 0;   // E routed experts
+  int top_k = 0;         // experts per token
+  int hidden = 0;        // H (multiple of 32)
+  int intermediate = 0;  // I per routed expert (multiple of 32)
   RoutingMethod routing = RoutingMethod::topk_softmax;
   RoutingParams routing_params;
   ActivationFn activation = ActivationFn::swiglu_oai;
   ActivationParams activation_params;
-  bool expert_bias = false;    // b1 [E,2I] and b2 [E,H] present
-  bool router_bias = false;    // router bias [E] present
+  bool expert_bias = false;  // b1 [E,2I] and b2 [E,H] present
+  bool router_bias = false;  // router bias [E] present
   GateUpLayout gate_up_layout = GateUpLayout::interleaved;
-  int shared_experts = 0;          // count of always-on experts (weight 1, no bias)
-  int shared_intermediate = 0;     // total I of the shared experts (fused into one)
+  int shared_experts = 0;       // count of always-on experts (weight 1, no bias)
+  int shared_intermediate = 0;  // total I of the shared experts (fused into one)
   WeightFormat weight_format = WeightFormat::mxfp4;
 
   friend bool operator==(const LayerSpec&, const LayerSpec&) = default;
 };
 
 // Throws std::invalid_argument naming the offending field (e.g. top_k > num_experts,
-// hidden not a multiple of 32, groups that do not divide the experts).
+// hidden not a multiple of 32, groups that do not divide the experts, a size over the bounds
+// above).
 void validate(const LayerSpec& spec);
 
 // Presets with the real shapes: gpt-oss-20b, gpt-oss-120b, deepseek-v4-flash, deepseek-v3,
-// qwen3-30b-a3b, mixtral-8x7b. Throws std::invalid_argument listing the valid names.
+// qwen3-30b-a3b, mixtral-8x7b; and tiny (the gpt-oss math at E=8, top-2, H=I=256) for quick
+// tries. Throws std::invalid_argument listing the valid names.
 LayerSpec preset(std::string_view name);
 std::vector<std::string> preset_names();
 
@@ -90,7 +99,9 @@ ActivationFn parse_activation_fn(std::string_view);
 GateUpLayout parse_gate_up_layout(std::string_view);
 WeightFormat parse_weight_format(std::string_view);
 
-std::string to_json(const LayerSpec&);              // pretty JSON text
-LayerSpec layer_spec_from_json(std::string_view);   // strict: unknown/missing fields throw
+std::string to_json(const LayerSpec&);  // pretty JSON text
+// Strict: unknown/missing fields, numbers out of range and a spec validate() refuses throw
+// std::invalid_argument.
+LayerSpec layer_spec_from_json(std::string_view);
 
 }  // namespace mxmoe

@@ -87,8 +87,9 @@ struct TensorToWrite {
 };
 
 // Writes a safetensors file (header padded with spaces to a multiple of 8 bytes; tensors in
-// the given order). Throws std::invalid_argument on a duplicate/reserved name or a size
-// mismatch, LoadError on I/O failure.
+// the given order), whole or not at all (temporary file + rename). Throws
+// std::invalid_argument on a duplicate/reserved name or a size mismatch, a std::runtime_error
+// naming the OS reason on I/O failure.
 void write_safetensors(const std::string& path, std::span<const TensorToWrite> tensors,
                        const std::map<std::string, std::string>& metadata = {});
 
