@@ -242,13 +242,13 @@ for name, obj in index_seeds.items():
 write("index", "duplicate_key.json", b'{"weight_map":{"a":"x","a":"y"}}')
 write("index", "invalid_json.json", b'{"weight_map":')
 for name, obj in config_seeds.items():
-    write("config", name + ".json", json.dumps(obj, indent=1).encode())
+    write("config", name + ".json", json.dumps(obj, separators=(",", ":")).encode())
 write("config", "duplicate_key.json", b'{"model_type":"mixtral","model_type":"gpt_oss"}')
 write("config", "deep_nesting.json", b"[" * 100 + b"]" * 100)
 for name, data in npy_seeds.items():
     write("npy", name + ".npy", data)
 for name, obj in hardware_seeds.items():
-    write("hardware", name + ".json", json.dumps(obj, indent=1).encode())
+    write("hardware", name + ".json", json.dumps(obj, separators=(",", ":")).encode())
 for name, obj in deployment_seeds.items():
-    write("deployment", name + ".json", json.dumps(obj, indent=1).encode())
+    write("deployment", name + ".json", json.dumps(obj, separators=(",", ":")).encode())
 print(f"seed corpus written under {root}", file=sys.stderr)
