@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "mxmoe/deployment.hpp"
+#include "mxmoe/export.h"
 #include "mxmoe/hardware.hpp"
 #include "mxmoe/log.hpp"
 
@@ -28,12 +29,12 @@ namespace mxmoe {
 
 // A variable holding a value mxmoe cannot use; the message names the variable, the value and
 // what is accepted ("MXMOE_THREADS=abc: expected an integer in [0, 1024]").
-class ConfigError : public std::invalid_argument {
+class MXMOE_API ConfigError : public std::invalid_argument {
  public:
   using std::invalid_argument::invalid_argument;
 };
 
-struct EnvironmentConfig {
+struct MXMOE_API EnvironmentConfig {
   Request request;      // the Request fields above; defaults where unset
   std::string max_isa;  // "" when MXMOE_MAX_ISA is unset
   unsigned log_categories = static_cast<unsigned>(LogCategory::warning);  // + MXMOE_VERBOSE
@@ -41,24 +42,24 @@ struct EnvironmentConfig {
 };
 
 // The variables' names, in the order above.
-std::vector<std::string_view> environment_variable_names();
+MXMOE_API std::vector<std::string_view> environment_variable_names();
 
 // Reads the variables through LOOKUP (std::nullopt: unset), so hosts and tests can supply
 // their own environment. Throws ConfigError for a bad value, including an unknown backend name.
 using EnvironmentLookup = std::function<std::optional<std::string>(std::string_view name)>;
-EnvironmentConfig config_from_environment(const EnvironmentLookup& lookup);
+MXMOE_API EnvironmentConfig config_from_environment(const EnvironmentLookup& lookup);
 // The same on the process environment (std::getenv).
-EnvironmentConfig config_from_environment();
+MXMOE_API EnvironmentConfig config_from_environment();
 
 // config_from_environment().request.
-Request request_from_environment();
+MXMOE_API Request request_from_environment();
 // probe_hardware() capped by MXMOE_MAX_ISA.
-Hardware probe_hardware_from_environment();
+MXMOE_API Hardware probe_hardware_from_environment();
 // Sets the log sink's categories to config.log_categories, keeping its callback.
-void apply_log_settings(const EnvironmentConfig& config);
+MXMOE_API void apply_log_settings(const EnvironmentConfig& config);
 
 // Strict parsers shared by the variables and the CLI's flags; the message names WHAT.
-bool parse_bool_setting(std::string_view what, std::string_view value);
-int parse_thread_count(std::string_view what, std::string_view value);  // 0..kMaxThreads
+MXMOE_API bool parse_bool_setting(std::string_view what, std::string_view value);
+MXMOE_API int parse_thread_count(std::string_view what, std::string_view value);  // 0..kMaxThreads
 
 }  // namespace mxmoe

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "mxmoe/export.h"
 #include "mxmoe/hardware.hpp"
 #include "mxmoe/layer_spec.hpp"
 
@@ -23,9 +24,9 @@ enum class ActivationFormat : std::uint8_t {
   int8,   // symmetric int8 per 32-element block, float32 scale per block
   mxfp8,  // E4M3 elements, E8M0 scale per 32 (round-up scale rule: never clips)
 };
-std::string_view to_string(ActivationFormat) noexcept;
-ActivationFormat parse_activation_format(std::string_view);  // throws, listing valid keys
-std::vector<ActivationFormat> all_activation_formats();
+MXMOE_API std::string_view to_string(ActivationFormat) noexcept;
+MXMOE_API ActivationFormat parse_activation_format(std::string_view);  // throws, listing valid keys
+MXMOE_API std::vector<ActivationFormat> all_activation_formats();
 
 // The most tokens one call may carry: the bound of Request::tokens_hint and of the CLI's
 // --tokens (a million tokens of gpt-oss-20b are 11.5 GB of input alone).
@@ -33,7 +34,7 @@ inline constexpr int kMaxTokensPerCall = 1 << 20;
 
 // What the user asks for. Built at the edge from flags and environment variables
 // (flags win over MXMOE_* variables; see config.hpp); pure data afterwards.
-struct Request {
+struct MXMOE_API Request {
   std::optional<ActivationFormat> activation;  // unset: the family preference decides
   bool batch_invariant = false;
   int ep_size = 1;             // expert-parallel world size
@@ -48,19 +49,20 @@ struct Request {
   friend bool operator==(const Request&, const Request&) = default;
 };
 
-struct Deployment {
+struct MXMOE_API Deployment {
   LayerSpec layer;
   Hardware hardware;
   Request request;
   friend bool operator==(const Deployment&, const Deployment&) = default;
 };
 
-std::string to_json(const Request&);
+MXMOE_API std::string to_json(const Request&);
 // Strict; throws std::invalid_argument. Numbers are range-checked (threads 0..kMaxThreads,
 // tokens_hint 1..kMaxTokensPerCall, ep_size 1..kMaxExperts, ep_rank 0..kMaxExperts - 1);
 // "allow_judge_only" may be absent (files written before it existed): false.
-Request request_from_json(std::string_view);
-std::string to_json(const Deployment&);
-Deployment deployment_from_json(std::string_view);  // strict; throws std::invalid_argument
+MXMOE_API Request request_from_json(std::string_view);
+MXMOE_API std::string to_json(const Deployment&);
+MXMOE_API Deployment
+    deployment_from_json(std::string_view);  // strict; throws std::invalid_argument
 
 }  // namespace mxmoe

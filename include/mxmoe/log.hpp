@@ -6,6 +6,8 @@
 // call set_log_sink itself). The hot path (forward) never logs.
 #pragma once
 
+#include "mxmoe/export.h"
+
 namespace mxmoe {
 
 enum class LogCategory : unsigned {
@@ -16,24 +18,24 @@ enum class LogCategory : unsigned {
 // MESSAGE is one or more whole lines, each ending in '\n'.
 using LogCallback = void (*)(LogCategory category, const char* message, void* user_data);
 
-struct LogSink {
+struct MXMOE_API LogSink {
   LogCallback callback = nullptr;  // nullptr: messages are dropped
   void* user_data = nullptr;
   unsigned categories = 0;  // bitwise OR of LogCategory values delivered
 };
 
 // Writes MESSAGE to stderr (the default callback).
-void log_to_stderr(LogCategory category, const char* message, void* user_data);
+MXMOE_API void log_to_stderr(LogCategory category, const char* message, void* user_data);
 // The default sink: log_to_stderr, warnings only.
-LogSink default_log_sink() noexcept;
+MXMOE_API LogSink default_log_sink() noexcept;
 
 // Installs SINK and returns the previous one (restore it when done, as with a signal handler).
-LogSink set_log_sink(LogSink sink) noexcept;
-LogSink log_sink() noexcept;
+MXMOE_API LogSink set_log_sink(LogSink sink) noexcept;
+MXMOE_API LogSink log_sink() noexcept;
 
 // Whether CATEGORY is delivered now (lets a caller skip formatting a message nobody reads).
-bool log_enabled(LogCategory category) noexcept;
+MXMOE_API bool log_enabled(LogCategory category) noexcept;
 // Delivers MESSAGE to the sink when CATEGORY is enabled.
-void log_message(LogCategory category, const char* message) noexcept;
+MXMOE_API void log_message(LogCategory category, const char* message) noexcept;
 
 }  // namespace mxmoe

@@ -8,9 +8,11 @@
 #include <string>
 #include <vector>
 
+#include "mxmoe/export.h"
+
 namespace mxmoe {
 
-struct NpyArray {
+struct MXMOE_API NpyArray {
   std::vector<std::int64_t> shape;
   std::vector<float>
       data;  // converted to float32 (from '<f4', '<f2', or bfloat16 '<u2' when asked)
@@ -21,13 +23,13 @@ inline constexpr std::size_t kMaxNpyRank = 32;
 
 // Reads a float32 array ('<f4'). Also accepts '<f2' (float16); bfloat16 stored as '<u2'
 // only when allow_bf16_as_u16 is set.
-NpyArray read_npy(const std::string& path, bool allow_bf16_as_u16 = false);
+MXMOE_API NpyArray read_npy(const std::string& path, bool allow_bf16_as_u16 = false);
 // The same on a file image in memory; LABEL names it in errors (the fuzz target calls this).
-NpyArray parse_npy(std::span<const std::uint8_t> file, const std::string& label,
-                   bool allow_bf16_as_u16 = false);
+MXMOE_API NpyArray parse_npy(std::span<const std::uint8_t> file, const std::string& label,
+                             bool allow_bf16_as_u16 = false);
 // Writes version 1.0 '<f4', whole or not at all (temporary file + rename): a failed write
 // leaves an existing file untouched. Throws files::FileError naming the OS reason.
-void write_npy(const std::string& path, std::span<const float> data,
-               std::span<const std::int64_t> shape);
+MXMOE_API void write_npy(const std::string& path, std::span<const float> data,
+                         std::span<const std::int64_t> shape);
 
 }  // namespace mxmoe

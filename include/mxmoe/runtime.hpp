@@ -10,6 +10,8 @@
 #include <memory>
 #include <vector>
 
+#include "mxmoe/export.h"
+
 namespace mxmoe {
 
 class ThreadPool;
@@ -20,9 +22,9 @@ inline constexpr int kMaxThreads = 1024;
 
 // The logical CPUs this process may run on (its affinity mask), at most kMaxThreads: what
 // threads = 0 means for a Runtime, `mxmoe run --threads 0` and `mxmoe bench --threads 0`.
-int default_thread_count() noexcept;
+MXMOE_API int default_thread_count() noexcept;
 
-struct RuntimeOptions {
+struct MXMOE_API RuntimeOptions {
   int threads = 0;  // 0: default_thread_count(); else 1..kMaxThreads (more than
                     // the CPUs is allowed and logged as a warning)
   // Optional: worker t (1..threads-1) runs on CPU cpu_affinity[t % size()]. The calling
@@ -30,7 +32,7 @@ struct RuntimeOptions {
   std::vector<int> cpu_affinity;
 };
 
-class Runtime {
+class MXMOE_API Runtime {
  public:
   // Throws std::invalid_argument for threads outside [0, kMaxThreads] or a negative CPU.
   explicit Runtime(RuntimeOptions options = {});
