@@ -114,6 +114,9 @@ MXMOE_API Selection selection_from_json(std::string_view);
 // The registered backends (the list in src/backends/backends.inc), immutable.
 MXMOE_API std::span<const Backend* const> registered_backends();
 MXMOE_API const Backend* find_backend(std::string_view name);  // nullptr when unknown
+// The candidates' names, comma-separated, for messages listing the valid ones.
+MXMOE_API std::string backend_names(
+    std::span<const Backend* const> candidates = registered_backends());
 
 // Judges every candidate. Never throws for lack of a backend: returns chosen == "" then.
 // Throws std::invalid_argument for an unknown forced/excluded backend name (message lists

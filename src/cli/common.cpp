@@ -21,13 +21,6 @@ const EnvironmentConfig& environment() {
   return config;
 }
 
-std::string backend_names() {
-  std::string names;
-  for (const Backend* b : registered_backends())
-    names += (names.empty() ? "" : ", ") + std::string(b->name());
-  return names;
-}
-
 void require_backend_name(const std::string& name, const std::string& what) {
   if (find_backend(name) == nullptr)
     throw UsageError(

@@ -74,8 +74,6 @@ struct LayerOptions {
   LayerSpec spec() const;  // for presets only (UsageError for an unknown name)
 };
 
-// The backend names, comma-separated, for messages.
-std::string backend_names();
 // Throws UsageError unless NAME is a registered backend (WHAT names the flag).
 void require_backend_name(const std::string& name, const std::string& what);
 

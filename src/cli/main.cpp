@@ -19,7 +19,7 @@ namespace {
 std::string version_text() {
   return fmt::format("mxmoe {}\ncompiler: {} ({} build)\nbackends compiled in: {}",
                      mxmoe::build_info::kVersion, mxmoe::build_info::kCompiler,
-                     mxmoe::build_info::kBuildType, mxmoe::cli::backend_names());
+                     mxmoe::build_info::kBuildType, mxmoe::backend_names());
 }
 
 std::string command_names(const CLI::App& app) {

@@ -21,8 +21,7 @@ void check_known_name(const std::string& name, std::span<const Backend* const> c
                       std::string_view role) {
   for (const Backend* b : candidates)
     if (b->name() == name) return;
-  std::string valid;
-  for (const Backend* b : candidates) valid += (valid.empty() ? "" : ", ") + std::string(b->name());
+  const std::string valid = backend_names(candidates);
   throw std::invalid_argument(fmt::format("unknown backend '{}' ({}); valid backends: {}", name,
                                           role, valid.empty() ? "none registered" : valid));
 }
@@ -192,6 +191,12 @@ std::vector<Suggestion> suggest(const Selection& failed, const Preferences& pref
 }
 
 }  // namespace
+
+std::string backend_names(std::span<const Backend* const> candidates) {
+  std::string names;
+  for (const Backend* b : candidates) names += (names.empty() ? "" : ", ") + std::string(b->name());
+  return names;
+}
 
 Selection judge(const Deployment& d, const Preferences& prefs,
                 std::span<const Backend* const> candidates) {

@@ -24,13 +24,6 @@ std::vector<std::string> split_commas(std::string_view s) {
   return out;
 }
 
-std::string backend_names() {
-  std::string names;
-  for (const Backend* b : registered_backends())
-    names += (names.empty() ? "" : ", ") + std::string(b->name());
-  return names;
-}
-
 std::string checked_backend(std::string_view variable, const std::string& name) {
   if (find_backend(name) == nullptr)
     throw ConfigError(fmt::format("{}={}: unknown backend '{}' (valid: {})", variable, name, name,

@@ -1,6 +1,7 @@
-// The edges of the io room: checkpoints as Hugging Face caches them (snapshots/<rev>/ with
-// links into ../../blobs/), only regular files read (a FIFO config is refused at once),
-// swiglu_alpha honoured end to end, writes whole or not at all, transactional quantize.
+// The edges of the io room: only regular files read (a FIFO config.json, a FIFO .npy and
+// /dev/zero are refused at once), writes whole or not at all. (The hub-cache layout and
+// swiglu_alpha end to end are in checkpoint_test.cpp, transactional quantize in
+// quantize_test.cpp.)
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -11,10 +12,7 @@
 
 #include "io_fixtures.hpp"
 #include "mxmoe/checkpoint.hpp"
-#include "mxmoe/hardware.hpp"
-#include "mxmoe/layer.hpp"
 #include "mxmoe/npy.hpp"
-#include "test_runtime.hpp"
 
 namespace mxmoe {
 namespace {
@@ -33,50 +31,6 @@ std::string slurp(const fs::path& p) {
 }
 
 using testing_io::temporaries_in;
-
-// Layer N through the reference backend, float32 activations (see checkpoint_test.cpp for
-// the 2e-5 bound: float32 accumulation only).
-std::vector<float> run_layer(const Checkpoint& c, int layer, const std::vector<float>& x,
-                             int tokens) {
-  Request request;
-  request.activation = ActivationFormat::f32;
-  request.forced_backend = "reference";
-  const LayerWeights w = c.layer_weights(layer);
-  MoeLayer moe = make_layer(c.layer_spec(layer), w, probe_hardware(), request,
-                            mxmoe::testing::test_runtime(2));
-  std::vector<float> y(x.size());
-  moe.forward(x.data(), tokens, y.data());
-  return y;
-}
-
-// The hub cache: models--org--name/blobs/<hash> holds the bytes, snapshots/<rev>/<name> is a
-// relative link to ../../blobs/<hash>, for config.json, the index and every shard.
-TEST(HubCache, ShardedSnapshotWithLinksIntoBlobsLoads) {
-  TempDir root;
-  const fs::path repo = fs::path(root.path()) / "models--org--tiny";
-  const fs::path staging = repo / "staging";
-  fs::create_directories(staging);
-  const Dims d;
-  const auto layers = testing_io::write_gpt_oss_checkpoint(staging, d, /*sharded=*/true);
-  const fs::path blobs = repo / "blobs", snapshot_dir = repo / "snapshots" / "0123abcd";
-  fs::create_directories(blobs);
-  fs::create_directories(snapshot_dir);
-  int n = 0;
-  for (const auto& e : fs::directory_iterator(staging)) {
-    const std::string hash = "blob" + std::to_string(n++);
-    fs::rename(e.path(), blobs / hash);
-    fs::create_symlink(fs::path("../../blobs") / hash, snapshot_dir / e.path().filename());
-  }
-  ASSERT_EQ(n, 4);  // config.json, index, two shards
-
-  const Checkpoint c = Checkpoint::open(snapshot_dir);
-  ASSERT_EQ(c.num_layers(), 2);
-  const int tokens = 5;
-  const auto x = testing_io::random_input(tokens, d.hidden, 3);
-  EXPECT_LT(testing_io::relative_l2(run_layer(c, 1, x, tokens),
-                                    testing_io::gpt_oss_reference(d, layers[1], x, tokens)),
-            2e-5);
-}
 
 // config.json as a FIFO would block a reader forever; it is refused at once, by name.
 TEST(RegularFilesOnly, FifoConfigIsRefusedImmediately) {
@@ -99,43 +53,6 @@ TEST(RegularFilesOnly, FifoConfigIsRefusedImmediately) {
   } catch (const LoadError& e) {
     EXPECT_THAT(e.what(), HasSubstr("a character device"));
   }
-}
-
-// gpt-oss's swiglu_alpha (GptOssConfig) is honoured, not replaced by 1.702: a checkpoint
-// written with alpha 1.0 matches the float64 layer with alpha 1.0, and not the one with 1.702.
-TEST(ConfigFields, SwigluAlphaIsHonouredEndToEnd) {
-  TempDir dir;
-  Dims d;
-  d.swiglu_alpha = 1.0;
-  d.swiglu_limit = 5.0;
-  const auto layers = testing_io::write_gpt_oss_checkpoint(dir.path(), d, /*sharded=*/false);
-  const Checkpoint c = Checkpoint::open(dir.path());
-  EXPECT_FLOAT_EQ(c.layer_spec(0).activation_params.alpha, 1.0f);
-  EXPECT_FLOAT_EQ(c.layer_spec(0).activation_params.limit, 5.0f);
-  const int tokens = 6;
-  const auto x = testing_io::random_input(tokens, d.hidden, 5);
-  const auto got = run_layer(c, 0, x, tokens);
-  EXPECT_LT(testing_io::relative_l2(got, testing_io::gpt_oss_reference(d, layers[0], x, tokens)),
-            2e-5);
-  Dims old = d;
-  old.swiglu_alpha = 1.702;
-  EXPECT_GT(testing_io::relative_l2(got, testing_io::gpt_oss_reference(old, layers[0], x, tokens)),
-            1e-3);
-}
-
-// transformers 5 writes num_local_experts for Qwen3-MoE (attribute_map): the checkpoint's
-// config with either name gives the same layer.
-TEST(ConfigFields, HuggingFaceKeyAliasesGiveTheSameLayer) {
-  TempDir dir;
-  const Dims d;
-  testing_io::write_gpt_oss_checkpoint(dir.path(), d, /*sharded=*/false);
-  nlohmann::json config = testing_io::gpt_oss_config(d);
-  const LayerSpec canonical = Checkpoint::open(dir.path()).layer_spec(0);
-  config.erase("num_local_experts");
-  config["num_experts"] = d.experts;  // GptOssConfig.attribute_map
-  config.erase("num_experts_per_tok");
-  testing_io::write_config(dir.path(), config);  // experts_per_token stays (OpenAI's name)
-  EXPECT_EQ(Checkpoint::open(dir.path()).layer_spec(0), canonical);
 }
 
 // Writes land whole or not at all: a write that cannot happen names the OS reason and leaves
