@@ -82,9 +82,19 @@ int run(const RunOptions& o, CLI::App& sub) {
   if (o.layer.from_model()) {
     checkpoint.emplace(Checkpoint::open(o.layer.model));
     spec = checkpoint->layer_spec(o.layer.layer);
-    weights = checkpoint->layer_weights(o.layer.layer);
   } else {
     spec = o.layer.spec();
+  }
+  // The input and output alone must fit before any weight is generated or read (the layer's
+  // workspace is added once the chosen backend is known, below).
+  const double row_bytes = static_cast<double>(spec.hidden) * sizeof(float);
+  if (o.input.empty())
+    require_memory(
+        fmt::format("run: {} tokens of {}", o.request.tokens, spec.name),
+        {{"input", row_bytes * o.request.tokens}, {"output", row_bytes * o.request.tokens}});
+  if (checkpoint) {
+    weights = checkpoint->layer_weights(o.layer.layer);
+  } else {
     progress(
         "mxmoe run: generating random MXFP4 weights for {} ({}, seed {})\n", spec.name,
         bytes_text(3.0 * spec.num_experts * spec.hidden * double{1} * spec.intermediate * 17 / 32),
@@ -117,7 +127,6 @@ int run(const RunOptions& o, CLI::App& sub) {
 
   Runtime runtime(request.threads);
   MoeLayer layer(weights, selection, runtime);
-  const double row_bytes = static_cast<double>(spec.hidden) * sizeof(float);
   require_memory(fmt::format("run: {} tokens of {}", tokens, spec.name),
                  {{"input", o.input.empty() ? row_bytes * static_cast<double>(tokens) : 0},
                   {"output", row_bytes * static_cast<double>(tokens)},
