@@ -55,8 +55,8 @@ struct MXMOE_API Hardware {
 };
 
 // Probes this machine (cpuid, xgetbv, AMX permission request, sysfs caches), then applies
-// the cap. cap: "" (none), "none", "avx2", "avx512", "amx"; throws std::invalid_argument
-// for other values.
+// the cap. cap: "" (none), "none", "avx2", "avx_vnni" (avx2 and AVX-VNNI on ymm, no
+// AVX-512), "avx512", "amx"; throws std::invalid_argument for other values.
 MXMOE_API Hardware probe_hardware(std::string_view isa_cap = "");
 // Clears the features above the cap (pure; used by probe_hardware and by tests).
 MXMOE_API IsaFeatures cap_isa(IsaFeatures isa, std::string_view cap);

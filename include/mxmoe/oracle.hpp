@@ -110,6 +110,11 @@ struct MXMOE_API Selection {
 
 MXMOE_API std::string to_json(const Selection&);
 MXMOE_API Selection selection_from_json(std::string_view);
+// The report of `mxmoe explain --json` (also the Python package's mxmoe.explain() and
+// Layer.selection): {selected, why, preferences, deployment, candidates (name, supported,
+// estimated_us or null, reasons), error (the NoBackendError message, or null), suggestions}.
+// A report for people and tools; to_json above is the form that reads back.
+MXMOE_API std::string explain_json(const Selection&);
 
 // The registered backends (the list in src/backends/backends.inc), immutable.
 MXMOE_API std::span<const Backend* const> registered_backends();
@@ -146,5 +151,9 @@ MXMOE_API std::string format_no_backend_message(const Selection& s);
 
 // A human table of the selection: one line per candidate with verdict and reasons.
 MXMOE_API std::string format_selection_table(const Selection& s);
+
+// `mxmoe info --hardware` as text: CPU, caches, usable and absent instruction sets, OS
+// refusals, the cap, CUDA devices, where the description came from, the registered backends.
+MXMOE_API std::string format_hardware_report(const Hardware& h);
 
 }  // namespace mxmoe

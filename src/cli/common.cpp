@@ -30,7 +30,8 @@ void require_backend_name(const std::string& name, const std::string& what) {
 void HardwareOptions::add(CLI::App& app) {
   app.add_option("--hardware", file,
                  "Replay a hardware description captured with `mxmoe info --hardware --json` "
-                 "(e.g. examples/hardware/) instead of probing this machine")
+                 "(e.g. examples/hardware/) instead of probing this machine (a probe is capped by "
+                 "env MXMOE_MAX_ISA=none|avx2|avx_vnni|avx512|amx)")
       ->check(CLI::ExistingFile);
 }
 

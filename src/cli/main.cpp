@@ -58,6 +58,10 @@ int main(int argc, char** argv) {
       "`mxmoe explain`.",
       "mxmoe"};
   app.set_version_flag("--version", version_text());
+  app.footer(
+      "Environment: MXMOE_MAX_ISA=none|avx2|avx_vnni|avx512|amx caps the probed instruction sets,\n"
+      "so slower paths can be tried on a fast machine (avx_vnni: AVX2 and AVX-VNNI on ymm, no\n"
+      "AVX-512, as Alder Lake; on a CPU without AVX-VNNI it equals avx2).");
   app.require_subcommand(1);
   app.fallthrough();
   app.footer(kFooter);

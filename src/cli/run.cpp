@@ -42,10 +42,10 @@ void progress(fmt::format_string<Args...> f, Args&&... args) {
 std::string candidate_line(const Selection& s, const Verdict& v) {
   const std::string mark = v.name == s.chosen ? "*" : " ";
   if (v.supported)
-    return fmt::format("{} {:<12} supported  ~{:.0f} us/call (estimate)", mark, v.name,
+    return fmt::format("{} {:<13} supported  ~{:.0f} us/call (estimate)", mark, v.name,
                        v.estimated_us);
   const Rejection& r = v.reasons.front();
-  return fmt::format("{} {:<12} rejected   {}: {}{}", mark, v.name, to_string(r.code), r.detail,
+  return fmt::format("{} {:<13} rejected   {}: {}{}", mark, v.name, to_string(r.code), r.detail,
                      v.reasons.size() > 1 ? fmt::format(" (+{} more)", v.reasons.size() - 1) : "");
 }
 

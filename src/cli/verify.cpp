@@ -151,7 +151,7 @@ int verify(const VerifyOptions& o) {
   if (!o.json) {
     fmt::print("layer: {} (E={}, top-{}, H={}, I={}), {} tokens\n", spec.name, spec.num_experts,
                spec.top_k, spec.hidden, spec.intermediate, tokens);
-    fmt::print("{:<12} {:<6} {:>14} {:>10} {:>14} {:>10} {:<10}{}\n", "backend", "format",
+    fmt::print("{:<13} {:<6} {:>14} {:>10} {:>14} {:>10} {:<10}{}\n", "backend", "format",
                "vs f64 same", "budget", "format error", "budget", "result",
                o.batch_invariant ? "  batch-invariant" : "");
     std::fflush(stdout);
@@ -189,7 +189,7 @@ int verify(const VerifyOptions& o) {
                              {"reason", std::string(to_string(reasons.front().code)) + ": " +
                                             reasons.front().detail}});
         } else {
-          fmt::print("{:<12} {:<6} skipped: {}: {}\n", b->name(), to_string(f),
+          fmt::print("{:<13} {:<6} skipped: {}: {}\n", b->name(), to_string(f),
                      to_string(reasons.front().code), reasons.front().detail);
           std::fflush(stdout);
         }
@@ -247,7 +247,7 @@ int verify(const VerifyOptions& o) {
         if (o.batch_invariant) r["batch_invariance"] = invariance.substr(2);
         results.push_back(r);
       } else {
-        fmt::print("{:<12} {:<6} {:>14.3e} {:>10.1e} {:>14.3e} {:>10.1e} {:<10}{}\n", b->name(),
+        fmt::print("{:<13} {:<6} {:>14.3e} {:>10.1e} {:>14.3e} {:>10.1e} {:<10}{}\n", b->name(),
                    to_string(f), vs_same, budget.against_same_format, vs_exact, budget.format_error,
                    ok ? "pass" : "FAIL", invariance);
         std::fflush(stdout);  // each result as it completes

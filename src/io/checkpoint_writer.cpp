@@ -86,8 +86,16 @@ LayerTensors gpt_oss_layer_tensors(const LayerSpec& spec, const LayerWeights& w,
   return out;
 }
 
+}  // namespace mxmoe::io
+
+namespace mxmoe {
+
 void generate_checkpoint(const std::string& out, const LayerSpec& spec,
                          const GenerateOptions& options) {
+  using io::gpt_oss_layer_tensors;
+  using io::LayerTensors;
+  using io::write_text_file;
+  namespace fs = std::filesystem;
   if (options.layers < 1 || options.layers > 4096)
     throw std::invalid_argument("generate: layers must be 1..4096, got " +
                                 std::to_string(options.layers));
@@ -132,4 +140,4 @@ void generate_checkpoint(const std::string& out, const LayerSpec& spec,
   staging.commit(/*replace_existing=*/options.force);
 }
 
-}  // namespace mxmoe::io
+}  // namespace mxmoe

@@ -47,12 +47,13 @@ class ScratchCleanup : public ::testing::Environment {
 inline const auto* const kScratchCleanup = ::testing::AddGlobalTestEnvironment(new ScratchCleanup);
 
 // `SHELL_PREFIX env -i PATH=/usr/bin:/bin ENV mxmoe ARGS` through /bin/sh (SHELL_PREFIX may
-// set limits: "ulimit -f 16;").
+// set limits: "ulimit -f 16;"); mxmoe through the emulator when cross-compiled.
 inline Result run(const std::string& env, const std::string& args,
                   const std::string& shell_prefix = "") {
   const auto out = scratch_dir() / "out.txt", err = scratch_dir() / "err.txt";
   const std::string cmd = shell_prefix + " env -i PATH=/usr/bin:/bin " + env + " " +
-                          MXMOE_CLI_PATH + " " + args + " >" + out.string() + " 2>" + err.string();
+                          MXMOE_CLI_COMMAND + " " + args + " >" + out.string() + " 2>" +
+                          err.string();
   const int status = std::system(cmd.c_str());
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
 }

@@ -246,8 +246,10 @@ TEST(CliQuantize, SigintMidConversionKeepsThePreviousOutput) {
     ::dup2(null, 1);
     ::close(fds[0]);
     char* const env[] = {const_cast<char*>("PATH=/usr/bin:/bin"), nullptr};
-    ::execle(MXMOE_CLI_PATH, "mxmoe", "quantize", "--model", in.c_str(), "--out", out.c_str(),
-             "--scale-rule", "floor", "--force", static_cast<char*>(nullptr), env);
+    // exec: the shell becomes mxmoe (through the emulator when cross-compiled), same pid.
+    const std::string command = std::string("exec ") + MXMOE_CLI_COMMAND + " quantize --model " +
+                                in + " --out " + out + " --scale-rule floor --force";
+    ::execle("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr), env);
     ::_exit(127);
   }
   ::close(fds[1]);

@@ -122,8 +122,8 @@ std::vector<float> run_backend(const mxmoe::LayerSpec& spec, const mxmoe::LayerS
 }
 
 // The numerics classes: the backends the oracle may choose for one batch-invariant request at
-// different token counts (tokens_hint 1, 8, 512) must give identical bits, and so must
-// amx_int8 and avx512_vnni for int8 (one class: exact int32 block dots, same float epilogue).
+// different token counts (tokens_hint 1, 8, 512) must give identical bits, and so must every
+// int8 backend (one class: exact int32 block dots, same float epilogue, on zmm, tiles or ymm).
 TEST(NumericsClass, BackendsChosenAcrossBatchSizesGiveTheSameBits) {
   const mxmoe::LayerSpec spec = small_spec();
   const mxmoe::LayerStorage storage = mxmoe::LayerStorage::random(spec, 13);
@@ -136,7 +136,7 @@ TEST(NumericsClass, BackendsChosenAcrossBatchSizesGiveTheSameBits) {
       if (!s.chosen.empty()) chosen.insert(s.chosen);
     }
     if (f == ActivationFormat::int8) {
-      for (std::string_view name : {"amx_int8", "avx512_vnni"})
+      for (std::string_view name : {"amx_int8", "avx512_vnni", "avx_vnni_int8", "avx2_int8"})
         if (runnable_here(spec, name, f)) chosen.insert(std::string(name));
     }
     if (chosen.size() < 2) continue;
