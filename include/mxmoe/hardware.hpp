@@ -36,10 +36,15 @@ struct MXMOE_API CudaDevice {
   friend bool operator==(const CudaDevice&, const CudaDevice&) = default;
 };
 
+// Bounds of a Hardware read from JSON (and of a probe): at most kMaxThreads (runtime.hpp)
+// logical CPUs, since mxmoe never runs more threads (a machine with more is described as
+// having that many), and caches of at most 1 TiB.
+inline constexpr std::uint64_t kMaxCacheBytes = std::uint64_t{1} << 40;
+
 struct MXMOE_API Hardware {
-  std::string vendor;  // "GenuineIntel"
-  std::string model;   // brand string
-  int logical_cpus = 0;
+  std::string vendor;    // "GenuineIntel"
+  std::string model;     // brand string
+  int logical_cpus = 0;  // 1..kMaxThreads
   std::uint64_t l1d_bytes = 0, l2_bytes = 0, l3_bytes = 0;
   IsaFeatures isa;                     // usable features
   std::vector<std::string> os_denied;  // features the CPU has but the OS refused (names)

@@ -20,12 +20,12 @@ struct ExplainOptions {
 };
 
 int run_explain(CLI::App& sub, const ExplainOptions& o) {
+  const Request request = o.request.resolve(sub);
   const LayerSpec spec = o.layer.from_model()
                              ? Checkpoint::open(o.layer.model).layer_spec(o.layer.layer)
                              : o.layer.spec();
-  const Deployment d{spec, o.hardware.resolve(), o.request.resolve(sub)};
+  const Deployment d{spec, o.hardware.resolve(), request};
   const Selection s = judge(d, preferences_for(spec.family));
-  log_dispatch(s);
   if (o.json) {
     fmt::print("{}\n", explain_json(s));
   } else {

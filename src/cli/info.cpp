@@ -22,7 +22,7 @@ struct InfoOptions {
 
 int run_info(const InfoOptions& o) {
   if (!o.model.empty() && !o.hardware) return info_model(o.model, o.json);
-  const Hardware h = probe_hardware(env("MXMOE_MAX_ISA"));
+  const Hardware h = HardwareOptions::live();
   if (!o.model.empty()) {
     // Both: one JSON document (the probe under "hardware"), or the two texts in turn.
     if (o.json) {

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "base/file.hpp"
+#include "base/json.hpp"
 #include "cli/command.hpp"
 #include "cli/common.hpp"
 #include "mxmoe/checkpoint.hpp"
@@ -27,17 +29,15 @@ struct RunOptions {
   std::uint64_t seed = 1;
   int reps = 0;  // 0: as many as fit in about 3 s (at least 1)
   std::string input, output;
+  bool json = false;
 };
 
-// Prints to stdout, or to stderr when stdout is reserved for data (--model runs).
-struct Printer {
-  std::FILE* to;
-  template <class... Args>
-  void operator()(fmt::format_string<Args...> f, Args&&... args) const {
-    fmt::print(to, f, std::forward<Args>(args)...);
-    std::fflush(to);
-  }
-};
+// Progress (stderr), flushed so it shows while the command works.
+template <class... Args>
+void progress(fmt::format_string<Args...> f, Args&&... args) {
+  fmt::print(stderr, f, std::forward<Args>(args)...);
+  std::fflush(stderr);
+}
 
 std::string candidate_line(const Selection& s, const Verdict& v) {
   const std::string mark = v.name == s.chosen ? "*" : " ";
@@ -70,24 +70,35 @@ double touched_weight_bytes(const LayerSpec& s, const LayerWeights& w, const Req
 }
 
 int run(const RunOptions& o, CLI::App& sub) {
-  const bool from_model = o.layer.from_model();
-  const Printer say{from_model ? stderr : stdout};
-  const Printer progress{stderr};
+  // Everything that can be refused cheaply is refused before loading or computing anything:
+  // the flags, the environment, and whether --output can be written at all.
+  const Request flags = o.request.resolve(sub);
+  if (!o.output.empty()) files::check_can_create(o.output);
 
   LayerSpec spec;
   std::optional<Checkpoint> checkpoint;
   std::optional<LayerStorage> storage;
   LayerWeights weights;
-  if (from_model) {
+  if (o.layer.from_model()) {
     checkpoint.emplace(Checkpoint::open(o.layer.model));
     spec = checkpoint->layer_spec(o.layer.layer);
-    weights = checkpoint->layer_weights(o.layer.layer);
   } else {
     spec = o.layer.spec();
-    const double gb =
-        3.0 * spec.num_experts * spec.hidden * double{1} * spec.intermediate * 17 / 32 / 1e9;
-    progress("mxmoe run: generating random MXFP4 weights for {} ({:.2f} GB, seed {})\n", spec.name,
-             gb, o.seed);
+  }
+  // The input and output alone must fit before any weight is generated or read (the layer's
+  // workspace is added once the chosen backend is known, below).
+  const double row_bytes = static_cast<double>(spec.hidden) * sizeof(float);
+  if (o.input.empty())
+    require_memory(
+        fmt::format("run: {} tokens of {}", o.request.tokens, spec.name),
+        {{"input", row_bytes * o.request.tokens}, {"output", row_bytes * o.request.tokens}});
+  if (checkpoint) {
+    weights = checkpoint->layer_weights(o.layer.layer);
+  } else {
+    progress(
+        "mxmoe run: generating random MXFP4 weights for {} ({}, seed {})\n", spec.name,
+        bytes_text(3.0 * spec.num_experts * spec.hidden * double{1} * spec.intermediate * 17 / 32),
+        o.seed);
     storage.emplace(LayerStorage::random(spec, o.seed));
     weights = storage->weights();
   }
@@ -97,42 +108,49 @@ int run(const RunOptions& o, CLI::App& sub) {
   if (!o.input.empty()) {
     NpyArray a = read_npy(o.input);
     if (a.shape.size() != 2 || a.shape[1] != spec.hidden)
-      throw std::invalid_argument(
-          fmt::format("--input {}: expected shape [M, {}]", o.input, spec.hidden));
+      throw LoadError(
+          fmt::format("--input {}: expected a float32 array of shape [M, {}] (the "
+                      "layer's hidden size), got {} dimensions",
+                      o.input, spec.hidden, a.shape.size()));
+    if (a.shape[0] < 1 || a.shape[0] > kMaxTokensPerCall)
+      throw LoadError(fmt::format("--input {}: {} tokens; a call carries 1..{}", o.input,
+                                  a.shape[0], kMaxTokensPerCall));
     tokens = a.shape[0];
     x = std::move(a.data);
-  } else {
+  }
+
+  Request request = flags;
+  request.tokens_hint = static_cast<int>(tokens);
+  const Deployment deployment{spec, o.hardware.resolve(), request};
+  Selection selection = select(deployment, preferences_for(spec.family));
+  if (o.hardware.replayed()) require_runnable_here(selection, HardwareOptions::live());
+
+  Runtime runtime(request.threads);
+  MoeLayer layer(weights, selection, runtime);
+  require_memory(fmt::format("run: {} tokens of {}", tokens, spec.name),
+                 {{"input", o.input.empty() ? row_bytes * static_cast<double>(tokens) : 0},
+                  {"output", row_bytes * static_cast<double>(tokens)},
+                  {"workspace", static_cast<double>(layer.workspace_bytes(tokens))}});
+  if (x.empty()) {
     std::mt19937_64 rng(o.seed + 1);
     std::normal_distribution<float> normal(0.0f, 1.0f);
     x.resize(static_cast<std::size_t>(tokens * spec.hidden));
     for (float& v : x) v = normal(rng);
   }
-  if (tokens <= 0) throw std::invalid_argument("no tokens to run");
-
-  Request request = o.request.resolve(sub);
-  request.tokens_hint = static_cast<int>(tokens);
-  const Deployment deployment{spec, o.hardware.resolve(), request};
-  Selection selection = select(deployment, preferences_for(spec.family));
-  say("layer: {} (E={}, top-{}, H={}, I={}{})\n", spec.name, spec.num_experts, spec.top_k,
-      spec.hidden, spec.intermediate,
-      spec.shared_experts > 0 ? fmt::format(", shared I={}", spec.shared_intermediate) : "");
-  say("deployment: activation={}, batch_invariant={}, threads={}, tokens={} (preferences: {})\n",
-      to_string(*selection.deployment.request.activation), request.batch_invariant,
-      request.threads > 0 ? request.threads : selection.deployment.hardware.logical_cpus, tokens,
-      selection.preferences_source);
-  say("candidates:\n");
-  for (const Verdict& v : selection.candidates) say("{}\n", candidate_line(selection, v));
-  say("chosen: {} ({})\n", selection.chosen, selection.why);
-
-  Runtime runtime(request.threads);
-  MoeLayer layer(weights, std::move(selection), runtime);
   std::vector<float> y(x.size());
   using Clock = std::chrono::steady_clock;
   const auto seconds = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
-  progress("mxmoe run: warm-up call...\n");
+  progress("mxmoe run: {} on {} tokens, warm-up call...\n", selection.chosen, tokens);
   const auto w0 = Clock::now();
   layer.forward(x.data(), tokens, y.data());
   const double warm = seconds(Clock::now() - w0);
+
+  // A legal input can overflow (scales near the top of E8M0): never report NaN as a result.
+  const NonFinite bad = find_non_finite(y, tokens, spec.hidden);
+  if (bad.any())
+    throw std::runtime_error(fmt::format("run: the output holds {}{}", bad.describe(tokens),
+                                         o.output.empty() ? "" : "; --output was not written"));
+
   const int reps =
       o.reps > 0 ? o.reps : std::clamp(static_cast<int>(3.0 / std::max(warm, 1e-6)), 1, 50);
   if (warm * reps > 2.0) progress("mxmoe run: timing {} calls (~{:.0f} s)...\n", reps, warm * reps);
@@ -145,16 +163,59 @@ int run(const RunOptions& o, CLI::App& sub) {
   std::sort(times.begin(), times.end());
   const double median = times[times.size() / 2];
   const double bytes = touched_weight_bytes(spec, weights, request, x, tokens);
-  say("time: {:.1f} us/call (median of {} after a warm-up; {} threads)\n", median * 1e6, reps,
-      layer.threads());
-  say("throughput: {:.1f} tokens/s, {:.2f} GB/s of expert weights ({:.1f} MB touched per call)\n",
-      static_cast<double>(tokens) / median, bytes / median / 1e9, bytes / 1e6);
 
   if (!o.output.empty()) {
     const std::int64_t shape[] = {tokens, spec.hidden};
     write_npy(o.output, y, shape);
-    say("output: {} [{} x {}] float32\n", o.output, tokens, spec.hidden);
   }
+
+  const Selection& sel = layer.selection();
+  if (o.json) {
+    json::Json candidates = json::Json::array();
+    for (const Verdict& v : sel.candidates) {
+      json::Json reasons = json::Json::array();
+      for (const Rejection& r : v.reasons) reasons.push_back(to_string(r.code));
+      candidates.push_back({{"name", v.name}, {"supported", v.supported}, {"reasons", reasons}});
+    }
+    const json::Json out = {
+        {"layer", spec.name},
+        {"experts", spec.num_experts},
+        {"top_k", spec.top_k},
+        {"hidden", spec.hidden},
+        {"intermediate", spec.intermediate},
+        {"activation", to_string(*sel.deployment.request.activation)},
+        {"batch_invariant", request.batch_invariant},
+        {"chosen", sel.chosen},
+        {"why", sel.why},
+        {"candidates", candidates},
+        {"tokens", tokens},
+        {"threads", layer.threads()},
+        {"reps", reps},
+        {"us_per_call_median", median * 1e6},
+        {"tokens_per_s", static_cast<double>(tokens) / median},
+        {"weight_gb_per_s", bytes / median / 1e9},
+        {"touched_weight_bytes", bytes},
+        {"output", o.output.empty() ? json::Json(nullptr) : json::Json(o.output)}};
+    fmt::print("{}\n", out.dump(2));
+    return kExitOk;
+  }
+  fmt::print("layer: {} (E={}, top-{}, H={}, I={}{})\n", spec.name, spec.num_experts, spec.top_k,
+             spec.hidden, spec.intermediate,
+             spec.shared_experts > 0 ? fmt::format(", shared I={}", spec.shared_intermediate) : "");
+  fmt::print(
+      "deployment: activation={}, batch_invariant={}, threads={}, tokens={} (preferences: {})\n",
+      to_string(*sel.deployment.request.activation), request.batch_invariant, layer.threads(),
+      tokens, sel.preferences_source);
+  fmt::print("candidates:\n");
+  for (const Verdict& v : sel.candidates) fmt::print("{}\n", candidate_line(sel, v));
+  fmt::print("chosen: {} ({})\n", sel.chosen, sel.why);
+  fmt::print("time: {:.1f} us/call (median of {} after a warm-up; {} threads)\n", median * 1e6,
+             reps, layer.threads());
+  fmt::print(
+      "throughput: {:.1f} tokens/s, {:.2f} GB/s of expert weights ({:.1f} MB touched per call)\n",
+      static_cast<double>(tokens) / median, bytes / median / 1e9, bytes / 1e6);
+  if (!o.output.empty())
+    fmt::print("output: {} [{} x {}] float32\n", o.output, tokens, spec.hidden);
   return kExitOk;
 }
 
@@ -164,18 +225,23 @@ void add_run(CLI::App& app, Action& action) {
   auto opts = std::make_shared<RunOptions>();
   auto* sub = app.add_subcommand(
       "run",
-      "Run one MoE layer (a preset on embedded random weights, or --model DIR --layer N) "
+      "Run one MoE layer (a preset on generated random weights, or --model DIR --layer N) "
       "through the oracle's choice and time it");
   opts->request.tokens = 16;
   opts->layer.add(*sub);
   opts->hardware.add(*sub);
   opts->request.add(*sub);
   sub->add_option("--seed", opts->seed, "Seed of the random weights and tokens");
-  sub->add_option("--reps", opts->reps, "Timed calls after the warm-up (default: ~3 s worth)")
-      ->check(CLI::PositiveNumber);
+  sub->add_option(
+         "--reps", opts->reps,
+         fmt::format("Timed calls after the warm-up, 1..{} (default: ~3 s worth)", kMaxReps))
+      ->check(CLI::Range(1, kMaxReps));
   sub->add_option("--input", opts->input, "Input tokens x [M, H] as a float32 .npy file")
       ->check(CLI::ExistingFile);
-  sub->add_option("--output", opts->output, "Write the output y [M, H] as a float32 .npy file");
+  sub->add_option("--output", opts->output,
+                  "Write the output y [M, H] as a float32 .npy file (whole or not at all; "
+                  "checked writable before any work)");
+  sub->add_flag("--json", opts->json, "Print the result as one JSON document");
   sub->callback([&action, opts, sub] { action = [opts, sub] { return run(*opts, *sub); }; });
 }
 

@@ -68,10 +68,23 @@ TEST(Claims, EveryCoveredClaimIsAccepted) {
   }
 }
 
-// A request the fast backends do not claim (mxfp8 invariant): the oracle still picks a backend
-// that claims it, and refuses the others with batch_invariance.
+// A request the fast backends do not claim (mxfp8 invariant): only the judge (reference)
+// claims it, and the oracle never picks it silently (it is hundreds of times slower): exit 3
+// with a suggestion naming it. Allowed explicitly, it is chosen; the others are refused with
+// batch_invariance.
 TEST(Claims, JudgeRefusesUnclaimedFormatsWithTheCode) {
-  const mxmoe::Deployment d = deployment(small_spec(), ActivationFormat::mxfp8, true);
+  mxmoe::Deployment d = deployment(small_spec(), ActivationFormat::mxfp8, true);
+  const mxmoe::Selection refused = mxmoe::judge(d, mxmoe::Preferences{});
+  if (refused.chosen.empty()) {
+    bool suggests_the_judge = false;
+    for (const mxmoe::Suggestion& g : refused.suggestions)
+      suggests_the_judge =
+          suggests_the_judge || (g.change == "allow_judge_only=true" && g.backend == "reference");
+    EXPECT_TRUE(suggests_the_judge);
+  } else {
+    EXPECT_FALSE(mxmoe::find_backend(refused.chosen)->judge_only()) << refused.chosen;
+  }
+  d.request.allow_judge_only = true;
   const mxmoe::Selection s = mxmoe::judge(d, mxmoe::Preferences{});
   ASSERT_FALSE(s.chosen.empty());
   EXPECT_TRUE(covered(s.chosen, ActivationFormat::mxfp8)) << s.chosen;

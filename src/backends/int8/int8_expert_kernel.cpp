@@ -222,10 +222,12 @@ void Int8ExpertKernel::run(const ExpertForward& f) const noexcept {
     const float* gate_bias = packed_.gate_bias.data() + e * inter + kTileRows * jt;
     const float* up_bias = packed_.up_bias.data() + e * inter + kTileRows * jt;
     gemm_tile(thread, group0, packed_.w1_group_bytes(), 4, static_cast<int>(nbh), x, count,
-              [&](std::int64_t c0, int m, const float* acc) {
+              // Init-captures: clang before 16 cannot capture structured bindings.
+              [&, row_tile = jt](std::int64_t c0, int m, const float* acc) {
                 const std::int64_t p = p0 + c0;
-                ops_.glu_quantize(acc, m, gate_bias, up_bias, glu_, aq + p * inter + kTileRows * jt,
-                                  ad + p * nbi + jt, ac + p * nbi + jt, inter, nbi);
+                ops_.glu_quantize(acc, m, gate_bias, up_bias, glu_,
+                                  aq + p * inter + kTileRows * row_tile, ad + p * nbi + row_tile,
+                                  ac + p * nbi + row_tile, inter, nbi);
               });
   });
 
@@ -240,10 +242,10 @@ void Int8ExpertKernel::run(const ExpertForward& f) const noexcept {
     const k::QuantRows a{aq + p0 * inter, ad + p0 * nbi, ac + p0 * nbi, inter, nbi};
     const float* bias = packed_.b2.data() + e * h + kTileRows * ot;
     gemm_tile(thread, group0, packed_.w2_group_bytes(), 2, static_cast<int>(nbi), a, count,
-              [&](std::int64_t c0, int m, const float* acc) {
+              [&, out_tile = ot](std::int64_t c0, int m, const float* acc) {
                 for (int r = 0; r < m; ++r) {
                   const std::int64_t slot = batch.order[offsets[e] + c0 + r];
-                  float* dst = f.slot_out + slot * h + kTileRows * ot;
+                  float* dst = f.slot_out + slot * h + kTileRows * out_tile;
                   for (int o = 0; o < kTileRows; ++o) dst[o] = acc[r * kTileRows + o] + bias[o];
                 }
               });
