@@ -63,5 +63,10 @@ MXMOE_API IsaFeatures cap_isa(IsaFeatures isa, std::string_view cap);
 
 MXMOE_API std::string to_json(const Hardware&);
 MXMOE_API Hardware hardware_from_json(std::string_view);  // strict; throws std::invalid_argument
+// A probe saved by `mxmoe info --hardware --json` in the file PATH (a regular file of at most
+// 64 MiB), with `source` set to PATH. A file that cannot be read or whose contents
+// hardware_from_json refuses is the file's problem: LoadError (checkpoint.hpp) naming PATH,
+// as for every file mxmoe reads (exit code 1, MXMOE_ERROR_IO, mxmoe.LoadError).
+MXMOE_API Hardware hardware_from_file(const std::string& path);
 
 }  // namespace mxmoe

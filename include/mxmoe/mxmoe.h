@@ -24,8 +24,9 @@
 extern "C" {
 #endif
 
-/* The values of the failure statuses equal the mxmoe command's exit codes where one exists:
- * 1 = an input (file) error, 2 = a usage error, 3 = no backend fits. */
+/* The values of the failure statuses equal the mxmoe command's exit codes for the same failure
+ * where one exists: 1 = a file's problem, 2 = the caller's value (a flag for the command, an
+ * argument, parameter or MXMOE_* variable here), 3 = no backend fits. */
 typedef enum mxmoe_status {
   MXMOE_OK = 0,
   MXMOE_ERROR_IO = 1,               /* a file is missing, unreadable or malformed */
@@ -88,6 +89,9 @@ MXMOE_API mxmoe_status mxmoe_checkpoint_num_layers(const mxmoe_checkpoint* check
 MXMOE_API mxmoe_status mxmoe_checkpoint_is_moe_layer(const mxmoe_checkpoint* checkpoint,
                                                      int32_t layer, bool* out);
 
+/* The defaults. At mxmoe_layer_create, a field left at its default takes the MXMOE_* variable
+ * where one is set (README; parsed by the library as the mxmoe command does); a field set by
+ * the caller wins. A bad variable is MXMOE_ERROR_INVALID_ARGUMENT naming it. */
 MXMOE_API mxmoe_request_params mxmoe_request_default_params(void);
 
 /* Binds MoE layer N: validates its tensors, judges every backend on this machine (the probe,

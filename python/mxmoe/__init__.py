@@ -73,15 +73,14 @@ def _optional_str(value: Any, argument: str) -> Optional[str]:
 
 
 def _hardware_json(hardware: Union[None, PathLike, Dict[str, Any]]):
-    """(JSON text, source) of a hardware description given as a dict or a file, or (None, None)."""
+    """(JSON text, None) of a hardware description given as a dict, (None, path) for a file,
+    or (None, None)."""
     if hardware is None:
         return None, None
     if isinstance(hardware, dict):
         return json.dumps(hardware), None
     if isinstance(hardware, (str, os.PathLike)):
-        path = os.fspath(hardware)
-        with open(path, encoding="utf-8") as f:
-            return f.read(), path
+        return None, os.fspath(hardware)  # read by the library (regular file, size cap)
     raise TypeError(
         "hardware: expected None (probe this machine), a dict or the path of a JSON file "
         f"written by `mxmoe info --hardware --json`, got {type(hardware).__name__}"

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from typing import List, Optional
 
@@ -85,18 +84,6 @@ def _generate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _directory(text: str) -> str:
-    if not os.path.isdir(text):
-        raise argparse.ArgumentTypeError(f"directory does not exist: {text}")
-    return text
-
-
-def _file(text: str) -> str:
-    if not os.path.isfile(text):
-        raise argparse.ArgumentTypeError(f"file does not exist: {text}")
-    return text
-
-
 def _comma_list(text: str) -> List[str]:
     return [item for item in text.split(",") if item]
 
@@ -114,7 +101,7 @@ def _parser() -> argparse.ArgumentParser:
     where = e.add_mutually_exclusive_group()
     where.add_argument("--preset", help="Layer shape preset: " + ", ".join(presets()) +
                        " (default gpt-oss-20b)")
-    where.add_argument("--model", type=_directory,
+    where.add_argument("--model",
                        help="Checkpoint directory (config.json + safetensors)")
     e.add_argument("--layer", type=int, help="Layer index in the model (with --model)")
     e.add_argument("--backend", help="Force a backend by name")
@@ -126,7 +113,7 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--threads", type=int, default=0, help="Threads (0 = all logical CPUs)")
     e.add_argument("--tokens", type=int, default=1,
                    help="Tokens per call (a hint for ranking backends)")
-    e.add_argument("--hardware", type=_file, help="Replay a hardware description captured with "
+    e.add_argument("--hardware", help="Replay a hardware description captured with "
                                       "`mxmoe info --hardware --json`")
     e.add_argument("--json", action="store_true",
                    help="Print {selected, deployment, candidates, error, suggestions} as JSON")
@@ -136,7 +123,7 @@ def _parser() -> argparse.ArgumentParser:
                                     "(--model DIR)")
     i.add_argument("--hardware", action="store_true", help="Print this machine's probe")
     i.add_argument("--json", action="store_true", help="Print JSON")
-    i.add_argument("--model", type=_directory, help="Checkpoint directory to describe")
+    i.add_argument("--model", help="Checkpoint directory to describe")
     i.set_defaults(run=_info)
 
     g = sub.add_parser("generate", help="Write a checkpoint of random MXFP4 MoE layers with a "

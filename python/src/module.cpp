@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "arrays.hpp"
+#include "mxmoe/config.hpp"
 #include "mxmoe/generate.hpp"
 #include "mxmoe/mxmoe.h"
 #include "mxmoe/mxmoe.hpp"
@@ -89,14 +90,15 @@ std::shared_ptr<Runtime> shared_runtime(int threads) {
 
 // The edge: this machine's probe, capped by MXMOE_MAX_ISA (as the CLI and the C API do).
 Hardware probe() {
-  const char* cap = std::getenv("MXMOE_MAX_ISA");
-  return probe_hardware(cap == nullptr ? "" : cap);
+  return probe_hardware_from_environment();
 }
 
 Request make_request(const std::optional<std::string>& activation, bool batch_invariant,
                      int threads, const std::optional<std::string>& backend,
                      const std::vector<std::string>& exclude, int tokens) {
-  Request r;
+  // The MXMOE_* variables through the library's one parser (config.hpp), as the command and
+  // the C API read them: an argument left at its default takes the variable, one given wins.
+  Request r = config_from_environment().request;
   if (activation) {
     try {
       r.activation = parse_activation_format(*activation);
@@ -104,14 +106,14 @@ Request make_request(const std::optional<std::string>& activation, bool batch_in
       throw nb::value_error((std::string("activation: ") + e.what()).c_str());
     }
   }
-  r.batch_invariant = batch_invariant;
+  if (batch_invariant) r.batch_invariant = true;
   check_threads(threads);
-  r.threads = threads;
+  if (threads != 0) r.threads = threads;
   if (tokens < 1)
     throw nb::value_error(("tokens: expected at least 1, got " + std::to_string(tokens)).c_str());
   r.tokens_hint = tokens;
   if (backend) r.forced_backend = *backend;
-  r.excluded_backends = exclude;
+  if (!exclude.empty()) r.excluded_backends = exclude;
   return r;
 }
 
@@ -152,7 +154,8 @@ class PyModel {
                                 const std::optional<std::string>& backend,
                                 const std::vector<std::string>& exclude, int tokens) {
     Request request = make_request(activation, batch_invariant, threads, backend, exclude, tokens);
-    std::shared_ptr<Runtime> runtime = threads == 0 ? state_->runtime : shared_runtime(threads);
+    std::shared_ptr<Runtime> runtime =
+        request.threads == 0 ? state_->runtime : shared_runtime(request.threads);
     request.threads = runtime->threads();
     nb::gil_scoped_release release;
     MoeLayer layer = state_->model.bind(index, request);
@@ -299,7 +302,9 @@ nb::tuple explain(const std::optional<std::string>& preset_name,
   const Request request =
       make_request(activation, batch_invariant, threads, backend, exclude, tokens);
   Hardware hw;
-  if (hardware_json) {
+  if (hardware_source && !hardware_json) {
+    hw = hardware_from_file(*hardware_source);  // a bad file is mxmoe.LoadError, as elsewhere
+  } else if (hardware_json) {
     try {
       hw = hardware_from_json(*hardware_json);
     } catch (const std::invalid_argument& e) {

@@ -297,3 +297,35 @@ def test_generate_refuses_an_existing_directory_and_bad_sizes(tmp_path):
     with pytest.raises(ValueError, match="no-such-preset"):
         mxmoe.generate(tmp_path / "p", "no-such-preset")
     assert not (tmp_path / "h").exists() and not (tmp_path / "k").exists()
+
+
+def test_environment_is_read_by_the_library(monkeypatch, tmp_path):
+    """MXMOE_* reach the package through the library's one parser: an argument left at its
+    default takes the variable, a given one wins, a bad value is a ValueError naming it."""
+    monkeypatch.setenv("MXMOE_BACKEND", "reference")
+    monkeypatch.setenv("MXMOE_ACTIVATION", "f32")
+    assert mxmoe.explain(preset="gpt-oss-20b")["selected"] == "reference"
+    assert mxmoe.explain(preset="gpt-oss-20b", backend="avx2")["selected"] in ("avx2", None)
+    monkeypatch.delenv("MXMOE_BACKEND")
+    assert mxmoe.explain(preset="gpt-oss-20b")["selected"] != "reference"
+    monkeypatch.setenv("MXMOE_THREADS", "100000")
+    with pytest.raises(ValueError, match="MXMOE_THREADS"):
+        mxmoe.explain(preset="gpt-oss-20b")
+    monkeypatch.delenv("MXMOE_THREADS")
+    monkeypatch.setenv("MXMOE_MAX_ISA", "sse9")
+    with pytest.raises(ValueError, match="MXMOE_MAX_ISA"):
+        mxmoe.hardware()
+
+
+def test_hardware_file_is_read_by_the_library(tmp_path):
+    """A hardware file is read as every file is (regular files only, size cap); a bad one is
+    a LoadError naming it, as `mxmoe explain --hardware` exits 1."""
+    with pytest.raises(mxmoe.LoadError, match="not a regular file"):
+        mxmoe.explain(hardware="/dev/zero")
+    bad = tmp_path / "probe.json"
+    bad.write_text('{"x": 1}')
+    with pytest.raises(mxmoe.LoadError, match="probe.json"):
+        mxmoe.explain(hardware=str(bad))
+    good = tmp_path / "good.json"
+    good.write_text(__import__("json").dumps(mxmoe.hardware()))
+    assert mxmoe.explain(hardware=good)["deployment"]["hardware"]["source"] == str(good)

@@ -11,6 +11,7 @@
 #include <string>
 #include <system_error>
 
+#include "base/file.hpp"
 #include "mxmoe/build_info.hpp"
 #include "mxmoe/checkpoint.hpp"
 #include "mxmoe/config.hpp"
@@ -67,6 +68,8 @@ mxmoe_status guarded(Body&& body) noexcept {
     return fail(MXMOE_ERROR_NO_BACKEND, e.what());
   } catch (const mxmoe::LoadError& e) {
     return fail(MXMOE_ERROR_IO, e.what());
+  } catch (const mxmoe::files::FileError& e) {
+    return fail(MXMOE_ERROR_IO, e.what());
   } catch (const std::invalid_argument& e) {
     return fail(MXMOE_ERROR_INVALID_ARGUMENT, e.what());
   } catch (const std::out_of_range& e) {
@@ -110,19 +113,33 @@ std::optional<mxmoe::ActivationFormat> activation(mxmoe_activation a) {
                               std::to_string(static_cast<int>(a)));
 }
 
+// The request of PARAMS over the MXMOE_* variables, read by the library's one parser
+// (config_from_environment, as the CLI and the Python package do): a field left at its
+// mxmoe_request_default_params() value takes the variable's value where one is set, a field
+// the caller set wins (as a flag does over a variable). A bad variable is a ConfigError:
+// MXMOE_ERROR_INVALID_ARGUMENT, as it is exit code 2 for the command.
 mxmoe::Request request_of(const mxmoe_request_params& p) {
-  mxmoe::Request r;
-  r.activation = activation(p.activation);
-  r.batch_invariant = p.batch_invariant;
+  const mxmoe_request_params d = mxmoe_request_default_params();
+  mxmoe::Request r = mxmoe::config_from_environment().request;
+  if (p.activation != d.activation) r.activation = activation(p.activation);
+  if (p.batch_invariant) r.batch_invariant = true;
   require(p.threads >= 0 && p.threads <= mxmoe::kMaxThreads,
           "params.threads must be 0 (every logical CPU) or 1..1024");
-  r.threads = p.threads;
+  if (p.threads != d.threads) r.threads = p.threads;
   require(p.tokens_hint >= 1, "params.tokens_hint must be at least 1");
   r.tokens_hint = p.tokens_hint;
+  require(p.ep_size >= 1 && p.ep_rank >= 0 && p.ep_rank < p.ep_size,
+          "params.ep_rank must be in [0, params.ep_size) and params.ep_size at least 1");
   r.ep_size = p.ep_size;
   r.ep_rank = p.ep_rank;
-  if (p.backend != nullptr) r.forced_backend = p.backend;
+  if (p.backend != nullptr && *p.backend != '\0') {
+    if (mxmoe::find_backend(p.backend) == nullptr)
+      throw std::invalid_argument(std::string("params.backend: unknown backend '") + p.backend +
+                                  "'; valid backends: " + mxmoe::backend_names());
+    r.forced_backend = p.backend;
+  }
   if (p.excluded_backends != nullptr) {
+    r.excluded_backends.clear();
     std::string list = p.excluded_backends;
     std::size_t at = 0;
     while (at <= list.size()) {

@@ -8,7 +8,6 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "base/file.hpp"
 #include "model/model_config.hpp"
 #include "mxmoe/hardware.hpp"
 #include "mxmoe/layer_spec.hpp"
@@ -31,8 +30,7 @@ void HardwareOptions::add(CLI::App& app) {
   app.add_option("--hardware", file,
                  "Replay a hardware description captured with `mxmoe info --hardware --json` "
                  "(e.g. examples/hardware/) instead of probing this machine (a probe is capped by "
-                 "env MXMOE_MAX_ISA=none|avx2|avx_vnni|avx512|amx)")
-      ->check(CLI::ExistingFile);
+                 "env MXMOE_MAX_ISA=none|avx2|avx_vnni|avx512|amx)");
 }
 
 Hardware HardwareOptions::live() {
@@ -41,9 +39,7 @@ Hardware HardwareOptions::live() {
 
 Hardware HardwareOptions::resolve() const {
   if (file.empty()) return live();
-  Hardware hw = hardware_from_json(files::read_regular_file(file));
-  hw.source = file;
-  return hw;
+  return hardware_from_file(file);
 }
 
 void RequestOptions::add(CLI::App& app, bool with_tokens) {
@@ -109,8 +105,7 @@ void LayerOptions::add(CLI::App& app) {
   auto* p = app.add_option(
       "--preset", preset,
       "Layer shape preset, on generated random MXFP4 weights: " + names + " (default gpt-oss-20b)");
-  auto* m = app.add_option("--model", model, "Checkpoint directory (config.json + safetensors)")
-                ->check(CLI::ExistingDirectory);
+  auto* m = app.add_option("--model", model, "Checkpoint directory (config.json + safetensors)");
   p->excludes(m);
   app.add_option("--layer", layer, "Layer index in the model (with --model)")
       ->check(CLI::Range(0, kMaxModelLayers - 1));

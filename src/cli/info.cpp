@@ -49,8 +49,7 @@ void add_info(CLI::App& app, Action& action) {
   sub->add_flag("--hardware", options->hardware,
                 "Print this machine's probe (the JSON form is replayable with --hardware FILE)");
   sub->add_flag("--json", options->json, "Print JSON");
-  sub->add_option("--model", options->model, "Checkpoint directory to describe")
-      ->check(CLI::ExistingDirectory);
+  sub->add_option("--model", options->model, "Checkpoint directory to describe");
   sub->callback([&action, options] { action = [options] { return run_info(*options); }; });
 }
 

@@ -36,8 +36,10 @@ constexpr const char* kFooter =
     "Output: each command's result goes to stdout (a table, or one JSON document with "
     "--json); progress, warnings, the dispatch log and errors go to stderr.\n"
     "Environment (flags win): MXMOE_BACKEND, MXMOE_EXCLUDE_BACKENDS, MXMOE_ACTIVATION, "
-    "MXMOE_BATCH_INVARIANT, MXMOE_THREADS, MXMOE_ALLOW_REFERENCE, MXMOE_MAX_ISA, "
-    "MXMOE_VERBOSE=dispatch.";
+    "MXMOE_BATCH_INVARIANT, MXMOE_THREADS, MXMOE_ALLOW_REFERENCE, MXMOE_VERBOSE=dispatch, "
+    "MXMOE_MAX_ISA=none|avx2|avx_vnni|avx512|amx (caps the probed instruction sets, so slower "
+    "paths can be tried on a fast machine; avx_vnni: AVX2 and AVX-VNNI on ymm, no AVX-512, as "
+    "Alder Lake). The C API and the Python package read them the same way.";
 
 int error(int code, const std::string& message) {
   fmt::print(stderr, "mxmoe: error: {}\n", message);
@@ -58,10 +60,6 @@ int main(int argc, char** argv) {
       "`mxmoe explain`.",
       "mxmoe"};
   app.set_version_flag("--version", version_text());
-  app.footer(
-      "Environment: MXMOE_MAX_ISA=none|avx2|avx_vnni|avx512|amx caps the probed instruction sets,\n"
-      "so slower paths can be tried on a fast machine (avx_vnni: AVX2 and AVX-VNNI on ymm, no\n"
-      "AVX-512, as Alder Lake; on a CPU without AVX-VNNI it equals avx2).");
   app.require_subcommand(1);
   app.fallthrough();
   app.footer(kFooter);

@@ -79,9 +79,7 @@ void add_quantize(CLI::App& app, Action& action) {
       "the gpt-oss layout (MoE tensors only), with a config.json mxmoe loads back. Writes a "
       "temporary directory beside OUT and renames it into place when complete");
   auto args = std::make_shared<QuantizeArgs>();
-  sub->add_option("--model", args->in, "Input checkpoint directory")
-      ->required()
-      ->check(CLI::ExistingDirectory);
+  sub->add_option("--model", args->in, "Input checkpoint directory")->required();
   sub->add_option("--out", args->out, "Output directory (refused if it exists, unless --force)")
       ->required();
   sub->add_option("--scale-rule", args->rule,

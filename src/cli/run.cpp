@@ -85,6 +85,26 @@ int run(const RunOptions& o, CLI::App& sub) {
   } else {
     spec = o.layer.spec();
   }
+  // The input is read (and refused) before any weight is generated or read.
+  std::vector<float> x;
+  std::int64_t tokens = o.request.tokens;
+  if (!o.input.empty()) {
+    NpyArray a = read_npy(o.input);
+    if (a.shape.size() != 2 || a.shape[1] != spec.hidden) {
+      std::string shape;
+      for (const auto d : a.shape) shape += (shape.empty() ? "" : ", ") + std::to_string(d);
+      throw LoadError(fmt::format(
+          "--input {}: expected a float32 array of shape [M, {}] (the layer's hidden size), "
+          "got [{}]",
+          o.input, spec.hidden, shape));
+    }
+    if (a.shape[0] < 1 || a.shape[0] > kMaxTokensPerCall)
+      throw LoadError(fmt::format("--input {}: {} tokens; a call carries 1..{}", o.input,
+                                  a.shape[0], kMaxTokensPerCall));
+    tokens = a.shape[0];
+    x = std::move(a.data);
+  }
+
   // The input and output alone must fit before any weight is generated or read (the layer's
   // workspace is added once the chosen backend is known, below).
   const double row_bytes = static_cast<double>(spec.hidden) * sizeof(float);
@@ -101,22 +121,6 @@ int run(const RunOptions& o, CLI::App& sub) {
         o.seed);
     storage.emplace(LayerStorage::random(spec, o.seed));
     weights = storage->weights();
-  }
-
-  std::vector<float> x;
-  std::int64_t tokens = o.request.tokens;
-  if (!o.input.empty()) {
-    NpyArray a = read_npy(o.input);
-    if (a.shape.size() != 2 || a.shape[1] != spec.hidden)
-      throw LoadError(
-          fmt::format("--input {}: expected a float32 array of shape [M, {}] (the "
-                      "layer's hidden size), got {} dimensions",
-                      o.input, spec.hidden, a.shape.size()));
-    if (a.shape[0] < 1 || a.shape[0] > kMaxTokensPerCall)
-      throw LoadError(fmt::format("--input {}: {} tokens; a call carries 1..{}", o.input,
-                                  a.shape[0], kMaxTokensPerCall));
-    tokens = a.shape[0];
-    x = std::move(a.data);
   }
 
   Request request = flags;
@@ -236,8 +240,7 @@ void add_run(CLI::App& app, Action& action) {
          "--reps", opts->reps,
          fmt::format("Timed calls after the warm-up, 1..{} (default: ~3 s worth)", kMaxReps))
       ->check(CLI::Range(1, kMaxReps));
-  sub->add_option("--input", opts->input, "Input tokens x [M, H] as a float32 .npy file")
-      ->check(CLI::ExistingFile);
+  sub->add_option("--input", opts->input, "Input tokens x [M, H] as a float32 .npy file");
   sub->add_option("--output", opts->output,
                   "Write the output y [M, H] as a float32 .npy file (whole or not at all; "
                   "checked writable before any work)");

@@ -2,6 +2,8 @@
 // be read (and edited) by a person.
 #include "hw/hardware_json.hpp"
 
+#include "base/file.hpp"
+#include "mxmoe/checkpoint.hpp"
 #include "mxmoe/hardware.hpp"
 #include "mxmoe/runtime.hpp"
 
@@ -83,6 +85,18 @@ std::string to_json(const Hardware& h) {
 
 Hardware hardware_from_json(std::string_view text) {
   return json_io::hardware_from_json(json::parse_strict(text, "Hardware"));
+}
+
+Hardware hardware_from_file(const std::string& path) {
+  const std::string text = files::read_regular_file<LoadError>(path);
+  Hardware hw;
+  try {
+    hw = hardware_from_json(text);
+  } catch (const std::invalid_argument& e) {
+    throw LoadError(path + ": " + e.what());
+  }
+  hw.source = path;
+  return hw;
 }
 
 }  // namespace mxmoe

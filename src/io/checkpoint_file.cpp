@@ -19,9 +19,18 @@ std::string checkpoint_file(const std::string& dir, std::string_view name,
                     "separators, no \".\" or \"..\")");
   const std::string path = dir + "/" + std::string(name);
   struct stat link {};
-  if (::lstat(path.c_str(), &link) != 0)
+  if (::lstat(path.c_str(), &link) != 0) {
+    // Name what is wrong: the directory itself, or the file in it.
+    struct stat d {};
+    if (::stat(dir.c_str(), &d) != 0)
+      throw LoadError(dir + ": cannot open the checkpoint directory: " + std::strerror(errno));
+    if (!S_ISDIR(d.st_mode))
+      throw LoadError(dir +
+                      ": not a directory (a checkpoint is a directory holding config.json and "
+                      "safetensors files)");
     throw LoadError(named_by.empty() ? path + ": missing"
                                      : by + ": \"" + std::string(name) + "\" does not exist");
+  }
   struct stat target {};
   if (::stat(path.c_str(), &target) != 0)
     throw LoadError(path + ": a symbolic link that cannot be followed (" + std::strerror(errno) +

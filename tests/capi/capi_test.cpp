@@ -7,12 +7,15 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "cli/cli_process.hpp"
 #include "mxmoe/mxmoe.h"
 #include "mxmoe/mxmoe.hpp"
 
@@ -200,6 +203,117 @@ TEST(CApi, FailuresAreStatusesWithTheReason) {
   mxmoe_layer_destroy(nullptr);  // like free(NULL)
   mxmoe_checkpoint_close(nullptr);
   mxmoe_free(nullptr);
+}
+
+// The failure values are the command's exit codes for the same failure (docs/C_API.md, README
+// "Exit codes"): each case is made once through the C API and once through `mxmoe`, and both
+// numbers must equal the documented class (1 a file, 2 the caller's value, 3 nothing fits).
+TEST(CApi, StatusesEqualTheCommandsExitCodesForTheSameFailure) {
+  namespace fs = std::filesystem;
+  const std::string bad =
+      (fs::temp_directory_path() / ("mxmoe_capi_bad_" + std::to_string(::getpid()))).string();
+  fs::create_directories(bad);
+  {
+    std::ofstream(bad + "/config.json") << "{\"model_type\": \"gpt_oss\", ";  // truncated
+  }
+  const std::string ck = checkpoint_dir();
+  struct Case {
+    const char* what;
+    int expected;
+    std::string env, cli_args;                       // the command's form
+    std::string dir;                                 // the C API's form: open DIR,
+    int layer = 0;                                   // create LAYER with
+    std::function<void(mxmoe_request_params&)> set;  // these parameters
+    std::string c_env;                               // under this variable (NAME=VALUE)
+  };
+  const auto none = [](mxmoe_request_params&) {};
+  const std::vector<Case> cases = {
+      {"missing directory", 1, "", "explain --model /nonexistent/mxmoe", "/nonexistent/mxmoe", 0,
+       none, ""},
+      {"malformed config.json", 1, "", "explain --model " + bad, bad, 0, none, ""},
+      {"layer out of range", 1, "", "explain --model " + ck + " --layer 7", ck, 7, none, ""},
+      {"threads out of range", 2, "", "explain --model " + ck + " --threads 5000", ck, 0,
+       [](mxmoe_request_params& p) { p.threads = 5000; }, ""},
+      {"unknown backend", 2, "", "explain --model " + ck + " --backend no_such_backend", ck, 0,
+       [](mxmoe_request_params& p) { p.backend = "no_such_backend"; }, ""},
+      {"rank outside the group", 2, "", "explain --model " + ck + " --ep-size 2 --ep-rank 5", ck, 0,
+       [](mxmoe_request_params& p) {
+         p.ep_size = 2;
+         p.ep_rank = 5;
+       },
+       ""},
+      {"bad MXMOE_THREADS", 2, "MXMOE_THREADS=abc", "explain --model " + ck, ck, 0, none,
+       "MXMOE_THREADS=abc"},
+      {"bad MXMOE_MAX_ISA", 2, "MXMOE_MAX_ISA=sse9", "explain --model " + ck, ck, 0, none,
+       "MXMOE_MAX_ISA=sse9"},
+      {"nothing fits", 3, "", "explain --model " + ck + " --activation int8 --backend avx2", ck, 0,
+       [](mxmoe_request_params& p) {
+         p.activation = MXMOE_ACTIVATION_INT8;
+         p.backend = "avx2";
+       },
+       ""},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    const mxmoe::cli_testing::Result cli = mxmoe::cli_testing::run(c.env, c.cli_args);
+    EXPECT_EQ(cli.rc, c.expected) << cli.err;
+
+    std::string name, value;
+    if (!c.c_env.empty()) {
+      name = c.c_env.substr(0, c.c_env.find('='));
+      value = c.c_env.substr(c.c_env.find('=') + 1);
+      ::setenv(name.c_str(), value.c_str(), 1);
+    }
+    mxmoe_checkpoint* checkpoint = nullptr;
+    mxmoe_status status = mxmoe_checkpoint_open(c.dir.c_str(), &checkpoint);
+    if (status == MXMOE_OK) {
+      mxmoe_request_params p = mxmoe_request_default_params();
+      c.set(p);
+      mxmoe_layer* layer = nullptr;
+      status = mxmoe_layer_create(checkpoint, c.layer, &p, &layer);
+      mxmoe_layer_destroy(layer);
+      mxmoe_checkpoint_close(checkpoint);
+    }
+    if (!name.empty()) ::unsetenv(name.c_str());
+    EXPECT_EQ(static_cast<int>(status), c.expected) << mxmoe_last_error();
+    EXPECT_EQ(static_cast<int>(status), cli.rc);
+  }
+  fs::remove_all(bad);
+}
+
+// The MXMOE_* variables reach the C API through the library's one parser: a parameter left
+// at its default takes the variable, a parameter the caller set wins.
+TEST(CApi, DefaultParametersTakeTheEnvironment) {
+  mxmoe_checkpoint* c = open_checkpoint();
+  const auto chosen = [&](const mxmoe_request_params& p) {
+    mxmoe_layer* layer = nullptr;
+    const mxmoe_status status = mxmoe_layer_create(c, 0, &p, &layer);
+    EXPECT_EQ(status, MXMOE_OK) << mxmoe_last_error();
+    if (status != MXMOE_OK) return std::string();
+    char* json = nullptr;
+    EXPECT_EQ(mxmoe_layer_selection_json(layer, &json), MXMOE_OK);
+    const std::string name = nlohmann::json::parse(json).at("chosen").get<std::string>();
+    mxmoe_free(json);
+    mxmoe_layer_destroy(layer);
+    return name;
+  };
+  ::setenv("MXMOE_BACKEND", "reference", 1);
+  ::setenv("MXMOE_ACTIVATION", "f32", 1);
+  EXPECT_EQ(chosen(mxmoe_request_default_params()), "reference");
+  mxmoe_request_params p = mxmoe_request_default_params();
+  p.backend = "no_such_backend";  // the caller's value wins, and is checked
+  mxmoe_layer* layer = nullptr;
+  EXPECT_EQ(mxmoe_layer_create(c, 0, &p, &layer), MXMOE_ERROR_INVALID_ARGUMENT);
+  ::unsetenv("MXMOE_BACKEND");
+  ::unsetenv("MXMOE_ACTIVATION");
+  EXPECT_NE(chosen(mxmoe_request_default_params()), "reference");  // never chosen unasked
+  p = mxmoe_request_default_params();
+  ::setenv("MXMOE_THREADS", "100000", 1);
+  EXPECT_EQ(mxmoe_layer_create(c, 0, &p, &layer), MXMOE_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(mxmoe_last_error(), HasSubstr("MXMOE_THREADS"));
+  ::unsetenv("MXMOE_THREADS");
+  EXPECT_EQ(layer, nullptr);
+  mxmoe_checkpoint_close(c);
 }
 
 TEST(CApi, ExplainJudgesADeploymentGivenAsJson) {
