@@ -86,6 +86,40 @@ LayerTensors gpt_oss_layer_tensors(const LayerSpec& spec, const LayerWeights& w,
   return out;
 }
 
+CheckpointDirectoryWriter::CheckpointDirectoryWriter(const std::string& out, bool force)
+    : force_(force),
+      out_exists_([&] {
+        std::error_code ec;
+        const fs::file_status st = fs::symlink_status(out, ec);
+        if (st.type() == fs::file_type::not_found) return false;
+        if (!force) throw LoadError(out + ": already exists (pass --force to replace it whole)");
+        if (!fs::is_directory(fs::status(out, ec)))
+          throw LoadError(out +
+                          ": exists and is not a directory (--force replaces a directory "
+                          "only)");
+        return true;
+      }()),
+      staging_(out) {}
+
+void CheckpointDirectoryWriter::add_shard(const std::string& file,
+                                          const std::vector<TensorToWrite>& tensors) {
+  write_safetensors(staging_.path() + "/" + file, tensors, {{"format", "pt"}});
+  for (const TensorToWrite& t : tensors) {
+    weight_map_[t.name] = file;
+    total_ += t.data.size();
+  }
+}
+
+void CheckpointDirectoryWriter::finish(const std::string& config_json, bool with_index) {
+  if (with_index)
+    files::write_file_atomically(
+        staging_.path() + "/model.safetensors.index.json",
+        json::Json{{"metadata", {{"total_size", total_}}}, {"weight_map", weight_map_}}.dump(2) +
+            "\n");
+  files::write_file_atomically(staging_.path() + "/config.json", config_json);
+  staging_.commit(/*replace_existing=*/force_);
+}
+
 }  // namespace mxmoe::io
 
 namespace mxmoe {
@@ -94,7 +128,6 @@ void generate_checkpoint(const std::string& out, const LayerSpec& spec,
                          const GenerateOptions& options) {
   using io::gpt_oss_layer_tensors;
   using io::LayerTensors;
-  namespace fs = std::filesystem;
   if (options.layers < 1 || options.layers > 4096)
     throw std::invalid_argument("generate: layers must be 1..4096, got " +
                                 std::to_string(options.layers));
@@ -106,16 +139,8 @@ void generate_checkpoint(const std::string& out, const LayerSpec& spec,
         "generate: a {} config.json cannot express this layer exactly (it reads back as {})",
         to_string(spec.family), to_json(reread)));
 
-  std::error_code ec;
-  if (fs::symlink_status(out, ec).type() != fs::file_type::not_found && !options.force)
-    throw LoadError(out + ": already exists (pass --force to replace it)");
-  // Built whole beside OUT, then renamed into place (files::AtomicDirectory).
-  files::AtomicDirectory staging(out);
-  const std::string& temp = staging.path();
-  files::write_file_atomically(temp + "/config.json", config);
   // One shard per layer (a layer at a time in memory), or one file for a single layer.
-  json::Json weight_map = json::Json::object();
-  std::uint64_t total = 0;
+  io::CheckpointDirectoryWriter writer(out, options.force);
   for (int n = 0; n < options.layers; ++n) {
     const LayerStorage storage =
         LayerStorage::random(spec, options.seed + static_cast<std::uint64_t>(n));
@@ -123,20 +148,11 @@ void generate_checkpoint(const std::string& out, const LayerSpec& spec,
     const std::string file = options.layers == 1 ? "model.safetensors"
                                                  : fmt::format("model-{:05d}-of-{:05d}.safetensors",
                                                                n + 1, options.layers);
-    write_safetensors(temp + "/" + file, tensors.tensors, {{"format", "pt"}});
-    for (const TensorToWrite& t : tensors.tensors) {
-      weight_map[t.name] = file;
-      total += t.data.size();
-    }
+    writer.add_shard(file, tensors.tensors);
     if (options.progress)
       options.progress(fmt::format("generate: layer {}/{} -> {}", n + 1, options.layers, file));
   }
-  if (options.layers > 1)
-    files::write_file_atomically(
-        temp + "/model.safetensors.index.json",
-        json::Json{{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}}.dump(2) +
-            "\n");
-  staging.commit(/*replace_existing=*/options.force);
+  writer.finish(config, /*with_index=*/options.layers > 1);
 }
 
 }  // namespace mxmoe

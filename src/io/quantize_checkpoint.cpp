@@ -13,6 +13,7 @@
 #include "base/file.hpp"
 #include "base/json.hpp"
 #include "io/checkpoint_file.hpp"
+#include "io/checkpoint_writer.hpp"
 #include "io/mapped_file.hpp"
 #include "io/tensor_set.hpp"
 #include "model/model_config.hpp"
@@ -138,11 +139,8 @@ void quantize_checkpoint(const std::string& in_dir, const std::string& out_dir,
 
   std::error_code ec;
   const bool out_exists = fs::symlink_status(out_dir, ec).type() != fs::file_type::not_found;
-  if (out_exists && !options.force)
-    throw LoadError(out_dir + ": already exists (pass --force to replace it whole)");
-  if (out_exists && !fs::is_directory(fs::symlink_status(out_dir, ec)))
-    throw LoadError(out_dir +
-                    ": exists and is not a directory (--force replaces a directory only)");
+  // Refuses an existing OUT without --force (and one that is not a directory) first.
+  CheckpointDirectoryWriter writer(out_dir, options.force);
   if (out_exists && fs::equivalent(out_dir, in_dir, ec))
     throw LoadError(out_dir + ": the output directory is the input directory");
   {
@@ -157,16 +155,12 @@ void quantize_checkpoint(const std::string& in_dir, const std::string& out_dir,
       throw QuantizeCancelled("quantize: interrupted; " + out_dir +
                               (out_exists ? " is left as it was" : " was not created"));
   };
-  files::AtomicDirectory staging(out_dir);
-  const std::string& tmp = staging.path();
 
   const LayerSpec& s = config.moe;
   const std::int64_t e = s.num_experts, h = s.hidden, i = s.intermediate;
   int moe_layers = 0;
   for (const auto& why : config.non_moe_reason) moe_layers += why.empty() ? 1 : 0;
 
-  nlohmann::ordered_json weight_map = nlohmann::ordered_json::object();
-  std::uint64_t total = 0;
   int shard = 0;
   for (int layer = 0; layer < config.num_layers; ++layer) {
     if (!config.non_moe_reason[static_cast<std::size_t>(layer)].empty()) continue;
@@ -218,21 +212,13 @@ void quantize_checkpoint(const std::string& in_dir, const std::string& out_dir,
     const std::string shard_name =
         fmt::format("model-{:05d}-of-{:05d}.safetensors", shard, moe_layers);
     check_cancelled();
-    write_safetensors(tmp + "/" + shard_name, out, {{"format", "pt"}});
-    for (const auto& t : out) {
-      weight_map[t.name] = shard_name;
-      total += t.data.size();
-    }
+    writer.add_shard(shard_name, out);
     if (options.progress)
       options.progress(fmt::format(
           "quantize: layer {} ({}/{}): {} experts -> {}, {:.1f} s", layer, shard, moe_layers, e,
           shard_name,
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()));
   }
-
-  const nlohmann::ordered_json index = {{"metadata", {{"total_size", total}}},
-                                        {"weight_map", weight_map}};
-  files::write_file_atomically(tmp + "/model.safetensors.index.json", index.dump(2) + "\n");
 
   json::Json cfg = json::parse_strict<LoadError>(config_text, config_path);
   cfg["quantization_config"] = {
@@ -241,9 +227,8 @@ void quantize_checkpoint(const std::string& in_dir, const std::string& out_dir,
       {"mxmoe_gate_up_layout", "halves"},
       {"mxmoe_scale_rule", options.scale_rule == ScaleRule::floor ? "floor" : "round_up"}};
   if (cfg.contains("text_config")) cfg["text_config"].erase("quantization_config");
-  files::write_file_atomically(tmp + "/config.json", cfg.dump(2) + "\n");
   check_cancelled();
-  staging.commit(/*replace_existing=*/options.force);
+  writer.finish(cfg.dump(2) + "\n", /*with_index=*/true);
 }
 
 }  // namespace mxmoe::io

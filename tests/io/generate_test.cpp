@@ -102,6 +102,15 @@ TEST(Generate, WritesWholeOrNothing) {
   EXPECT_FALSE(fs::exists(out + "/stale.safetensors"));
   EXPECT_FALSE(fs::exists(out + "/model.safetensors.index.json"));
   EXPECT_TRUE(fs::exists(out + "/model.safetensors"));
+  // --force replaces a directory only: a file in the way is refused and kept (generate and
+  // quantize share the rule, io::CheckpointDirectoryWriter).
+  const std::string file = dir / "a_file";
+  std::ofstream(file) << "keep me";
+  EXPECT_THROW(io::generate_checkpoint(file, small("mixtral-8x7b"), o), LoadError);
+  std::ifstream kept(file);
+  std::string text;
+  std::getline(kept, text);
+  EXPECT_EQ(text, "keep me");
   // A spec the config cannot express fails before anything is written.
   LayerSpec bad = small("mixtral-8x7b");
   bad.expert_bias = true;
