@@ -306,7 +306,9 @@ TEST(CApi, DefaultParametersTakeTheEnvironment) {
   EXPECT_EQ(mxmoe_layer_create(c, 0, &p, &layer), MXMOE_ERROR_INVALID_ARGUMENT);
   ::unsetenv("MXMOE_BACKEND");
   ::unsetenv("MXMOE_ACTIVATION");
+#if defined(__x86_64__)  // elsewhere only `reference` is compiled, and it is never chosen unasked
   EXPECT_NE(chosen(mxmoe_request_default_params()), "reference");  // never chosen unasked
+#endif
   p = mxmoe_request_default_params();
   ::setenv("MXMOE_THREADS", "100000", 1);
   EXPECT_EQ(mxmoe_layer_create(c, 0, &p, &layer), MXMOE_ERROR_INVALID_ARGUMENT);

@@ -464,7 +464,6 @@ TEST(CliReadme, ExamplesWorkAsWritten) {
   const std::string readme = slurp(fs::path(MXMOE_SOURCE_DIR) / "README.md");
   const std::regex line("(^|\\n)build/mxmoe ([^#\\n]*)");
   int examples = 0;
-  std::string skipped;
   for (auto it = std::sregex_iterator(readme.begin(), readme.end(), line);
        it != std::sregex_iterator(); ++it) {
     std::string args = (*it)[2].str();
@@ -472,22 +471,9 @@ TEST(CliReadme, ExamplesWorkAsWritten) {
     SCOPED_TRACE(args);
     ++examples;
     const std::regex repo_file("(examples/[^ ]+)");
-    bool missing_probe_folder = false;
     for (auto f = std::sregex_iterator(args.begin(), args.end(), repo_file);
-         f != std::sregex_iterator(); ++f) {
-      const fs::path file = fs::path(MXMOE_SOURCE_DIR) / (*f)[1].str();
-      // examples/hardware/ arrives with the AVX2 work (issue 17); until that branch is merged
-      // the probes are not in this tree: the example is skipped, not failed.
-      if (!fs::exists(file.parent_path()) && (*f)[1].str().rfind("examples/hardware/", 0) == 0) {
-        missing_probe_folder = true;
-        continue;
-      }
-      EXPECT_TRUE(fs::exists(file)) << (*f)[1].str();
-    }
-    if (missing_probe_folder) {
-      skipped += args + "; ";
-      continue;
-    }
+         f != std::sregex_iterator(); ++f)
+      EXPECT_TRUE(fs::exists(fs::path(MXMOE_SOURCE_DIR) / (*f)[1].str())) << (*f)[1].str();
     const std::string command = args.substr(0, args.find(' '));
     const Result help = run("", command + " --help");
     EXPECT_EQ(help.rc, 0) << command;
@@ -501,7 +487,6 @@ TEST(CliReadme, ExamplesWorkAsWritten) {
     EXPECT_TRUE(r.rc == 0 || r.rc == 3) << r.err;  // explain exits 3 when nothing fits
   }
   EXPECT_GE(examples, 6);
-  if (!skipped.empty()) GTEST_SKIP() << "examples/hardware/ is not in this tree yet: " << skipped;
 }
 
 }  // namespace
