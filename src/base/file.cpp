@@ -23,15 +23,6 @@ std::string os_reason(int err) {
   return std::strerror(err);
 }
 
-const char* kind_of(mode_t mode) {
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISSOCK(mode)) return "a socket";
-  return "not a plain file";
-}
-
 std::string directory_of(const std::string& path) {
   const std::size_t slash = path.rfind('/');
   if (slash == std::string::npos) return ".";
@@ -75,6 +66,15 @@ void close_quietly(int fd) {
 
 }  // namespace
 
+const char* file_kind(unsigned mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a plain file";
+}
+
 std::optional<OpenedFile> try_open_regular_file(const std::string& path, std::string& error) {
   // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever.
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
@@ -89,7 +89,7 @@ std::optional<OpenedFile> try_open_regular_file(const std::string& path, std::st
     return std::nullopt;
   }
   if (!S_ISREG(st.st_mode)) {
-    error = path + ": not a regular file (" + kind_of(st.st_mode) + ")";
+    error = path + ": not a regular file (" + file_kind(st.st_mode) + ")";
     close_quietly(fd);
     return std::nullopt;
   }

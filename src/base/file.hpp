@@ -25,6 +25,10 @@ class FileError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// What a file that is not a regular one is, for messages: "a FIFO", "a directory", "a
+// character device", ... (MODE: stat's st_mode).
+const char* file_kind(unsigned mode);
+
 // Opens PATH read-only after checking it is a regular file (symlinks followed). Opening is
 // non-blocking, so a FIFO is refused instead of waiting for a writer. Returns the file
 // descriptor and its size; std::nullopt with `error` set ("PATH: not a regular file (a FIFO)").

@@ -103,6 +103,9 @@ int run(const RunOptions& o, CLI::App& sub) {
                                   a.shape[0], kMaxTokensPerCall));
     tokens = a.shape[0];
     x = std::move(a.data);
+    // A non-finite input has no defined output: refused naming the file and the tokens.
+    const NonFinite bad = find_non_finite(x, tokens, spec.hidden);
+    if (bad.any()) throw LoadError(fmt::format("--input {}: {}", o.input, bad.describe(tokens)));
   }
 
   // The input and output alone must fit before any weight is generated or read (the layer's

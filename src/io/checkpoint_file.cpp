@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "base/file.hpp"
 #include "mxmoe/checkpoint.hpp"
 #include "mxmoe/safetensors.hpp"
 
@@ -36,8 +37,7 @@ std::string checkpoint_file(const std::string& dir, std::string_view name,
     throw LoadError(path + ": a symbolic link that cannot be followed (" + std::strerror(errno) +
                     ")");
   if (!S_ISREG(target.st_mode))
-    throw LoadError(path + ": not a regular file" +
-                    (S_ISDIR(target.st_mode) ? std::string(" (a directory)") : std::string()));
+    throw LoadError(path + ": not a regular file (" + files::file_kind(target.st_mode) + ")");
   return path;
 }
 

@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <thread>
@@ -119,6 +120,22 @@ TEST(CliExitCodes, WrongNpyDtypeAndWrongShapeAreTheSameClass) {
   EXPECT_EQ(bad_dtype.rc, 1);
   EXPECT_THAT(bad_shape.err, HasSubstr("expected a float32 array of shape [M, 256]"));
   EXPECT_THAT(bad_dtype.err, HasSubstr("dtype '<f8' is not supported"));
+}
+
+// An input with NaN or Inf has no defined output: refused naming the file and the tokens,
+// before any weight is generated (not a routing error deep inside the first call).
+TEST(CliNonFinite, NonFiniteInputIsRefusedNamingTheFileAndTokens) {
+  TempDir dir;
+  std::vector<float> x(5 * 256, 0.25f);
+  x[2 * 256 + 7] = std::numeric_limits<float>::quiet_NaN();
+  x[4 * 256] = std::numeric_limits<float>::infinity();
+  const std::int64_t shape[] = {5, 256};
+  write_npy(dir / "x.npy", x, shape);
+  const Result r = run("", "run --preset tiny --input " + (dir / "x.npy"));
+  EXPECT_EQ(r.rc, 1) << r.err;
+  EXPECT_THAT(r.err, AllOf(HasSubstr("x.npy"), HasSubstr("2 non-finite values (NaN/Inf) in 2 of 5 "
+                                                         "tokens: token 2 (1), token 4 (1)")));
+  EXPECT_THAT(r.err, Not(HasSubstr("generating")));
 }
 
 // --- bounds: threads, hardware files, FIFOs ---------------------------------------------

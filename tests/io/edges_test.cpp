@@ -42,7 +42,8 @@ TEST(RegularFilesOnly, FifoConfigIsRefusedImmediately) {
     (void)Checkpoint::open(dir.path());
     FAIL() << "a FIFO config.json was read";
   } catch (const LoadError& e) {
-    EXPECT_THAT(e.what(), AllOf(HasSubstr("config.json"), HasSubstr("not a regular file")));
+    EXPECT_THAT(e.what(),
+                AllOf(HasSubstr("config.json"), HasSubstr("not a regular file (a FIFO)")));
   }
   // The same for an input .npy and a device.
   ASSERT_EQ(::mkfifo((dir / "x.npy").c_str(), 0600), 0);
