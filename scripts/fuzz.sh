@@ -4,7 +4,9 @@
 # (fuzz/dict/<target>.dict). New inputs go to a scratch corpus in build-fuzz, never into the
 # repository. Exits non-zero if any target finds a crash, a leak, a sanitizer report, an
 # out-of-memory or a timeout.
-#   scripts/fuzz.sh [SECONDS]            each target for SECONDS (default 60; CI uses this)
+#   scripts/fuzz.sh [SECONDS]            all targets within SECONDS of fuzzing in total, split
+#                                        evenly, at least 10 s each (default 60; CI uses this)
+#   scripts/fuzz.sh --each SECONDS       each target for SECONDS
 #   scripts/fuzz.sh --long [RUNS]        each target for RUNS executions (default 40000000)
 #   scripts/fuzz.sh ... --only NAME      one target (config, npy, hardware, deployment, index,
 #                                        safetensors)
@@ -25,8 +27,9 @@ while [ $# -gt 0 ]; do
             if [ $# -gt 1 ] && [[ "$2" =~ ^[0-9]+$ ]]; then budget=$2; shift; fi ;;
     --only) targets=$2; shift ;;
     --no-build) build_first=0 ;;
+    --each) mode=each; budget=$2; shift ;;
     [0-9]*) budget=$1 ;;
-    -h|--help) sed -n 2,15p "$0"; exit 0 ;;
+    -h|--help) sed -n 2,17p "$0"; exit 0 ;;
     *) echo "fuzz.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -42,7 +45,12 @@ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 cmake --build "$build" --target $(printf 'fuzz_%s ' $targets) -j "$(nproc)"
 fi
 
-if [ "$mode" = runs ]; then limit="-runs=$budget"; else limit="-max_total_time=$budget"; fi
+count=$(echo $targets | wc -w)
+case $mode in
+  runs) limit="-runs=$budget" ;;
+  each) limit="-max_total_time=$budget" ;;
+  *) each=$(( budget / count )); [ "$each" -ge 10 ] || each=10; limit="-max_total_time=$each" ;;
+esac
 summary=$build/summary.txt
 : >"$summary"
 status=0

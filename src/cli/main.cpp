@@ -30,8 +30,9 @@ std::string command_names(const CLI::App& app) {
 }
 
 constexpr const char* kFooter =
-    "Exit codes: 0 ok; 1 runtime or input error (a file's contents, I/O, memory, non-finite "
-    "output); 2 usage error (a flag or MXMOE_* value); 3 no backend fits the deployment; "
+    "Exit codes: 0 ok; 1 runtime or input error (a file missing, unreadable or malformed, I/O, "
+    "memory, non-finite output); 2 usage error (a flag or MXMOE_* value); 3 no backend fits "
+    "the deployment; "
     "130 interrupted.\n"
     "Output: each command's result goes to stdout (a table, or one JSON document with "
     "--json); progress, warnings, the dispatch log and errors go to stderr.\n"

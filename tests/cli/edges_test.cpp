@@ -62,6 +62,8 @@ TEST(CliExitCodes, HelpDocumentsTheExitCodesAndStreams) {
                            HasSubstr("2 usage error"), HasSubstr("3 no backend fits"),
                            HasSubstr("130 interrupted"), HasSubstr("stdout"),
                            HasSubstr("MXMOE_ALLOW_REFERENCE")));
+  // One footer: the variables' line used to be overwritten by a second footer() call.
+  EXPECT_THAT(r.out, HasSubstr("MXMOE_MAX_ISA=none|avx2|avx_vnni|avx512|amx"));
 }
 
 // Every bad flag or variable is a usage error (2) whose message names it and what is accepted.
