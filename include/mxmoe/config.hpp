@@ -61,5 +61,8 @@ MXMOE_API void apply_log_settings(const EnvironmentConfig& config);
 // Strict parsers shared by the variables and the CLI's flags; the message names WHAT.
 MXMOE_API bool parse_bool_setting(std::string_view what, std::string_view value);
 MXMOE_API int parse_thread_count(std::string_view what, std::string_view value);  // 0..kMaxThreads
+// A comma-separated list of registered backend names (empty items skipped); ConfigError
+// naming WHAT and the valid names for an unknown one.
+MXMOE_API std::vector<std::string> parse_backend_list(std::string_view what, std::string_view list);
 
 }  // namespace mxmoe

@@ -138,16 +138,9 @@ mxmoe::Request request_of(const mxmoe_request_params& p) {
                                   "'; valid backends: " + mxmoe::backend_names());
     r.forced_backend = p.backend;
   }
-  if (p.excluded_backends != nullptr) {
-    r.excluded_backends.clear();
-    std::string list = p.excluded_backends;
-    std::size_t at = 0;
-    while (at <= list.size()) {
-      const std::size_t comma = std::min(list.find(',', at), list.size());
-      if (comma > at) r.excluded_backends.push_back(list.substr(at, comma - at));
-      at = comma + 1;
-    }
-  }
+  if (p.excluded_backends != nullptr)
+    r.excluded_backends =
+        mxmoe::parse_backend_list("params.excluded_backends", p.excluded_backends);
   return r;
 }
 

@@ -39,6 +39,12 @@ std::vector<std::string_view> environment_variable_names() {
           "MXMOE_ALLOW_REFERENCE", "MXMOE_MAX_ISA",          "MXMOE_VERBOSE"};
 }
 
+std::vector<std::string> parse_backend_list(std::string_view what, std::string_view list) {
+  std::vector<std::string> names = split_commas(list);
+  for (const std::string& name : names) checked_backend(what, name);
+  return names;
+}
+
 bool parse_bool_setting(std::string_view what, std::string_view v) {
   if (v == "1" || v == "true" || v == "yes" || v == "on") return true;
   if (v == "0" || v == "false" || v == "no" || v == "off" || v.empty()) return false;
@@ -68,8 +74,7 @@ EnvironmentConfig config_from_environment(const EnvironmentLookup& lookup) {
     r.forced_backend = checked_backend("MXMOE_BACKEND", *v);
   for (const char* name : {"MXMOE_EXCLUDE_BACKENDS", "MXMOE_EXCLUDE"})
     if (const auto v = get(name))
-      for (const std::string& b : split_commas(*v))
-        r.excluded_backends.push_back(checked_backend(name, b));
+      for (std::string& b : parse_backend_list(name, *v)) r.excluded_backends.push_back(b);
   if (const auto v = get("MXMOE_ACTIVATION"); v && !v->empty()) {
     try {
       r.activation = parse_activation_format(*v);

@@ -172,6 +172,10 @@ TEST(CApi, FailuresAreStatusesWithTheReason) {
   p.backend = "no_such_backend";
   EXPECT_EQ(mxmoe_layer_create(c, 0, &p, &layer), MXMOE_ERROR_INVALID_ARGUMENT);
   EXPECT_THAT(mxmoe_last_error(), HasSubstr("reference"));  // lists the valid names
+  p = reference_f32();
+  p.excluded_backends = "avx2,,no_such_one";  // checked by the library's list parser
+  EXPECT_EQ(mxmoe_layer_create(c, 0, &p, &layer), MXMOE_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(mxmoe_last_error(), HasSubstr("params.excluded_backends=no_such_one"));
 
   // Nothing fits: int8 activations forced onto the reference-free avx2 backend.
   p = mxmoe_request_default_params();
