@@ -194,7 +194,7 @@ class Model:
         The oracle judges every backend on this machine and the fastest that fits packs the
         weights; :class:`NoBackendError` (with ``.selection``) when none does. ``threads`` picks
         the thread pool: 0 shares the pool of every logical CPU, N shares the process's pool of
-        N threads. The same arguments return the same Layer object.
+        N threads. The same arguments (and ``MXMOE_*`` variables) return the same Layer object.
         """
         key = (
             _int(index, "index"),
@@ -205,11 +205,14 @@ class Model:
             tuple(_names(exclude, "exclude")),
             _int(tokens, "tokens"),
         )
+        # Defaults take the MXMOE_* variables (docs/PYTHON.md): a changed variable is another
+        # request, so it is part of the key.
+        environment = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("MXMOE_")))
         with self._lock:
-            found = self._layers.get(key)
+            found = self._layers.get(key + environment)
             if found is None:
                 found = self._model.bind(key[0], key[1], key[2], key[3], key[4], list(key[5]), key[6])
-                self._layers[key] = found
+                self._layers[key + environment] = found
             return found
 
     def __repr__(self) -> str:

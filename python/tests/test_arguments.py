@@ -329,3 +329,12 @@ def test_hardware_file_is_read_by_the_library(tmp_path):
     good = tmp_path / "good.json"
     good.write_text(__import__("json").dumps(mxmoe.hardware()))
     assert mxmoe.explain(hardware=good)["deployment"]["hardware"]["source"] == str(good)
+
+
+def test_layer_cache_follows_the_environment(models, monkeypatch):
+    """A variable that changes the request gives another layer, never the cached one."""
+    model = models["gpt-oss-20b"]
+    monkeypatch.setenv("MXMOE_BACKEND", "reference")
+    assert model.layer(0, activation="f32").backend == "reference"
+    monkeypatch.delenv("MXMOE_BACKEND")
+    assert model.layer(0, activation="f32").backend != "reference"
