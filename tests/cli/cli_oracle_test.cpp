@@ -34,6 +34,7 @@ Json explain_json(const std::string& env, const std::string& args, int expected_
 }
 
 TEST(CliExplain, JsonListsEveryCandidateWithItsReasons) {
+  MXMOE_REQUIRE_X86_BACKENDS();
   const Json j = explain_json("", "--preset gpt-oss-20b");
   ASSERT_TRUE(j.at("selected").is_string());
   EXPECT_TRUE(j.at("error").is_null());
@@ -52,6 +53,7 @@ TEST(CliExplain, JsonListsEveryCandidateWithItsReasons) {
 // A probe captured on a CPU without AVX-512/AMX gives the verdicts that CPU would give:
 // the same as capping this machine's probe at avx2.
 TEST(CliExplain, ReplayedHardwareWithoutAvx512MatchesTheCap) {
+  MXMOE_REQUIRE_X86_BACKENDS();
   const Result probe = run("", "info --hardware --json");
   ASSERT_EQ(probe.rc, 0) << probe.err;
   mxmoe::Hardware h = mxmoe::hardware_from_json(probe.out);
@@ -109,6 +111,7 @@ TEST(CliExplain, ExampleProbesAreInTheFormInfoWrites) {
 }
 
 TEST(CliExplain, Zen3ProbeRunsTheAvx2Paths) {
+  MXMOE_REQUIRE_X86_BACKENDS();
   const std::string hw = "--hardware " + example_probe("zen3.json").string();
   // int8: the ymm int8 backend; AVX-VNNI and AVX-512 are missing, each said by name.
   const Json int8 = explain_json("", hw + " --activation int8");
@@ -126,6 +129,7 @@ TEST(CliExplain, Zen3ProbeRunsTheAvx2Paths) {
 }
 
 TEST(CliExplain, AlderLakeProbeRunsTheAvxVnniPath) {
+  MXMOE_REQUIRE_X86_BACKENDS();
   const std::string hw = "--hardware " + example_probe("alderlake.json").string();
   for (const char* tokens : {"1", "512"}) {
     SCOPED_TRACE(tokens);
@@ -141,6 +145,7 @@ TEST(CliExplain, AlderLakeProbeRunsTheAvxVnniPath) {
 // The cap that reproduces the AVX-VNNI class: AVX-512 is gone, avx_vnni stays where the CPU
 // has it (so on a CPU without it the verdicts are the avx2 cap's).
 TEST(CliExplain, AvxVnniCapDropsAvx512) {
+  MXMOE_REQUIRE_X86_BACKENDS();
   const Json capped = explain_json("MXMOE_MAX_ISA=avx_vnni", "--activation int8");
   EXPECT_EQ(capped.at("deployment").at("hardware").at("isa_cap"), "avx_vnni");
   const Json isa = capped.at("deployment").at("hardware").at("isa");
@@ -155,6 +160,7 @@ TEST(CliExplain, AvxVnniCapDropsAvx512) {
 }
 
 TEST(CliExplain, NothingFitsExitsThreeWithTheFullMessage) {
+  MXMOE_REQUIRE_X86_BACKENDS();
   // 32 experts cannot be split over 7 ranks: every backend refuses (expert_parallel).
   const Result table = run("", "explain --ep-size 7");
   EXPECT_EQ(table.rc, 3);
@@ -178,6 +184,7 @@ TEST(CliExplain, UnknownBackendIsBadUsageListingValidNames) {
 }
 
 TEST(CliExplain, FlagsWinOverEnvironment) {
+  MXMOE_REQUIRE_X86_BACKENDS();
   const std::string env =
       "MXMOE_ACTIVATION=int8 MXMOE_THREADS=5 MXMOE_BATCH_INVARIANT=1 MXMOE_EXCLUDE=reference";
   const Json from_env = explain_json(env, "").at("deployment").at("request");
@@ -198,6 +205,7 @@ TEST(CliExplain, FlagsWinOverEnvironment) {
 }
 
 TEST(CliExplain, VerboseDispatchLogsOneLinePerCandidate) {
+  MXMOE_REQUIRE_X86_BACKENDS();
   const Result r = run("MXMOE_VERBOSE=dispatch", "explain");
   EXPECT_EQ(r.rc, 0);
   EXPECT_THAT(r.err, HasSubstr("mxmoe dispatch: reference: rejected [judge_only]"));
@@ -205,6 +213,7 @@ TEST(CliExplain, VerboseDispatchLogsOneLinePerCandidate) {
 }
 
 TEST(CliBackends, MarkdownIsTheDocument) {
+  MXMOE_REQUIRE_X86_BACKENDS();
   const Result r = run("", "backends --markdown");
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_EQ(r.out, slurp(std::filesystem::path(MXMOE_SOURCE_DIR) / "docs/BACKENDS.md"))

@@ -176,6 +176,7 @@ TEST(CliBounds, FifoAndDeviceInputsFailImmediately) {
 
 // More threads than logical CPUs is allowed, with a warning on stderr (the library's log).
 TEST(CliBounds, MoreThreadsThanCpusIsWarned) {
+  MXMOE_REQUIRE_X86_BACKENDS();
   const int threads = default_thread_count() + 1;
   const Result r = run("", "run --preset tiny --reps 1 --threads " + std::to_string(threads));
   EXPECT_EQ(r.rc, 0) << r.err;
@@ -215,6 +216,7 @@ TEST(CliOutput, UnwritableOutputFailsBeforeAnyWorkWithTheOsReason) {
 // A write that fails half way (here the file size limit of `ulimit -f`, which also raises
 // SIGXFSZ) leaves the existing file byte-identical and no temporary beside it.
 TEST(CliOutput, FailedWriteUnderUlimitKeepsTheExistingFile) {
+  MXMOE_REQUIRE_X86_BACKENDS();
   TempDir dir;
   const std::string old = std::string(3000, 'k');
   testing_io::write_bytes(dir / "y.npy", old);
@@ -237,6 +239,7 @@ TEST(CliOutput, FailedWriteUnderUlimitKeepsTheExistingFile) {
 // progress line: after layer 0 was written into the temporary directory, long before the
 // conversion could finish. SIGINT then arrives mid-conversion, deterministically.
 TEST(CliQuantize, SigintMidConversionKeepsThePreviousOutput) {
+  MXMOE_SKIP_UNDER_EMULATOR();
   TempDir root;
   const std::string in = root / "in", out = root / "out";
   fs::create_directories(in);
@@ -313,6 +316,7 @@ void write_scaled_checkpoint(const std::string& dir, std::uint8_t scale) {
 }
 
 TEST(CliNonFinite, RunAndVerifyReportNonFiniteOutputsAndInfoWarns) {
+  MXMOE_REQUIRE_X86_BACKENDS();
   TempDir dir, io;
   write_scaled_checkpoint(dir.path(), 254);
   testing_io::write_bytes(io / "y.npy", "previous");
@@ -352,6 +356,7 @@ TEST(CliNonFinite, InfoNeverCallsALayerWithANanScaleOk) {
 // A probe captured on a machine with AMX, replayed here: explain selects from it, but run
 // never executes a kernel this CPU cannot run (exit 3, saying why), and verify skips it.
 TEST(CliReplay, ReplayedHardwareIsRefusedForRunningWhatThisCpuLacks) {
+  MXMOE_REQUIRE_X86_BACKENDS();
   const Hardware live = probe_hardware();
   if (live.isa.amx_int8 && live.isa.amx_tile) GTEST_SKIP() << "this CPU has AMX";
   Hardware h = live;
@@ -404,6 +409,7 @@ TEST(CliReference, NeverAutoSelectedButAllowedOrForced) {
 
 // stdout carries the result, in both preset and --model runs; stderr only progress.
 TEST(CliStreams, RunReportsOnStdoutForPresetsAndModels) {
+  MXMOE_REQUIRE_X86_BACKENDS();
   const Result preset = run("", "run --preset tiny --reps 1");
   ASSERT_EQ(preset.rc, 0) << preset.err;
   EXPECT_THAT(preset.out, AllOf(HasSubstr("chosen:"), HasSubstr("time:")));
@@ -418,6 +424,7 @@ TEST(CliStreams, RunReportsOnStdoutForPresetsAndModels) {
 
 // Every reporting command speaks --json: one document on stdout.
 TEST(CliStreams, EveryReportingCommandHasJson) {
+  MXMOE_REQUIRE_X86_BACKENDS();
   TempDir dir;
   testing_io::write_gpt_oss_checkpoint(dir.path(), testing_io::Dims{}, /*sharded=*/false);
   const std::string commands[] = {
@@ -441,6 +448,7 @@ TEST(CliStreams, EveryReportingCommandHasJson) {
 
 // bench --threads 0 means what run --threads 0 means: every logical CPU.
 TEST(CliStreams, BenchThreadsZeroIsAllCpusAsForRun) {
+  MXMOE_REQUIRE_X86_BACKENDS();
   const Result r =
       run("", "bench --preset tiny --tokens 1 --reps 1 --cache-resident --threads 0 --json");
   ASSERT_EQ(r.rc, 0) << r.err;
@@ -453,6 +461,7 @@ TEST(CliStreams, BenchThreadsZeroIsAllCpusAsForRun) {
 
 // MXMOE_VERBOSE=dispatch prints the selection on every command that selects.
 TEST(CliStreams, VerboseDispatchOnEverySelectingCommand) {
+  MXMOE_REQUIRE_X86_BACKENDS();
   for (const char* c : {"run --preset tiny --reps 1", "explain --preset tiny",
                         "verify --preset tiny --backend avx2 --activation f32",
                         "bench --preset tiny --tokens 1 --reps 1 --cache-resident --threads 1"}) {
@@ -467,6 +476,7 @@ TEST(CliStreams, VerboseDispatchOnEverySelectingCommand) {
 // verify shows progress on stderr and each result as a line on stdout; the default invariance
 // sweep is the short one (the judge's sweep only with --thorough).
 TEST(CliVerify, ProgressAndOneLinePerResult) {
+  MXMOE_REQUIRE_X86_BACKENDS();
   const Result r = run("", "verify --preset tiny --batch-invariant --activation bf16");
   EXPECT_EQ(r.rc, 0) << r.out << r.err;
   EXPECT_THAT(r.err,
