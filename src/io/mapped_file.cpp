@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -82,6 +83,35 @@ std::string read_text_file(const std::string& path) {
   text << in.rdbuf();
   if (in.bad()) throw LoadError(path + ": read error");
   return text.str();
+}
+
+std::string partial_path(const std::string& path) {
+  return path + ".partial";
+}
+
+void commit_partial(const std::string& path) {
+  const std::string tmp = partial_path(path);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string why = errno_text();
+    std::remove(tmp.c_str());
+    throw LoadError(path + ": cannot rename the finished file into place: " + why);
+  }
+}
+
+void write_file_atomic(const std::string& path, std::span<const std::uint8_t> bytes) {
+  const std::string tmp = partial_path(path);
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw LoadError(path + ": cannot create: " + errno_text());
+    out.write(reinterpret_cast<const char*>(bytes.data()),
+              static_cast<std::streamsize>(bytes.size()));
+    out.close();
+    if (!out) {
+      std::remove(tmp.c_str());
+      throw LoadError(path + ": write failed");
+    }
+  }
+  commit_partial(path);
 }
 
 }  // namespace mxmoe::io

@@ -34,4 +34,13 @@ class MappedFile {
 // Reads a small text file (config.json, an index) whole. Throws LoadError naming it.
 std::string read_text_file(const std::string& path);
 
+// Writes PATH whole or not at all: the bytes go to a temporary file in the same directory,
+// which is renamed over PATH only once every byte is written. Throws LoadError naming PATH.
+void write_file_atomic(const std::string& path, std::span<const std::uint8_t> bytes);
+
+// The temporary file write_file_atomic (and streaming writers) use for PATH, and its commit:
+// rename over PATH (LoadError naming PATH on failure; the temporary is removed).
+std::string partial_path(const std::string& path);
+void commit_partial(const std::string& path);
+
 }  // namespace mxmoe::io

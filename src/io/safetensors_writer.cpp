@@ -2,12 +2,14 @@
 #include <fmt/core.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <stdexcept>
 
+#include "io/mapped_file.hpp"
 #include "mxmoe/checkpoint.hpp"
 #include "mxmoe/safetensors.hpp"
 
@@ -38,7 +40,8 @@ void write_safetensors(const std::string& path, std::span<const TensorToWrite> t
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // keeps the data buffer 8-byte aligned
 
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  // Written whole or not at all: into a temporary file, renamed over PATH at the end.
+  std::ofstream out(io::partial_path(path), std::ios::binary | std::ios::trunc);
   if (!out) throw LoadError(path + ": cannot create: " + std::strerror(errno));
   std::uint64_t len = text.size();
   char len_bytes[8];
@@ -52,7 +55,11 @@ void write_safetensors(const std::string& path, std::span<const TensorToWrite> t
     out.write(reinterpret_cast<const char*>(t.data.data()),
               static_cast<std::streamsize>(t.data.size()));
   out.close();
-  if (!out) throw LoadError(path + ": write failed");
+  if (!out) {
+    std::remove(io::partial_path(path).c_str());
+    throw LoadError(path + ": write failed");
+  }
+  io::commit_partial(path);
 }
 
 }  // namespace mxmoe

@@ -6,7 +6,8 @@
 namespace mxmoe {
 
 void route_with_router(const LayerSpec& spec, const LayerWeights& w, const float* x,
-                       std::int64_t tokens, std::int32_t* ids, float* combine_weights) {
+                       std::int64_t tokens, std::int32_t* ids, float* combine_weights,
+                       const std::int32_t* token_ids) {
   if (w.router_weight.empty())
     throw std::invalid_argument("layer '" + spec.name + "' has no router weights");
   const auto at = [](std::int64_t i) { return static_cast<std::size_t>(i); };
@@ -23,6 +24,11 @@ void route_with_router(const LayerSpec& spec, const LayerWeights& w, const float
   if (!w.selection_bias.empty())
     for (int e = 0; e < spec.num_experts; ++e) bias.push_back(w.selection_bias.at(e));
   std::vector<float> scratch(routing_scratch_floats(spec));
+  if (spec.routing == RoutingMethod::hash) {
+    route_hash(spec, logits.data(), w.token_experts, token_ids, tokens, ids, combine_weights,
+               scratch);
+    return;
+  }
   route_logits(spec, logits.data(), bias.empty() ? nullptr : bias.data(), tokens, ids,
                combine_weights, scratch);
 }

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/common/dense_expert.hpp"
 #include "backends/expert_batch.hpp"
 #include "backends/kernel.hpp"
 #include "base/dot.hpp"
@@ -187,12 +188,24 @@ struct MoeLayer::Impl {
     });
   }
 
-  void route_and_run(const float* x, const float* logits, std::int64_t tokens, float* y,
-                     Buffers& b) {
+  // token_ids: [tokens] for a hash layer (ignored by the other methods).
+  void route_and_run(const float* x, const float* logits, const std::int32_t* token_ids,
+                     std::int64_t tokens, float* y, Buffers& b) {
     const LayerSpec& s = spec();
-    route_logits(s, logits, selection_bias.empty() ? nullptr : selection_bias.data(), tokens, b.ids,
-                 b.weights, {b.routing_scratch, routing_scratch_floats(s)});
+    const std::span<float> scratch{b.routing_scratch, routing_scratch_floats(s)};
+    if (s.routing == RoutingMethod::hash)
+      route_hash(s, logits, weights.token_experts, token_ids, tokens, b.ids, b.weights, scratch);
+    else
+      route_logits(s, logits, selection_bias.empty() ? nullptr : selection_bias.data(), tokens,
+                   b.ids, b.weights, scratch);
     run_routed(x, b.ids, b.weights, tokens, y, b);
+  }
+
+  // A hash layer routes by token id: the calls without ids refuse it before any work.
+  void require_not_hash(const char* call) const {
+    if (spec().routing == RoutingMethod::hash)
+      throw std::invalid_argument(std::string(call) + ": layer '" + spec().name +
+                                  "' is hash-routed (DeepSeek-V4 tid2eid): pass the tokens' ids");
   }
 };
 
@@ -228,10 +241,16 @@ MoeLayer::MoeLayer(const LayerWeights& weights, Selection selection, Runtime& ru
     sd.layer = shared_expert_spec(s);
     sd.request.ep_size = 1;
     sd.request.ep_rank = 0;
-    LayerWeights sw;
-    sw.w1 = weights.shared_w1;
-    sw.w2 = weights.shared_w2;
-    m.shared_kernel = backend->create(sd, sw);
+    if (s.shared_weight_format == WeightFormat::mxfp4) {
+      LayerWeights sw;
+      sw.w1 = weights.shared_w1;
+      sw.w2 = weights.shared_w2;
+      m.shared_kernel = backend->create(sd, sw);
+    } else {
+      // Not MXFP4 (DeepSeek-V4's FP8 shared expert): the one dense path every backend shares.
+      m.shared_kernel =
+          make_dense_expert_kernel(sd, weights.shared_dense_w1, weights.shared_dense_w2);
+    }
     m.adds_shared = rank == 0;
   }
   m.router_weight = to_floats(weights.router_weight);
@@ -245,18 +264,27 @@ MoeLayer::MoeLayer(MoeLayer&&) noexcept = default;
 MoeLayer& MoeLayer::operator=(MoeLayer&&) noexcept = default;
 
 void MoeLayer::forward(const float* x, std::int64_t tokens, float* y) {
+  impl_->require_not_hash("forward");
+  forward(x, nullptr, tokens, y);
+}
+
+void MoeLayer::forward(const float* x, const std::int32_t* token_ids, std::int64_t tokens,
+                       float* y) {
   if (tokens < 0) throw std::invalid_argument("forward: tokens < 0");
   if (tokens == 0) return;
+  if (impl_->spec().routing == RoutingMethod::hash)
+    validate_token_ids(impl_->spec(), token_ids, tokens);
   Impl::Buffers b = impl_->buffers(tokens, false);
   impl_->router_logits(x, tokens, b.logits);
-  impl_->route_and_run(x, b.logits, tokens, y, b);
+  impl_->route_and_run(x, b.logits, token_ids, tokens, y, b);
 }
 
 void MoeLayer::forward_logits(const float* x, const float* logits, std::int64_t tokens, float* y) {
   if (tokens < 0) throw std::invalid_argument("forward_logits: tokens < 0");
+  impl_->require_not_hash("forward_logits");
   if (tokens == 0) return;
   Impl::Buffers b = impl_->buffers(tokens, false);
-  impl_->route_and_run(x, logits, tokens, y, b);
+  impl_->route_and_run(x, logits, nullptr, tokens, y, b);
 }
 
 void MoeLayer::forward_routed(const float* x, const std::int32_t* ids, const float* weights,
@@ -269,13 +297,21 @@ void MoeLayer::forward_routed(const float* x, const std::int32_t* ids, const flo
 }
 
 void MoeLayer::forward_bf16(const std::uint16_t* x, std::int64_t tokens, std::uint16_t* y) {
+  impl_->require_not_hash("forward_bf16");
+  forward_bf16(x, nullptr, tokens, y);
+}
+
+void MoeLayer::forward_bf16(const std::uint16_t* x, const std::int32_t* token_ids,
+                            std::int64_t tokens, std::uint16_t* y) {
   if (tokens < 0) throw std::invalid_argument("forward_bf16: tokens < 0");
   if (tokens == 0) return;
+  if (impl_->spec().routing == RoutingMethod::hash)
+    validate_token_ids(impl_->spec(), token_ids, tokens);
   Impl::Buffers b = impl_->buffers(tokens, true);
   const std::int64_t n = tokens * impl_->spec().hidden;
   for (std::int64_t i = 0; i < n; ++i) b.x_f32[i] = bf16_to_f32(x[i]);
   impl_->router_logits(b.x_f32, tokens, b.logits);
-  impl_->route_and_run(b.x_f32, b.logits, tokens, b.y_f32, b);
+  impl_->route_and_run(b.x_f32, b.logits, token_ids, tokens, b.y_f32, b);
   for (std::int64_t i = 0; i < n; ++i) y[i] = f32_to_bf16(b.y_f32[i]);
 }
 
