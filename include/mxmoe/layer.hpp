@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "mxmoe/export.h"
 #include "mxmoe/oracle.hpp"
 #include "mxmoe/placement.hpp"
 #include "mxmoe/runtime.hpp"
@@ -18,7 +19,7 @@
 
 namespace mxmoe {
 
-class MoeLayer {
+class MXMOE_API MoeLayer {
  public:
   // The weights and the runtime must outlive the layer (views; the chosen backend may pack a
   // copy). With an expert-parallel Request (ep_size > 1) the layer packs and computes only
@@ -49,6 +50,8 @@ class MoeLayer {
   void forward_bf16(const std::uint16_t* x, std::int64_t tokens, std::uint16_t* y);
   void forward_bf16(const std::uint16_t* x, const std::int32_t* token_ids, std::int64_t tokens,
                     std::uint16_t* y);
+  void forward_routed_bf16(const std::uint16_t* x, const std::int32_t* ids, const float* weights,
+                           std::int64_t tokens, std::uint16_t* y);
 
   // Moves the layer onto another runtime (which must outlive it), e.g. to measure it at
   // another thread count. The results do not change: they never depend on the thread count.
@@ -72,7 +75,7 @@ class MoeLayer {
 
 // Convenience: judge with the family's preferences and build the layer (throws
 // NoBackendError when nothing fits).
-MoeLayer make_layer(const LayerSpec& spec, const LayerWeights& weights, const Hardware& hw,
-                    const Request& request, Runtime& runtime);
+MXMOE_API MoeLayer make_layer(const LayerSpec& spec, const LayerWeights& weights,
+                              const Hardware& hw, const Request& request, Runtime& runtime);
 
 }  // namespace mxmoe

@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "mxmoe/export.h"
+
 namespace mxmoe {
 
 enum class Family : std::uint8_t { gpt_oss, mixtral, qwen3_moe, deepseek_v3, deepseek_v4 };
@@ -25,7 +27,7 @@ enum class RoutingMethod : std::uint8_t {
 // The router score of a hash layer (DeepSeek-V4's scoring_func).
 enum class ScoreFunction : std::uint8_t { sqrtsoftplus, sigmoid, softmax };
 
-struct RoutingParams {
+struct MXMOE_API RoutingParams {
   bool renormalize = true;             // divide the chosen k weights by their sum
   bool selection_bias = false;         // DeepSeek: a per-expert bias used for selection only
                                        // (sigmoid_group_topk, sqrtsoftplus_topk, softmax_topk)
@@ -43,7 +45,7 @@ enum class ActivationFn : std::uint8_t {
   silu_glu_clamp,  // DeepSeek-V4: g=min(g,limit), u=clamp(u,-limit,limit), silu(g)*u
 };
 
-struct ActivationParams {
+struct MXMOE_API ActivationParams {
   float alpha = 1.702f;  // swiglu_oai only
   float limit = 7.0f;    // swiglu_oai and silu_glu_clamp
   friend bool operator==(const ActivationParams&, const ActivationParams&) = default;
@@ -57,7 +59,7 @@ enum class GateUpLayout : std::uint8_t { interleaved, halves };
 // (bf16, f32) or FP8 E4M3 with 128 x 128 block scales, as DeepSeek-V4's release stores it.
 enum class WeightFormat : std::uint8_t { mxfp4, bf16, f32, fp8_e4m3 };
 
-struct LayerSpec {
+struct MXMOE_API LayerSpec {
   std::string name;  // preset or model name, for reports
   Family family = Family::gpt_oss;
   int num_experts = 0;   // E routed experts
@@ -82,28 +84,28 @@ struct LayerSpec {
 
 // Throws std::invalid_argument naming the offending field (e.g. top_k > num_experts,
 // hidden not a multiple of 32, groups that do not divide the experts).
-void validate(const LayerSpec& spec);
+MXMOE_API void validate(const LayerSpec& spec);
 
 // Presets with the real shapes: gpt-oss-20b, gpt-oss-120b, deepseek-v4-flash, deepseek-v3,
 // qwen3-30b-a3b, mixtral-8x7b. Throws std::invalid_argument listing the valid names.
-LayerSpec preset(std::string_view name);
-std::vector<std::string> preset_names();
+MXMOE_API LayerSpec preset(std::string_view name);
+MXMOE_API std::vector<std::string> preset_names();
 
-std::string_view to_string(Family) noexcept;
-std::string_view to_string(RoutingMethod) noexcept;
-std::string_view to_string(ActivationFn) noexcept;
-std::string_view to_string(GateUpLayout) noexcept;
-std::string_view to_string(WeightFormat) noexcept;
-std::string_view to_string(ScoreFunction) noexcept;
+MXMOE_API std::string_view to_string(Family) noexcept;
+MXMOE_API std::string_view to_string(RoutingMethod) noexcept;
+MXMOE_API std::string_view to_string(ActivationFn) noexcept;
+MXMOE_API std::string_view to_string(GateUpLayout) noexcept;
+MXMOE_API std::string_view to_string(WeightFormat) noexcept;
+MXMOE_API std::string_view to_string(ScoreFunction) noexcept;
 // Inverse of to_string; throw std::invalid_argument listing the valid names.
-Family parse_family(std::string_view);
-RoutingMethod parse_routing_method(std::string_view);
-ActivationFn parse_activation_fn(std::string_view);
-GateUpLayout parse_gate_up_layout(std::string_view);
-WeightFormat parse_weight_format(std::string_view);
-ScoreFunction parse_score_function(std::string_view);
+MXMOE_API Family parse_family(std::string_view);
+MXMOE_API RoutingMethod parse_routing_method(std::string_view);
+MXMOE_API ActivationFn parse_activation_fn(std::string_view);
+MXMOE_API GateUpLayout parse_gate_up_layout(std::string_view);
+MXMOE_API WeightFormat parse_weight_format(std::string_view);
+MXMOE_API ScoreFunction parse_score_function(std::string_view);
 
-std::string to_json(const LayerSpec&);             // pretty JSON text
-LayerSpec layer_spec_from_json(std::string_view);  // strict: unknown/missing fields throw
+MXMOE_API std::string to_json(const LayerSpec&);             // pretty JSON text
+MXMOE_API LayerSpec layer_spec_from_json(std::string_view);  // strict: unknown/missing fields throw
 
 }  // namespace mxmoe

@@ -3,10 +3,12 @@
 // and memory figures, the tools) agrees on it.
 #pragma once
 
+#include "mxmoe/export.h"
+
 namespace mxmoe {
 
 // Experts [begin, end) of a layer.
-struct ExpertRange {
+struct MXMOE_API ExpertRange {
   int begin = 0, end = 0;
   int size() const noexcept { return end - begin; }
   bool contains(int expert) const noexcept { return expert >= begin && expert < end; }
@@ -15,6 +17,6 @@ struct ExpertRange {
 
 // Contiguous ranges as even as possible: rank r of n holds [r*E/n, (r+1)*E/n) (sizes differ
 // by at most one). Throws std::invalid_argument unless 1 <= n and 0 <= r < n and E >= 0.
-ExpertRange contiguous_expert_range(int num_experts, int ep_size, int ep_rank);
+MXMOE_API ExpertRange contiguous_expert_range(int num_experts, int ep_size, int ep_rank);
 
 }  // namespace mxmoe

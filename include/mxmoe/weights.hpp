@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "mxmoe/export.h"
 #include "mxmoe/format.hpp"
 #include "mxmoe/layer_spec.hpp"
 #include "mxmoe/placement.hpp"
@@ -16,7 +17,7 @@ namespace mxmoe {
 enum class DType : std::uint8_t { f32, bf16 };
 
 // A dense vector/matrix of f32 or bf16 values, row-major. Empty when data == nullptr.
-struct DenseView {
+struct MXMOE_API DenseView {
   DType dtype = DType::f32;
   const void* data = nullptr;
   std::int64_t rows = 0, cols = 0;  // a vector is rows=1 or a [E, n] matrix
@@ -39,7 +40,7 @@ struct Mxfp4Segment {
 // into per-expert segments (Mxfp4View::contiguous). Readers use row_blocks / row_scale (or
 // segment() to scan raw bytes); nothing assumes one contiguous buffer. Copies share the
 // segment table (a few pointers per expert, never the weights).
-struct Mxfp4View {
+struct MXMOE_API Mxfp4View {
   std::int64_t experts = 0, rows = 0, cols = 0;
   int parts = 1;  // segments per expert; rows % parts == 0
   std::shared_ptr<const std::vector<Mxfp4Segment>> segments;  // [(first + experts) * parts]
@@ -82,7 +83,7 @@ struct Mxfp4View {
 //         float32 values (scale_e8m0 = false).
 enum class DenseElement : std::uint8_t { f32, bf16, e4m3 };
 
-struct DenseMatrixView {
+struct MXMOE_API DenseMatrixView {
   static constexpr std::int64_t kScaleBlock = 128;
   struct Segment {
     const void* data = nullptr;
@@ -120,7 +121,7 @@ struct TokenExpertTable {
   }
 };
 
-struct LayerWeights {
+struct MXMOE_API LayerWeights {
   DenseView router_weight;         // [E, H]; may be empty when routing is given externally
   DenseView router_bias;           // [1, E] when spec.router_bias
   DenseView selection_bias;        // [1, E] when spec.routing_params.selection_bias
@@ -142,15 +143,15 @@ struct LayerWeights {
 // no copy; expert 0 of the result is range.begin). Router, selection bias and shared expert
 // are kept whole: every rank routes over all experts and runs its tokens' shared expert.
 // Throws std::invalid_argument unless the range lies within the views' experts.
-LayerWeights slice_experts(const LayerWeights& w, ExpertRange range);
+MXMOE_API LayerWeights slice_experts(const LayerWeights& w, ExpertRange range);
 
 // Throws std::invalid_argument naming the tensor when a view disagrees with the spec
 // (shape, presence, an E8M0 scale byte 0xFF in the expert weights, a hash table entry
 // outside [0, E) or repeated within a token's row).
-void validate(const LayerSpec& spec, const LayerWeights& w);
+MXMOE_API void validate(const LayerSpec& spec, const LayerWeights& w);
 
 // Owns the bytes of a layer generated in memory (the embedded default, tests, benchmarks).
-class LayerStorage {
+class MXMOE_API LayerStorage {
  public:
   // Deterministic pseudo-random weights that exercise the whole format: every E2M1 code,
   // scales spread around a typical checkpoint's range, so outputs are O(1) and finite.

@@ -1,14 +1,18 @@
 #include "cli/common.hpp"
 
+#include <fmt/core.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <stdexcept>
 
 #include "mxmoe/hardware.hpp"
 #include "mxmoe/layer_spec.hpp"
+#include "mxmoe/npy.hpp"
 #include "oracle/report.hpp"
 
 namespace mxmoe::cli {
@@ -103,15 +107,43 @@ Request RequestOptions::resolve(CLI::App& app) const {
   return r;
 }
 
-void LayerOptions::add(CLI::App& app) {
-  auto* p = app.add_option("--preset", preset,
-                           "Layer shape preset: gpt-oss-20b (default), gpt-oss-120b, "
-                           "deepseek-v4-flash, deepseek-v3, qwen3-30b-a3b, mixtral-8x7b");
+void LayerOptions::add(CLI::App& app, bool several_layers) {
+  std::string names;
+  for (const std::string& n : preset_names())
+    names += (names.empty() ? "" : ", ") + n + (n == "gpt-oss-20b" ? " (default)" : "");
+  auto* p = app.add_option("--preset", preset, "Layer shape preset: " + names);
   auto* m = app.add_option("--model", model, "Checkpoint directory (config.json + safetensors)")
                 ->check(CLI::ExistingDirectory);
   p->excludes(m);
-  app.add_option("--layer", layer, "Layer index in the model (with --model)")
-      ->check(CLI::NonNegativeNumber);
+  if (several_layers) {
+    app.add_option("--layer", layers,
+                   "Layer index in the model (with --model); a comma list runs each in turn")
+        ->delimiter(',')
+        ->check(CLI::NonNegativeNumber);
+  } else {
+    app.add_option("--layer", layer, "Layer index in the model (with --model)")
+        ->check(CLI::NonNegativeNumber);
+  }
+}
+
+std::vector<std::int32_t> read_token_ids(const std::string& path, std::int64_t tokens) {
+  const NpyInts ids = read_npy_ints(path);
+  if (ids.shape.size() != 1 || ids.shape[0] != tokens)
+    throw std::invalid_argument(fmt::format(
+        "--token-ids {}: expected shape [{}] (one id per token of the input), got {} dims", path,
+        tokens,
+        ids.shape.size() == 1 ? fmt::format("[{}]", ids.shape[0])
+                              : std::to_string(ids.shape.size())));
+  std::vector<std::int32_t> out(ids.data.size());
+  for (std::size_t t = 0; t < out.size(); ++t) {
+    if (ids.data[t] < 0 || ids.data[t] > std::numeric_limits<std::int32_t>::max())
+      throw std::invalid_argument(
+          fmt::format("--token-ids {}: token id {} of token {} is out of "
+                      "range",
+                      path, ids.data[t], t));
+    out[t] = static_cast<std::int32_t>(ids.data[t]);
+  }
+  return out;
 }
 
 void log_dispatch(const Selection& s) {
@@ -122,6 +154,24 @@ void log_dispatch(const Selection& s) {
 
 LayerSpec LayerOptions::spec() const {
   return mxmoe::preset(preset.empty() ? "gpt-oss-20b" : preset);
+}
+
+LoadedLayer load_layer(const LayerOptions& o, const Checkpoint* checkpoint, int index,
+                       std::uint64_t seed, const char* command) {
+  LoadedLayer l;
+  if (checkpoint != nullptr) {
+    l.spec = checkpoint->layer_spec(index);
+    l.weights = checkpoint->layer_weights(index);
+    return l;
+  }
+  l.spec = o.spec();
+  const double gb =
+      3.0 * l.spec.num_experts * l.spec.hidden * double{1} * l.spec.intermediate * 17 / 32 / 1e9;
+  fmt::print(stderr, "mxmoe {}: generating random MXFP4 weights for {} ({:.2f} GB, seed {})\n",
+             command, l.spec.name, gb, seed);
+  l.storage.emplace(LayerStorage::random(l.spec, seed));
+  l.weights = l.storage->weights();
+  return l;
 }
 
 }  // namespace mxmoe::cli

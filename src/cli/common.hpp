@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "mxmoe/checkpoint.hpp"
 #include "mxmoe/deployment.hpp"
 #include "mxmoe/oracle.hpp"
 
@@ -42,14 +43,32 @@ struct RequestOptions {
 };
 
 // Where the layer comes from: --preset NAME (default gpt-oss-20b) or --model DIR --layer N.
+// With several_layers (run, verify), --layer takes a list (--layer 0,3) into `layers`;
+// otherwise one index into `layer`.
 struct LayerOptions {
   std::string preset;
   std::string model;
   int layer = 0;
-  void add(CLI::App& app);
+  std::vector<int> layers{0};
+  void add(CLI::App& app, bool several_layers = false);
   bool from_model() const { return !model.empty(); }
   LayerSpec spec() const;  // for presets only; model specs come from src/io
 };
+
+// One layer of a run or verify: mapped from the checkpoint (when given), else random MXFP4
+// weights of the preset's shape (announced on stderr as "mxmoe COMMAND: generating ...").
+struct LoadedLayer {
+  LayerSpec spec;
+  std::optional<LayerStorage> storage;  // the random weights; empty for a checkpoint's layer
+  LayerWeights weights;
+};
+LoadedLayer load_layer(const LayerOptions& o, const Checkpoint* checkpoint, int index,
+                       std::uint64_t seed, const char* command);
+
+// Token ids for a hash-routed layer (DeepSeek-V4's first layers): --token-ids FILE, a .npy
+// of `tokens` int32 or int64 ids, as int32 (std::invalid_argument naming the file and the
+// token for a bad shape or an id outside int32; the layer checks [0, vocab)).
+std::vector<std::int32_t> read_token_ids(const std::string& path, std::int64_t tokens);
 
 // Reads an environment variable through one place (the edge), "" when unset.
 std::string env(const char* name);

@@ -26,7 +26,7 @@ struct RunOptions {
   RequestOptions request;
   std::uint64_t seed = 1;
   int reps = 0;  // 0: as many as fit in about 3 s (at least 1)
-  std::string input, output;
+  std::string input, output, token_ids;
 };
 
 // Prints to stdout, or to stderr when stdout is reserved for data (--model runs).
@@ -52,11 +52,12 @@ std::string candidate_line(const Selection& s, const Verdict& v) {
 // Bytes of the expert weights one call reads: every distinct local expert the routing
 // touches, plus the shared expert.
 double touched_weight_bytes(const LayerSpec& s, const LayerWeights& w, const Request& r,
-                            const std::vector<float>& x, std::int64_t tokens) {
+                            const std::vector<float>& x, std::int64_t tokens,
+                            const std::int32_t* token_ids) {
   if (w.router_weight.empty()) return 0;
   std::vector<std::int32_t> ids(static_cast<std::size_t>(tokens * s.top_k));
   std::vector<float> weights(ids.size());
-  route_with_router(s, w, x.data(), tokens, ids.data(), weights.data());
+  route_with_router(s, w, x.data(), tokens, ids.data(), weights.data(), token_ids);
   const ExpertRange local =
       contiguous_expert_range(s.num_experts, std::max(r.ep_size, 1), r.ep_rank);
   std::vector<bool> used(static_cast<std::size_t>(s.num_experts), false);
@@ -65,57 +66,30 @@ double touched_weight_bytes(const LayerSpec& s, const LayerWeights& w, const Req
   double bytes = 0;
   for (int e = local.begin; e < local.end; ++e)
     if (used[static_cast<std::size_t>(e)]) bytes += per_expert;
-  if (r.ep_rank == 0) bytes += static_cast<double>(w.shared_w1.bytes() + w.shared_w2.bytes());
+  if (r.ep_rank == 0)
+    bytes += static_cast<double>(w.shared_w1.bytes() + w.shared_w2.bytes() +
+                                 w.shared_dense_w1.bytes() + w.shared_dense_w2.bytes());
   return bytes;
 }
 
-int run(const RunOptions& o, CLI::App& sub) {
-  const bool from_model = o.layer.from_model();
-  const Printer say{from_model ? stderr : stdout};
+// One layer: select, build, warm up, time, report; y written to --output when asked.
+void run_layer(const RunOptions& o, CLI::App& sub, const LayerSpec& spec,
+               const LayerWeights& weights, const std::vector<float>& x, std::int64_t tokens,
+               const std::vector<std::int32_t>& token_ids, const Printer& say) {
   const Printer progress{stderr};
-
-  LayerSpec spec;
-  std::optional<Checkpoint> checkpoint;
-  std::optional<LayerStorage> storage;
-  LayerWeights weights;
-  if (from_model) {
-    checkpoint.emplace(Checkpoint::open(o.layer.model));
-    spec = checkpoint->layer_spec(o.layer.layer);
-    weights = checkpoint->layer_weights(o.layer.layer);
-  } else {
-    spec = o.layer.spec();
-    const double gb =
-        3.0 * spec.num_experts * spec.hidden * double{1} * spec.intermediate * 17 / 32 / 1e9;
-    progress("mxmoe run: generating random MXFP4 weights for {} ({:.2f} GB, seed {})\n", spec.name,
-             gb, o.seed);
-    storage.emplace(LayerStorage::random(spec, o.seed));
-    weights = storage->weights();
-  }
-
-  std::vector<float> x;
-  std::int64_t tokens = o.request.tokens;
-  if (!o.input.empty()) {
-    NpyArray a = read_npy(o.input);
-    if (a.shape.size() != 2 || a.shape[1] != spec.hidden)
-      throw std::invalid_argument(
-          fmt::format("--input {}: expected shape [M, {}]", o.input, spec.hidden));
-    tokens = a.shape[0];
-    x = std::move(a.data);
-  } else {
-    std::mt19937_64 rng(o.seed + 1);
-    std::normal_distribution<float> normal(0.0f, 1.0f);
-    x.resize(static_cast<std::size_t>(tokens * spec.hidden));
-    for (float& v : x) v = normal(rng);
-  }
-  if (tokens <= 0) throw std::invalid_argument("no tokens to run");
-
   Request request = o.request.resolve(sub);
   request.tokens_hint = static_cast<int>(tokens);
   const Deployment deployment{spec, o.hardware.resolve(), request};
   Selection selection = select(deployment, preferences_for(spec.family));
-  say("layer: {} (E={}, top-{}, H={}, I={}{})\n", spec.name, spec.num_experts, spec.top_k,
+  log_dispatch(selection);
+  say("layer: {} (E={}, top-{}, H={}, I={}{}{})\n", spec.name, spec.num_experts, spec.top_k,
       spec.hidden, spec.intermediate,
-      spec.shared_experts > 0 ? fmt::format(", shared I={}", spec.shared_intermediate) : "");
+      spec.shared_experts > 0 ? fmt::format(", shared I={} {}", spec.shared_intermediate,
+                                            to_string(spec.shared_weight_format))
+                              : "",
+      spec.routing == RoutingMethod::hash
+          ? fmt::format(", hash-routed by token id over {} ids", spec.vocab)
+          : "");
   say("deployment: activation={}, batch_invariant={}, threads={}, tokens={} (preferences: {})\n",
       to_string(*selection.deployment.request.activation), request.batch_invariant,
       request.threads > 0 ? request.threads : selection.deployment.hardware.logical_cpus, tokens,
@@ -126,12 +100,13 @@ int run(const RunOptions& o, CLI::App& sub) {
 
   Runtime runtime(request.threads);
   MoeLayer layer(weights, std::move(selection), runtime);
+  const std::int32_t* ids = token_ids.empty() ? nullptr : token_ids.data();
   std::vector<float> y(x.size());
   using Clock = std::chrono::steady_clock;
   const auto seconds = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
   progress("mxmoe run: warm-up call...\n");
   const auto w0 = Clock::now();
-  layer.forward(x.data(), tokens, y.data());
+  layer.forward(x.data(), ids, tokens, y.data());
   const double warm = seconds(Clock::now() - w0);
   const int reps =
       o.reps > 0 ? o.reps : std::clamp(static_cast<int>(3.0 / std::max(warm, 1e-6)), 1, 50);
@@ -139,12 +114,12 @@ int run(const RunOptions& o, CLI::App& sub) {
   std::vector<double> times;
   for (int i = 0; i < reps; ++i) {
     const auto t0 = Clock::now();
-    layer.forward(x.data(), tokens, y.data());
+    layer.forward(x.data(), ids, tokens, y.data());
     times.push_back(seconds(Clock::now() - t0));
   }
   std::sort(times.begin(), times.end());
   const double median = times[times.size() / 2];
-  const double bytes = touched_weight_bytes(spec, weights, request, x, tokens);
+  const double bytes = touched_weight_bytes(spec, weights, request, x, tokens, ids);
   say("time: {:.1f} us/call (median of {} after a warm-up; {} threads)\n", median * 1e6, reps,
       layer.threads());
   say("throughput: {:.1f} tokens/s, {:.2f} GB/s of expert weights ({:.1f} MB touched per call)\n",
@@ -155,6 +130,66 @@ int run(const RunOptions& o, CLI::App& sub) {
     write_npy(o.output, y, shape);
     say("output: {} [{} x {}] float32\n", o.output, tokens, spec.hidden);
   }
+}
+
+int run(const RunOptions& o, CLI::App& sub) {
+  const bool from_model = o.layer.from_model();
+  const Printer say{from_model ? stderr : stdout};
+  const Printer progress{stderr};
+  if (from_model && o.layer.layers.size() > 1 && !o.output.empty())
+    throw std::invalid_argument("--output writes one layer's output: give one --layer with it");
+  if (!from_model && o.layer.layers != std::vector<int>{0})
+    throw std::invalid_argument("--layer needs --model");
+
+  std::optional<Checkpoint> checkpoint;
+  if (from_model) checkpoint.emplace(Checkpoint::open(o.layer.model));
+  const std::vector<int> layers = from_model ? o.layer.layers : std::vector<int>{0};
+  std::optional<NpyArray> input;
+  if (!o.input.empty()) input.emplace(read_npy(o.input));
+
+  for (const int index : layers) {
+    const LoadedLayer loaded =
+        load_layer(o.layer, checkpoint ? &*checkpoint : nullptr, index, o.seed, "run");
+    const LayerSpec& spec = loaded.spec;
+    const LayerWeights& weights = loaded.weights;
+
+    std::vector<float> x;
+    std::int64_t tokens = o.request.tokens;
+    if (input) {
+      if (input->shape.size() != 2 || input->shape[1] != spec.hidden)
+        throw std::invalid_argument(
+            fmt::format("--input {}: expected shape [M, {}]", o.input, spec.hidden));
+      tokens = input->shape[0];
+      x = input->data;
+    } else {
+      std::mt19937_64 rng(o.seed + 1);
+      std::normal_distribution<float> normal(0.0f, 1.0f);
+      x.resize(static_cast<std::size_t>(tokens * spec.hidden));
+      for (float& v : x) v = normal(rng);
+    }
+    if (tokens <= 0) throw std::invalid_argument("no tokens to run");
+
+    // A hash layer routes by token id: given with --token-ids, random ones for random inputs,
+    // and a usage error for a real input without them.
+    std::vector<std::int32_t> token_ids;
+    if (!o.token_ids.empty()) {
+      token_ids = read_token_ids(o.token_ids, tokens);
+    } else if (spec.routing == RoutingMethod::hash && input) {
+      throw std::invalid_argument(fmt::format(
+          "layer {} is hash-routed (DeepSeek-V4 tid2eid: experts by token id): pass the tokens' "
+          "ids with --token-ids ids.npy ([{}] int32 or int64)",
+          index, tokens));
+    } else if (spec.routing == RoutingMethod::hash) {
+      std::mt19937_64 rng(o.seed + 2);
+      std::uniform_int_distribution<std::int32_t> id(0, spec.vocab - 1);
+      token_ids.resize(static_cast<std::size_t>(tokens));
+      for (std::int32_t& v : token_ids) v = id(rng);
+      progress("mxmoe run: layer {} is hash-routed: random token ids in [0, {})\n", index,
+               spec.vocab);
+    }
+    if (from_model) say("== layer {} ==\n", index);
+    run_layer(o, sub, spec, weights, x, tokens, token_ids, say);
+  }
   return kExitOk;
 }
 
@@ -164,10 +199,10 @@ void add_run(CLI::App& app, Action& action) {
   auto opts = std::make_shared<RunOptions>();
   auto* sub = app.add_subcommand(
       "run",
-      "Run one MoE layer (a preset on embedded random weights, or --model DIR --layer N) "
+      "Run MoE layers (a preset on embedded random weights, or --model DIR --layer N[,M...]) "
       "through the oracle's choice and time it");
   opts->request.tokens = 16;
-  opts->layer.add(*sub);
+  opts->layer.add(*sub, /*several_layers=*/true);
   opts->hardware.add(*sub);
   opts->request.add(*sub);
   sub->add_option("--seed", opts->seed, "Seed of the random weights and tokens");
@@ -176,6 +211,10 @@ void add_run(CLI::App& app, Action& action) {
   sub->add_option("--input", opts->input, "Input tokens x [M, H] as a float32 .npy file")
       ->check(CLI::ExistingFile);
   sub->add_option("--output", opts->output, "Write the output y [M, H] as a float32 .npy file");
+  sub->add_option("--token-ids", opts->token_ids,
+                  "The tokens' ids [M] (.npy int32 or int64): what a hash-routed layer "
+                  "(DeepSeek-V4's first layers) routes by; ignored by other layers")
+      ->check(CLI::ExistingFile);
   sub->callback([&action, opts, sub] { action = [opts, sub] { return run(*opts, *sub); }; });
 }
 

@@ -47,8 +47,8 @@ double relative_l2(const std::vector<float>& got, const std::vector<double>& wan
   return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
 }
 
-// The routing every backend is given: the runtime's router on these inputs, or random
-// distinct experts when the layer has no router weights.
+// The routing every backend is given: the runtime's router on these inputs (a hash layer's
+// with random token ids), or random distinct experts when the layer has no router weights.
 void make_routing(const LayerSpec& s, const LayerWeights& w, const std::vector<float>& x,
                   std::int64_t tokens, std::uint64_t seed, std::vector<std::int32_t>& ids,
                   std::vector<float>& weights) {
@@ -67,24 +67,19 @@ void make_routing(const LayerSpec& s, const LayerWeights& w, const std::vector<f
     }
     return;
   }
-  route_with_router(s, w, x.data(), tokens, ids.data(), weights.data());
+  std::vector<std::int32_t> token_ids;
+  if (s.routing == RoutingMethod::hash) {
+    std::mt19937_64 rng(seed);
+    std::uniform_int_distribution<std::int32_t> id(0, s.vocab - 1);
+    for (std::int64_t t = 0; t < tokens; ++t) token_ids.push_back(id(rng));
+  }
+  route_with_router(s, w, x.data(), tokens, ids.data(), weights.data(),
+                    token_ids.empty() ? nullptr : token_ids.data());
 }
 
-int verify(const VerifyOptions& o) {
-  LayerSpec spec;
-  std::optional<Checkpoint> checkpoint;
-  std::optional<LayerStorage> storage;
-  LayerWeights w;
-  if (o.layer.from_model()) {
-    checkpoint.emplace(Checkpoint::open(o.layer.model));
-    spec = checkpoint->layer_spec(o.layer.layer);
-    w = checkpoint->layer_weights(o.layer.layer);
-  } else {
-    spec = o.layer.spec();
-    fmt::print(stderr, "mxmoe verify: generating random MXFP4 weights for {}...\n", spec.name);
-    storage.emplace(LayerStorage::random(spec, o.seed));
-    w = storage->weights();
-  }
+// One layer: every backend x format; returns {verified, failures}.
+std::pair<int, int> verify_layer(const VerifyOptions& o, const LayerSpec& spec,
+                                 const LayerWeights& w) {
   const Hardware hw = o.hardware.resolve();
   const std::int64_t tokens = o.tokens;
 
@@ -120,8 +115,12 @@ int verify(const VerifyOptions& o) {
                                                  weights.data(), std::nullopt, 1, 0, &pool);
   std::map<ActivationFormat, std::vector<double>> same_format;
 
-  fmt::print("layer: {} (E={}, top-{}, H={}, I={}), {} tokens\n", spec.name, spec.num_experts,
-             spec.top_k, spec.hidden, spec.intermediate, tokens);
+  fmt::print("layer: {} (E={}, top-{}, H={}, I={}{}{}), {} tokens\n", spec.name, spec.num_experts,
+             spec.top_k, spec.hidden, spec.intermediate,
+             spec.shared_experts > 0
+                 ? fmt::format(", shared {}", to_string(spec.shared_weight_format))
+                 : "",
+             spec.routing == RoutingMethod::hash ? ", hash-routed by token id" : "", tokens);
   fmt::print("{:<12} {:<6} {:>14} {:>10} {:>14} {:>10} {:<10}{}\n", "backend", "format",
              "vs f64 same", "budget", "format error", "budget", "result",
              o.batch_invariant ? "  batch-invariant" : "");
@@ -178,6 +177,25 @@ int verify(const VerifyOptions& o) {
       ++verified;
     }
   }
+  return {verified, failures};
+}
+
+int verify(const VerifyOptions& o) {
+  std::optional<Checkpoint> checkpoint;
+  if (o.layer.from_model())
+    checkpoint.emplace(Checkpoint::open(o.layer.model));
+  else if (o.layer.layers != std::vector<int>{0})
+    throw std::invalid_argument("--layer needs --model");
+  const std::vector<int> layers = o.layer.from_model() ? o.layer.layers : std::vector<int>{0};
+  int verified = 0, failures = 0;
+  for (const int index : layers) {
+    const LoadedLayer l =
+        load_layer(o.layer, checkpoint ? &*checkpoint : nullptr, index, o.seed, "verify");
+    if (checkpoint) fmt::print("== layer {} ==\n", index);
+    const auto [v, f] = verify_layer(o, l.spec, l.weights);
+    verified += v;
+    failures += f;
+  }
   if (verified == 0) {
     fmt::print("nothing verified: no backend x format passed its check on this machine\n");
     return kExitError;
@@ -192,7 +210,7 @@ void add_verify(CLI::App& app, Action& action) {
   auto opts = std::make_shared<VerifyOptions>();
   auto* sub = app.add_subcommand(
       "verify", "Check each selectable backend against a float64 evaluation of the layer");
-  opts->layer.add(*sub);
+  opts->layer.add(*sub, /*several_layers=*/true);
   opts->hardware.add(*sub);
   sub->add_option("--backend", opts->backend, "Backend name, or all (default)");
   sub->add_option("--activation", opts->activation, "f32, bf16, int8, mxfp8, or all (default)");

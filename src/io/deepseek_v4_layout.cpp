@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "io/layer_tensors.hpp"
+#include "io/layer_reader.hpp"
 #include "mxmoe/checkpoint.hpp"
 
 namespace mxmoe::io {
@@ -17,22 +17,22 @@ bool is_fp4_storage(StDtype d) {
 
 // One [rows, cols] MXFP4 projection stored as DeepSeek does: STEM.weight [rows, cols/2] I8/U8
 // (or [rows, cols] F4) and STEM.scale [rows, cols/32] F8_E8M0/U8.
-Mxfp4Segment fp4_matrix(const LayerTensors& b, const std::string& stem, std::int64_t rows,
+Mxfp4Segment fp4_matrix(const LayerReader& b, const std::string& stem, std::int64_t rows,
                         std::int64_t cols) {
   const TensorRef& w = b.require(stem + ".weight");
   const TensorRef& s = b.require(stem + ".scale");
-  LayerTensors::expect_dtype(w, {StDtype::I8, StDtype::U8, StDtype::F4});
-  LayerTensors::expect_dtype(s, {StDtype::F8_E8M0, StDtype::U8});
-  LayerTensors::expect_shape(
+  LayerReader::expect_dtype(w, {StDtype::I8, StDtype::U8, StDtype::F4});
+  LayerReader::expect_dtype(s, {StDtype::F8_E8M0, StDtype::U8});
+  LayerReader::expect_shape(
       w, w.info->dtype == StDtype::F4 ? dims({rows, cols}) : dims({rows, cols / 2}));
-  LayerTensors::expect_shape(s, dims({rows, cols / 32}));
+  LayerReader::expect_shape(s, dims({rows, cols / 32}));
   b.check_scales(s, rows, cols / 32);
   return {w.data().data(), s.data().data()};
 }
 
 // W1 (w1 gate rows, then w3 up rows: the halves layout) and W2 of experts [0, experts)
 // under STEM (".experts.e" or ".shared_experts").
-void fp4_projections(const LayerTensors& b, const std::string& stem, bool per_expert,
+void fp4_projections(const LayerReader& b, const std::string& stem, bool per_expert,
                      std::int64_t experts, std::int64_t hidden, std::int64_t inter, Mxfp4View& w1,
                      Mxfp4View& w2) {
   std::vector<Mxfp4Segment> t1, t2;
@@ -47,24 +47,24 @@ void fp4_projections(const LayerTensors& b, const std::string& stem, bool per_ex
 }
 
 // One dense projection of the shared expert in `format` (a segment of a DenseMatrixView).
-DenseMatrixView::Segment dense_matrix(const LayerTensors& b, const std::string& stem,
+DenseMatrixView::Segment dense_matrix(const LayerReader& b, const std::string& stem,
                                       WeightFormat format, std::int64_t rows, std::int64_t cols,
                                       DenseMatrixView& v) {
   const TensorRef& w = b.require(stem + ".weight");
-  LayerTensors::expect_shape(w, dims({rows, cols}));
+  LayerReader::expect_shape(w, dims({rows, cols}));
   if (format != WeightFormat::fp8_e4m3) {
-    LayerTensors::expect_dtype(w, {format == WeightFormat::bf16 ? StDtype::BF16 : StDtype::F32});
+    LayerReader::expect_dtype(w, {format == WeightFormat::bf16 ? StDtype::BF16 : StDtype::F32});
     b.check_finite(w);
     v.element = format == WeightFormat::bf16 ? DenseElement::bf16 : DenseElement::f32;
     b.reject_unexpected(stem + ".scale", "a " + std::string(to_string(format)) +
                                              " shared expert has no block scales");
     return {w.data().data(), nullptr};
   }
-  LayerTensors::expect_dtype(w, {StDtype::F8_E4M3});
+  LayerReader::expect_dtype(w, {StDtype::F8_E4M3});
   const TensorRef& s = b.require(stem + ".scale");
-  LayerTensors::expect_dtype(s, {StDtype::F8_E8M0, StDtype::U8, StDtype::F32});
+  LayerReader::expect_dtype(s, {StDtype::F8_E8M0, StDtype::U8, StDtype::F32});
   const std::int64_t block = DenseMatrixView::kScaleBlock;
-  LayerTensors::expect_shape(s, dims({(rows + block - 1) / block, (cols + block - 1) / block}));
+  LayerReader::expect_shape(s, dims({(rows + block - 1) / block, (cols + block - 1) / block}));
   v.element = DenseElement::e4m3;
   v.scale_e8m0 = s.info->dtype != StDtype::F32;
   return {w.data().data(), s.data().data()};
@@ -111,14 +111,14 @@ WeightFormat deepseek_v4_shared_format(const TensorSet& set, const std::string& 
 
 LayerWeights bind_deepseek_v4_layer(const TensorSet& set, const LayerSpec& spec,
                                     const std::string& prefix, bool check_values) {
-  const LayerTensors b(set, prefix, check_values);
+  const LayerReader b(set, prefix, check_values);
   const std::int64_t e = spec.num_experts, h = spec.hidden, i = spec.intermediate;
   LayerWeights w;
   w.router_weight = b.dense("gate.weight", e, h, false);
   if (spec.routing == RoutingMethod::hash) {
     const TensorRef& t = b.require("gate.tid2eid");
-    LayerTensors::expect_dtype(t, {StDtype::I32, StDtype::I64});
-    LayerTensors::expect_shape(t, dims({spec.vocab, spec.top_k}));
+    LayerReader::expect_dtype(t, {StDtype::I32, StDtype::I64});
+    LayerReader::expect_shape(t, dims({spec.vocab, spec.top_k}));
     w.token_experts = {t.data().data(), t.info->dtype == StDtype::I64, spec.vocab, spec.top_k};
     b.reject_unexpected("gate.bias", "a hash-routed layer has no selection bias");
   } else {

@@ -2,7 +2,7 @@
 
 #include <fmt/core.h>
 
-#include "io/layer_tensors.hpp"
+#include "io/layer_reader.hpp"
 #include "mxmoe/checkpoint.hpp"
 
 namespace mxmoe::io {
@@ -10,15 +10,15 @@ namespace mxmoe::io {
 namespace {
 
 // blocks [E, rows, cols/32, 16] U8 and scales [E, rows, cols/32] U8.
-Mxfp4View mxfp4(const LayerTensors& b, const std::string& stem, std::int64_t experts,
+Mxfp4View mxfp4(const LayerReader& b, const std::string& stem, std::int64_t experts,
                 std::int64_t rows, std::int64_t cols) {
   const TensorRef& blocks = b.require(stem + "_blocks");
   const TensorRef& scales = b.require(stem + "_scales");
-  LayerTensors::expect_dtype(blocks, {StDtype::U8});
-  LayerTensors::expect_dtype(scales, {StDtype::U8});
+  LayerReader::expect_dtype(blocks, {StDtype::U8});
+  LayerReader::expect_dtype(scales, {StDtype::U8});
   const std::int64_t nb = cols / 32;
-  LayerTensors::expect_shape(blocks, dims({experts, rows, nb, 16}));
-  LayerTensors::expect_shape(scales, dims({experts, rows, nb}));
+  LayerReader::expect_shape(blocks, dims({experts, rows, nb, 16}));
+  LayerReader::expect_shape(scales, dims({experts, rows, nb}));
   b.check_scales(scales, rows, nb);
   return Mxfp4View::contiguous(blocks.data().data(), scales.data().data(), experts, rows, cols);
 }
@@ -27,7 +27,7 @@ Mxfp4View mxfp4(const LayerTensors& b, const std::string& stem, std::int64_t exp
 
 LayerWeights bind_gpt_oss_layer(const TensorSet& set, const LayerSpec& spec, int layer,
                                 bool check_values) {
-  const LayerTensors b(set, fmt::format("model.layers.{}.mlp.", layer), check_values);
+  const LayerReader b(set, fmt::format("model.layers.{}.mlp.", layer), check_values);
   const std::int64_t e = spec.num_experts, h = spec.hidden, i = spec.intermediate;
   LayerWeights w;
   w.router_weight = b.dense("router.weight", e, h, false);
@@ -39,8 +39,8 @@ LayerWeights bind_gpt_oss_layer(const TensorSet& set, const LayerSpec& spec, int
     w.selection_bias = b.dense("router.e_score_correction_bias", 1, e, true);
   if (spec.routing == RoutingMethod::hash) {
     const TensorRef& t = b.require("router.tid2eid");
-    LayerTensors::expect_dtype(t, {StDtype::I32, StDtype::I64});
-    LayerTensors::expect_shape(t, dims({spec.vocab, spec.top_k}));
+    LayerReader::expect_dtype(t, {StDtype::I32, StDtype::I64});
+    LayerReader::expect_shape(t, dims({spec.vocab, spec.top_k}));
     w.token_experts = {t.data().data(), t.info->dtype == StDtype::I64, spec.vocab, spec.top_k};
   }
   if (spec.shared_experts > 0 && spec.shared_weight_format != WeightFormat::mxfp4)

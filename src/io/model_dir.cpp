@@ -6,7 +6,7 @@
 
 #include "io/deepseek_v4_layout.hpp"
 #include "io/gpt_oss_layout.hpp"
-#include "io/layer_tensors.hpp"
+#include "io/layer_reader.hpp"
 #include "io/mapped_file.hpp"
 #include "mxmoe/checkpoint.hpp"
 
@@ -55,8 +55,10 @@ ModelDir ModelDir::open(const std::string& dir) {
   const std::string config_path = dir + "/config.json";
   std::string name = std::filesystem::path(dir).lexically_normal().filename().string();
   if (name.empty()) name = std::filesystem::path(dir).lexically_normal().parent_path().filename();
-  ModelDir m{dir, parse_model_config(read_text_file(config_path), config_path, name),
-             TensorSet::open_dir(dir), Layout::gpt_oss, ""};
+  std::string text = read_text_file(config_path);
+  ModelConfig config = parse_model_config(text, config_path, name);
+  ModelDir m{dir, std::move(text), std::move(config), TensorSet::open_dir(dir), Layout::gpt_oss,
+             ""};
 
   // The first MoE layer decides the naming and whether the experts are MXFP4 at all: a BF16
   // checkpoint gets the remedy, not a list of missing tensors.

@@ -17,6 +17,7 @@ struct ModelDir {
   enum class Layout { gpt_oss, deepseek_v4 };
 
   std::string dir;
+  std::string config_text;  // config.json as read
   ModelConfig config;
   TensorSet tensors;
   Layout layout = Layout::gpt_oss;

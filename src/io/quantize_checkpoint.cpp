@@ -11,7 +11,7 @@
 #include <optional>
 
 #include "base/json.hpp"
-#include "io/layer_tensors.hpp"
+#include "io/layer_reader.hpp"
 #include "io/mapped_file.hpp"
 #include "io/tensor_set.hpp"
 #include "model/model_config.hpp"
@@ -62,8 +62,8 @@ void quantize_rows(const TensorRef& t, std::int64_t first, std::int64_t rows, st
 }
 
 void expect_dense(const TensorRef& t, const std::vector<std::uint64_t>& shape) {
-  LayerTensors::expect_dtype(t, {StDtype::BF16, StDtype::F32});
-  LayerTensors::expect_shape(t, shape);
+  LayerReader::expect_dtype(t, {StDtype::BF16, StDtype::F32});
+  LayerReader::expect_shape(t, shape);
 }
 
 // Row-wise MXFP4 quantizer of BF16/F32 [rows, cols] matrices into a growing output.
@@ -251,8 +251,8 @@ LayerOut deepseek_v4_layer(const TensorSet& set, const LayerSpec& s, int layer,
   out.copy(p + "gate.weight", router);
   if (s.routing == RoutingMethod::hash) {
     const TensorRef& t = require(set, src.tid2eid, in_dir);
-    LayerTensors::expect_dtype(t, {StDtype::I32, StDtype::I64});
-    LayerTensors::expect_shape(t, dims({s.vocab, s.top_k}));
+    LayerReader::expect_dtype(t, {StDtype::I32, StDtype::I64});
+    LayerReader::expect_shape(t, dims({s.vocab, s.top_k}));
     out.copy(p + "gate.tid2eid", t);
   } else {
     const TensorRef& bias = require(set, src.bias, in_dir);

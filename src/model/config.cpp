@@ -344,6 +344,11 @@ void parse_quantization(const Json& q, const std::string& prefix, const std::str
   c.quant_method = f.string_or("quant_method", "");
   if (model_type == "deepseek_v4" && c.quant_method == "fp8") {
     parse_deepseek_v4_fp8(f, q, label, field);
+    // The release's shared expert is one of its FP8 tensors (the tensors decide, when read).
+    if (c.moe.shared_experts > 0) {
+      c.moe.shared_weight_format = WeightFormat::fp8_e4m3;
+      c.hash_moe.shared_weight_format = WeightFormat::fp8_e4m3;
+    }
     return;
   }
   for (const auto& [key, value] : q.items()) {

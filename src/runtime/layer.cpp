@@ -315,6 +315,18 @@ void MoeLayer::forward_bf16(const std::uint16_t* x, const std::int32_t* token_id
   for (std::int64_t i = 0; i < n; ++i) y[i] = f32_to_bf16(b.y_f32[i]);
 }
 
+void MoeLayer::forward_routed_bf16(const std::uint16_t* x, const std::int32_t* ids,
+                                   const float* weights, std::int64_t tokens, std::uint16_t* y) {
+  if (tokens < 0) throw std::invalid_argument("forward_routed_bf16: tokens < 0");
+  if (tokens == 0) return;
+  validate_routing(impl_->spec(), ids, weights, tokens);
+  Impl::Buffers b = impl_->buffers(tokens, true);
+  const std::int64_t n = tokens * impl_->spec().hidden;
+  for (std::int64_t i = 0; i < n; ++i) b.x_f32[i] = bf16_to_f32(x[i]);
+  impl_->run_routed(b.x_f32, ids, weights, tokens, b.y_f32, b);
+  for (std::int64_t i = 0; i < n; ++i) y[i] = f32_to_bf16(b.y_f32[i]);
+}
+
 void MoeLayer::set_runtime(Runtime& runtime) noexcept {
   impl_->runtime = &runtime;
   impl_->pool = &runtime.pool();

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "layer/layer_fixture.hpp"
 #include "mxmoe/layer.hpp"
 
 namespace invariance_test {
@@ -51,14 +52,8 @@ inline mxmoe::LayerSpec small_spec(int experts = 8, int hidden = 96, int interme
 // the first layers' token-id routing; clamped SiLU-GLU, gate/up halves (W1 in two segments
 // per expert) and the FP8 shared expert (the dense path every backend shares).
 inline mxmoe::LayerSpec small_v4_spec(bool hash) {
-  mxmoe::LayerSpec s = mxmoe::preset(hash ? "deepseek-v4-flash-hash" : "deepseek-v4-flash");
-  s.name = hash ? "deepseek-v4 hash layer (invariance test shape)"
-                : "deepseek-v4 (invariance test shape)";
-  s.num_experts = 8;
-  s.top_k = 2;
-  s.hidden = 96;
-  s.intermediate = 160;
-  s.shared_intermediate = 160;
+  mxmoe::LayerSpec s =
+      layer_test::shrink(hash ? "deepseek-v4-flash-hash" : "deepseek-v4-flash", 8, 2, 96, 160);
   if (hash) s.vocab = 1000;
   return s;
 }

@@ -1,4 +1,4 @@
-#include "io/layer_tensors.hpp"
+#include "io/layer_reader.hpp"
 
 #include <fmt/core.h>
 
@@ -21,21 +21,21 @@ std::vector<std::uint64_t> dims(std::initializer_list<std::int64_t> d) {
   return out;
 }
 
-const TensorRef* LayerTensors::find(const std::string& suffix) const {
+const TensorRef* LayerReader::find(const std::string& suffix) const {
   return set_.find(prefix_ + suffix);
 }
 
-const TensorRef& LayerTensors::require(const std::string& suffix) const {
+const TensorRef& LayerReader::require(const std::string& suffix) const {
   const TensorRef* ref = find(suffix);
   if (ref == nullptr) throw LoadError("missing tensor \"" + prefix_ + suffix + "\"");
   return *ref;
 }
 
-void LayerTensors::reject_unexpected(const std::string& suffix, const std::string& why) const {
+void LayerReader::reject_unexpected(const std::string& suffix, const std::string& why) const {
   if (present(suffix)) throw LoadError("unexpected tensor \"" + prefix_ + suffix + "\": " + why);
 }
 
-void LayerTensors::expect_dtype(const TensorRef& t, std::initializer_list<StDtype> allowed) {
+void LayerReader::expect_dtype(const TensorRef& t, std::initializer_list<StDtype> allowed) {
   std::string names;
   for (const StDtype d : allowed) {
     if (t.info->dtype == d) return;
@@ -45,14 +45,14 @@ void LayerTensors::expect_dtype(const TensorRef& t, std::initializer_list<StDtyp
                               t.info->name, to_string(t.info->dtype), names));
 }
 
-void LayerTensors::expect_shape(const TensorRef& t, const std::vector<std::uint64_t>& shape) {
+void LayerReader::expect_shape(const TensorRef& t, const std::vector<std::uint64_t>& shape) {
   if (t.info->shape != shape)
     throw LoadError(fmt::format("{}: tensor \"{}\" has shape {}, expected {}", t.file->path(),
                                 t.info->name, shape_text(t.info->shape), shape_text(shape)));
 }
 
-DenseView LayerTensors::dense(const std::string& suffix, std::int64_t rows, std::int64_t cols,
-                              bool vector) const {
+DenseView LayerReader::dense(const std::string& suffix, std::int64_t rows, std::int64_t cols,
+                             bool vector) const {
   const TensorRef& t = require(suffix);
   expect_dtype(t, {StDtype::BF16, StDtype::F32});
   expect_shape(t, vector ? dims({cols}) : dims({rows, cols}));
@@ -65,8 +65,8 @@ DenseView LayerTensors::dense(const std::string& suffix, std::int64_t rows, std:
   return v;
 }
 
-void LayerTensors::check_scales(const TensorRef& t, std::int64_t rows,
-                                std::int64_t blocks_per_row) const {
+void LayerReader::check_scales(const TensorRef& t, std::int64_t rows,
+                               std::int64_t blocks_per_row) const {
   if (!check_) return;
   const auto bytes = t.data();
   const void* nan = std::memchr(bytes.data(), kE8m0Nan, bytes.size());
@@ -78,7 +78,7 @@ void LayerTensors::check_scales(const TensorRef& t, std::int64_t rows,
       flat / blocks_per_row % rows, flat % blocks_per_row));
 }
 
-void LayerTensors::check_finite(const TensorRef& t) const {
+void LayerReader::check_finite(const TensorRef& t) const {
   if (!check_) return;
   const auto bytes = t.data();
   const bool bf16 = t.info->dtype == StDtype::BF16;

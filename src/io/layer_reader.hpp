@@ -17,9 +17,9 @@ namespace mxmoe::io {
 std::string shape_text(const std::vector<std::uint64_t>& shape);
 std::vector<std::uint64_t> dims(std::initializer_list<std::int64_t> d);
 
-class LayerTensors {
+class LayerReader {
  public:
-  LayerTensors(const TensorSet& set, std::string prefix, bool check_values)
+  LayerReader(const TensorSet& set, std::string prefix, bool check_values)
       : set_(set), prefix_(std::move(prefix)), check_(check_values) {}
 
   const std::string& prefix() const noexcept { return prefix_; }
