@@ -4,6 +4,7 @@
 #include "mxmoe/checkpoint.hpp"
 #include "mxmoe/deployment.hpp"
 #include "mxmoe/format.hpp"
+#include "mxmoe/generate.hpp"
 #include "mxmoe/hardware.hpp"
 #include "mxmoe/layer.hpp"
 #include "mxmoe/layer_spec.hpp"

@@ -8,7 +8,6 @@
 #include "cli/common.hpp"
 #include "mxmoe/checkpoint.hpp"
 #include "mxmoe/oracle.hpp"
-#include "oracle/json_io.hpp"
 
 namespace mxmoe::cli {
 namespace {
@@ -20,37 +19,15 @@ struct ExplainOptions {
   bool json = false;
 };
 
-json_io::Json explain_json(const Selection& s) {
-  using json_io::Json;
-  Json candidates = Json::array(), suggestions = Json::array();
-  for (const Verdict& v : s.candidates) {
-    Json reasons = Json::array();
-    for (const Rejection& r : v.reasons) reasons.push_back(json_io::rejection_to_json(r));
-    candidates.push_back({{"name", v.name},
-                          {"supported", v.supported},
-                          {"estimated_us", v.supported ? Json(v.estimated_us) : Json(nullptr)},
-                          {"reasons", reasons}});
-  }
-  for (const Suggestion& g : s.suggestions) suggestions.push_back(json_io::suggestion_to_json(g));
-  const bool none = s.chosen.empty();
-  return Json{{"selected", none ? Json(nullptr) : Json(s.chosen)},
-              {"why", none ? Json(nullptr) : Json(s.why)},
-              {"preferences", s.preferences_source},
-              {"deployment", json_io::deployment_to_json(s.deployment)},
-              {"candidates", candidates},
-              {"error", none ? Json(format_no_backend_message(s)) : Json(nullptr)},
-              {"suggestions", suggestions}};
-}
-
 int run_explain(CLI::App& sub, const ExplainOptions& o) {
+  const Request request = o.request.resolve(sub);
   const LayerSpec spec = o.layer.from_model()
                              ? Checkpoint::open(o.layer.model).layer_spec(o.layer.layer)
                              : o.layer.spec();
-  const Deployment d{spec, o.hardware.resolve(), o.request.resolve(sub)};
+  const Deployment d{spec, o.hardware.resolve(), request};
   const Selection s = judge(d, preferences_for(spec.family));
-  log_dispatch(s);
   if (o.json) {
-    fmt::print("{}\n", explain_json(s).dump(2));
+    fmt::print("{}\n", explain_json(s));
   } else {
     fmt::print("{}", format_selection_table(s));
     if (s.chosen.empty()) fmt::print(stderr, "\n{}\n", format_no_backend_message(s));

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "base/file.hpp"
+#include "base/json.hpp"
 #include "cli/command.hpp"
 #include "cli/common.hpp"
 #include "mxmoe/checkpoint.hpp"
@@ -27,25 +29,23 @@ struct RunOptions {
   std::uint64_t seed = 1;
   int reps = 0;  // 0: as many as fit in about 3 s (at least 1)
   std::string input, output, token_ids;
+  bool json = false;
 };
 
-// Prints to stdout, or to stderr when stdout is reserved for data (--model runs).
-struct Printer {
-  std::FILE* to;
-  template <class... Args>
-  void operator()(fmt::format_string<Args...> f, Args&&... args) const {
-    fmt::print(to, f, std::forward<Args>(args)...);
-    std::fflush(to);
-  }
-};
+// Progress (stderr), flushed so it shows while the command works.
+template <class... Args>
+void progress(fmt::format_string<Args...> f, Args&&... args) {
+  fmt::print(stderr, f, std::forward<Args>(args)...);
+  std::fflush(stderr);
+}
 
 std::string candidate_line(const Selection& s, const Verdict& v) {
   const std::string mark = v.name == s.chosen ? "*" : " ";
   if (v.supported)
-    return fmt::format("{} {:<12} supported  ~{:.0f} us/call (estimate)", mark, v.name,
+    return fmt::format("{} {:<13} supported  ~{:.0f} us/call (estimate)", mark, v.name,
                        v.estimated_us);
   const Rejection& r = v.reasons.front();
-  return fmt::format("{} {:<12} rejected   {}: {}{}", mark, v.name, to_string(r.code), r.detail,
+  return fmt::format("{} {:<13} rejected   {}: {}{}", mark, v.name, to_string(r.code), r.detail,
                      v.reasons.size() > 1 ? fmt::format(" (+{} more)", v.reasons.size() - 1) : "");
 }
 
@@ -72,42 +72,105 @@ double touched_weight_bytes(const LayerSpec& s, const LayerWeights& w, const Req
   return bytes;
 }
 
-// One layer: select, build, warm up, time, report; y written to --output when asked.
-void run_layer(const RunOptions& o, CLI::App& sub, const LayerSpec& spec,
-               const LayerWeights& weights, const std::vector<float>& x, std::int64_t tokens,
-               const std::vector<std::int32_t>& token_ids, const Printer& say) {
-  const Printer progress{stderr};
-  Request request = o.request.resolve(sub);
+// A hash layer's token ids: --token-ids, else random ones for random inputs; a real input
+// without them is a usage error. Empty for the other layers.
+std::vector<std::int32_t> token_ids_for(const RunOptions& o, const LayerSpec& spec, int index,
+                                        std::int64_t tokens) {
+  if (!o.token_ids.empty()) return read_token_ids(o.token_ids, tokens);
+  if (spec.routing != RoutingMethod::hash) return {};
+  if (!o.input.empty())
+    throw UsageError(fmt::format(
+        "layer {} is hash-routed (DeepSeek-V4's tid2eid: experts by token id): pass the tokens' "
+        "ids with --token-ids ids.npy ([{}] int32 or int64)",
+        index, tokens));
+  std::mt19937_64 rng(o.seed + 2);
+  std::uniform_int_distribution<std::int32_t> id(0, spec.vocab - 1);
+  std::vector<std::int32_t> ids(static_cast<std::size_t>(tokens));
+  for (std::int32_t& v : ids) v = id(rng);
+  progress("mxmoe run: layer {} is hash-routed: random token ids in [0, {})\n", index, spec.vocab);
+  return ids;
+}
+
+// One layer (INDEX of CHECKPOINT, or the preset when null): select, build, warm up, time,
+// report; y written to --output when asked.
+int run_layer(const RunOptions& o, const Request& flags, const Checkpoint* checkpoint, int index) {
+  LayerSpec spec;
+  std::optional<LayerStorage> storage;
+  LayerWeights weights;
+  if (checkpoint != nullptr) {
+    spec = checkpoint->layer_spec(index);
+  } else {
+    spec = o.layer.spec();
+  }
+  // The input and output alone must fit before any weight is generated or read (the layer's
+  // workspace is added once the chosen backend is known, below).
+  const double row_bytes = static_cast<double>(spec.hidden) * sizeof(float);
+  if (o.input.empty())
+    require_memory(
+        fmt::format("run: {} tokens of {}", o.request.tokens, spec.name),
+        {{"input", row_bytes * o.request.tokens}, {"output", row_bytes * o.request.tokens}});
+  if (checkpoint != nullptr) {
+    weights = checkpoint->layer_weights(index);
+  } else {
+    progress(
+        "mxmoe run: generating random MXFP4 weights for {} ({}, seed {})\n", spec.name,
+        bytes_text(3.0 * spec.num_experts * spec.hidden * double{1} * spec.intermediate * 17 / 32),
+        o.seed);
+    storage.emplace(LayerStorage::random(spec, o.seed));
+    weights = storage->weights();
+  }
+
+  std::vector<float> x;
+  std::int64_t tokens = o.request.tokens;
+  if (!o.input.empty()) {
+    NpyArray a = read_npy(o.input);
+    if (a.shape.size() != 2 || a.shape[1] != spec.hidden)
+      throw LoadError(
+          fmt::format("--input {}: expected a float32 array of shape [M, {}] (the "
+                      "layer's hidden size), got {} dimensions",
+                      o.input, spec.hidden, a.shape.size()));
+    if (a.shape[0] < 1 || a.shape[0] > kMaxTokensPerCall)
+      throw LoadError(fmt::format("--input {}: {} tokens; a call carries 1..{}", o.input,
+                                  a.shape[0], kMaxTokensPerCall));
+    tokens = a.shape[0];
+    x = std::move(a.data);
+  }
+
+  const std::vector<std::int32_t> token_ids = token_ids_for(o, spec, index, tokens);
+  const std::int32_t* ids = token_ids.empty() ? nullptr : token_ids.data();
+
+  Request request = flags;
   request.tokens_hint = static_cast<int>(tokens);
   const Deployment deployment{spec, o.hardware.resolve(), request};
   Selection selection = select(deployment, preferences_for(spec.family));
-  log_dispatch(selection);
-  say("layer: {} (E={}, top-{}, H={}, I={}{}{})\n", spec.name, spec.num_experts, spec.top_k,
-      spec.hidden, spec.intermediate,
-      spec.shared_experts > 0 ? fmt::format(", shared I={} {}", spec.shared_intermediate,
-                                            to_string(spec.shared_weight_format))
-                              : "",
-      spec.routing == RoutingMethod::hash
-          ? fmt::format(", hash-routed by token id over {} ids", spec.vocab)
-          : "");
-  say("deployment: activation={}, batch_invariant={}, threads={}, tokens={} (preferences: {})\n",
-      to_string(*selection.deployment.request.activation), request.batch_invariant,
-      request.threads > 0 ? request.threads : selection.deployment.hardware.logical_cpus, tokens,
-      selection.preferences_source);
-  say("candidates:\n");
-  for (const Verdict& v : selection.candidates) say("{}\n", candidate_line(selection, v));
-  say("chosen: {} ({})\n", selection.chosen, selection.why);
+  if (o.hardware.replayed()) require_runnable_here(selection, HardwareOptions::live());
 
   Runtime runtime(request.threads);
-  MoeLayer layer(weights, std::move(selection), runtime);
-  const std::int32_t* ids = token_ids.empty() ? nullptr : token_ids.data();
+  MoeLayer layer(weights, selection, runtime);
+  require_memory(fmt::format("run: {} tokens of {}", tokens, spec.name),
+                 {{"input", o.input.empty() ? row_bytes * static_cast<double>(tokens) : 0},
+                  {"output", row_bytes * static_cast<double>(tokens)},
+                  {"workspace", static_cast<double>(layer.workspace_bytes(tokens))}});
+  if (x.empty()) {
+    std::mt19937_64 rng(o.seed + 1);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    x.resize(static_cast<std::size_t>(tokens * spec.hidden));
+    for (float& v : x) v = normal(rng);
+  }
   std::vector<float> y(x.size());
   using Clock = std::chrono::steady_clock;
   const auto seconds = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
-  progress("mxmoe run: warm-up call...\n");
+  progress("mxmoe run: {} on {} tokens, warm-up call...\n", selection.chosen, tokens);
   const auto w0 = Clock::now();
   layer.forward(x.data(), ids, tokens, y.data());
   const double warm = seconds(Clock::now() - w0);
+
+  // A legal input can overflow (scales near the top of E8M0): never report NaN as a result.
+  const NonFinite bad = find_non_finite(y, tokens, spec.hidden);
+  if (bad.any())
+    throw std::runtime_error(fmt::format("run: the output holds {}{}", bad.describe(tokens),
+                                         o.output.empty() ? "" : "; --output was not written"));
+
   const int reps =
       o.reps > 0 ? o.reps : std::clamp(static_cast<int>(3.0 / std::max(warm, 1e-6)), 1, 50);
   if (warm * reps > 2.0) progress("mxmoe run: timing {} calls (~{:.0f} s)...\n", reps, warm * reps);
@@ -120,75 +183,83 @@ void run_layer(const RunOptions& o, CLI::App& sub, const LayerSpec& spec,
   std::sort(times.begin(), times.end());
   const double median = times[times.size() / 2];
   const double bytes = touched_weight_bytes(spec, weights, request, x, tokens, ids);
-  say("time: {:.1f} us/call (median of {} after a warm-up; {} threads)\n", median * 1e6, reps,
-      layer.threads());
-  say("throughput: {:.1f} tokens/s, {:.2f} GB/s of expert weights ({:.1f} MB touched per call)\n",
-      static_cast<double>(tokens) / median, bytes / median / 1e9, bytes / 1e6);
 
   if (!o.output.empty()) {
     const std::int64_t shape[] = {tokens, spec.hidden};
     write_npy(o.output, y, shape);
-    say("output: {} [{} x {}] float32\n", o.output, tokens, spec.hidden);
   }
+
+  const Selection& sel = layer.selection();
+  if (o.json) {
+    json::Json candidates = json::Json::array();
+    for (const Verdict& v : sel.candidates) {
+      json::Json reasons = json::Json::array();
+      for (const Rejection& r : v.reasons) reasons.push_back(to_string(r.code));
+      candidates.push_back({{"name", v.name}, {"supported", v.supported}, {"reasons", reasons}});
+    }
+    const json::Json out = {
+        {"layer", spec.name},
+        {"index", index},
+        {"routing", to_string(spec.routing)},
+        {"experts", spec.num_experts},
+        {"top_k", spec.top_k},
+        {"hidden", spec.hidden},
+        {"intermediate", spec.intermediate},
+        {"activation", to_string(*sel.deployment.request.activation)},
+        {"batch_invariant", request.batch_invariant},
+        {"chosen", sel.chosen},
+        {"why", sel.why},
+        {"candidates", candidates},
+        {"tokens", tokens},
+        {"threads", layer.threads()},
+        {"reps", reps},
+        {"us_per_call_median", median * 1e6},
+        {"tokens_per_s", static_cast<double>(tokens) / median},
+        {"weight_gb_per_s", bytes / median / 1e9},
+        {"touched_weight_bytes", bytes},
+        {"output", o.output.empty() ? json::Json(nullptr) : json::Json(o.output)}};
+    fmt::print("{}\n", out.dump(2));
+    return kExitOk;
+  }
+  if (checkpoint != nullptr) fmt::print("== layer {} ==\n", index);
+  fmt::print("layer: {} (E={}, top-{}, H={}, I={}{}{})\n", spec.name, spec.num_experts, spec.top_k,
+             spec.hidden, spec.intermediate,
+             spec.shared_experts > 0 ? fmt::format(", shared I={} {}", spec.shared_intermediate,
+                                                   to_string(spec.shared_weight_format))
+                                     : "",
+             spec.routing == RoutingMethod::hash
+                 ? fmt::format(", hash-routed by token id over {} ids", spec.vocab)
+                 : "");
+  fmt::print(
+      "deployment: activation={}, batch_invariant={}, threads={}, tokens={} (preferences: {})\n",
+      to_string(*sel.deployment.request.activation), request.batch_invariant, layer.threads(),
+      tokens, sel.preferences_source);
+  fmt::print("candidates:\n");
+  for (const Verdict& v : sel.candidates) fmt::print("{}\n", candidate_line(sel, v));
+  fmt::print("chosen: {} ({})\n", sel.chosen, sel.why);
+  fmt::print("time: {:.1f} us/call (median of {} after a warm-up; {} threads)\n", median * 1e6,
+             reps, layer.threads());
+  fmt::print(
+      "throughput: {:.1f} tokens/s, {:.2f} GB/s of expert weights ({:.1f} MB touched per call)\n",
+      static_cast<double>(tokens) / median, bytes / median / 1e9, bytes / 1e6);
+  if (!o.output.empty())
+    fmt::print("output: {} [{} x {}] float32\n", o.output, tokens, spec.hidden);
+  return kExitOk;
 }
 
 int run(const RunOptions& o, CLI::App& sub) {
-  const bool from_model = o.layer.from_model();
-  const Printer say{from_model ? stderr : stdout};
-  const Printer progress{stderr};
-  if (from_model && o.layer.layers.size() > 1 && !o.output.empty())
-    throw std::invalid_argument("--output writes one layer's output: give one --layer with it");
-  if (!from_model && o.layer.layers != std::vector<int>{0})
-    throw std::invalid_argument("--layer needs --model");
-
+  // Everything that can be refused cheaply is refused before loading or computing anything:
+  // the flags, the environment, and whether --output can be written at all.
+  const Request flags = o.request.resolve(sub);
+  const std::vector<int> layers = o.layer.selected_layers();
+  if (layers.size() > 1 && (!o.output.empty() || o.json))
+    throw UsageError("--output and --json report one layer: give one --layer with them");
+  if (!o.output.empty()) files::check_can_create(o.output);
   std::optional<Checkpoint> checkpoint;
-  if (from_model) checkpoint.emplace(Checkpoint::open(o.layer.model));
-  const std::vector<int> layers = from_model ? o.layer.layers : std::vector<int>{0};
-  std::optional<NpyArray> input;
-  if (!o.input.empty()) input.emplace(read_npy(o.input));
-
+  if (o.layer.from_model()) checkpoint.emplace(Checkpoint::open(o.layer.model));
   for (const int index : layers) {
-    const LoadedLayer loaded =
-        load_layer(o.layer, checkpoint ? &*checkpoint : nullptr, index, o.seed, "run");
-    const LayerSpec& spec = loaded.spec;
-    const LayerWeights& weights = loaded.weights;
-
-    std::vector<float> x;
-    std::int64_t tokens = o.request.tokens;
-    if (input) {
-      if (input->shape.size() != 2 || input->shape[1] != spec.hidden)
-        throw std::invalid_argument(
-            fmt::format("--input {}: expected shape [M, {}]", o.input, spec.hidden));
-      tokens = input->shape[0];
-      x = input->data;
-    } else {
-      std::mt19937_64 rng(o.seed + 1);
-      std::normal_distribution<float> normal(0.0f, 1.0f);
-      x.resize(static_cast<std::size_t>(tokens * spec.hidden));
-      for (float& v : x) v = normal(rng);
-    }
-    if (tokens <= 0) throw std::invalid_argument("no tokens to run");
-
-    // A hash layer routes by token id: given with --token-ids, random ones for random inputs,
-    // and a usage error for a real input without them.
-    std::vector<std::int32_t> token_ids;
-    if (!o.token_ids.empty()) {
-      token_ids = read_token_ids(o.token_ids, tokens);
-    } else if (spec.routing == RoutingMethod::hash && input) {
-      throw std::invalid_argument(fmt::format(
-          "layer {} is hash-routed (DeepSeek-V4 tid2eid: experts by token id): pass the tokens' "
-          "ids with --token-ids ids.npy ([{}] int32 or int64)",
-          index, tokens));
-    } else if (spec.routing == RoutingMethod::hash) {
-      std::mt19937_64 rng(o.seed + 2);
-      std::uniform_int_distribution<std::int32_t> id(0, spec.vocab - 1);
-      token_ids.resize(static_cast<std::size_t>(tokens));
-      for (std::int32_t& v : token_ids) v = id(rng);
-      progress("mxmoe run: layer {} is hash-routed: random token ids in [0, {})\n", index,
-               spec.vocab);
-    }
-    if (from_model) say("== layer {} ==\n", index);
-    run_layer(o, sub, spec, weights, x, tokens, token_ids, say);
+    const int rc = run_layer(o, flags, checkpoint ? &*checkpoint : nullptr, index);
+    if (rc != kExitOk) return rc;
   }
   return kExitOk;
 }
@@ -199,22 +270,27 @@ void add_run(CLI::App& app, Action& action) {
   auto opts = std::make_shared<RunOptions>();
   auto* sub = app.add_subcommand(
       "run",
-      "Run MoE layers (a preset on embedded random weights, or --model DIR --layer N[,M...]) "
+      "Run MoE layers (a preset on generated random weights, or --model DIR --layer N[,M...]) "
       "through the oracle's choice and time it");
   opts->request.tokens = 16;
   opts->layer.add(*sub, /*several_layers=*/true);
   opts->hardware.add(*sub);
   opts->request.add(*sub);
   sub->add_option("--seed", opts->seed, "Seed of the random weights and tokens");
-  sub->add_option("--reps", opts->reps, "Timed calls after the warm-up (default: ~3 s worth)")
-      ->check(CLI::PositiveNumber);
+  sub->add_option(
+         "--reps", opts->reps,
+         fmt::format("Timed calls after the warm-up, 1..{} (default: ~3 s worth)", kMaxReps))
+      ->check(CLI::Range(1, kMaxReps));
   sub->add_option("--input", opts->input, "Input tokens x [M, H] as a float32 .npy file")
       ->check(CLI::ExistingFile);
-  sub->add_option("--output", opts->output, "Write the output y [M, H] as a float32 .npy file");
+  sub->add_option("--output", opts->output,
+                  "Write the output y [M, H] as a float32 .npy file (whole or not at all; "
+                  "checked writable before any work)");
   sub->add_option("--token-ids", opts->token_ids,
                   "The tokens' ids [M] (.npy int32 or int64): what a hash-routed layer "
                   "(DeepSeek-V4's first layers) routes by; ignored by other layers")
       ->check(CLI::ExistingFile);
+  sub->add_flag("--json", opts->json, "Print the result as one JSON document");
   sub->callback([&action, opts, sub] { action = [opts, sub] { return run(*opts, *sub); }; });
 }
 

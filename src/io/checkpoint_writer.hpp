@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "mxmoe/generate.hpp"
 #include "mxmoe/layer_spec.hpp"
 #include "mxmoe/safetensors.hpp"
 #include "mxmoe/weights.hpp"
@@ -25,24 +26,8 @@ LayerTensors gpt_oss_layer_tensors(const LayerSpec& spec, const LayerWeights& w,
 // 128 x 128 block scales, or I8 + F8_E8M0).
 LayerTensors deepseek_v4_layer_tensors(const LayerSpec& spec, const LayerWeights& w, int layer);
 
-struct GenerateOptions {
-  int layers = 1;
-  // DeepSeek-V4 only: the first hash_layers layers are hash-routed (token ids in [0, vocab);
-  // vocab 0: the spec's, else 129280, V4's), the rest routed by `spec`.
-  int hash_layers = 0;
-  int vocab = 0;
-  std::uint64_t seed = 1;  // layer N's weights: LayerStorage::random(spec, seed + N)
-  bool force = false;      // replace an existing OUT as a whole
-  std::function<void(const std::string&)> progress;  // one line per layer; may be empty
-};
-
-// Writes a checkpoint of LAYERS MoE layers with SPEC's shape and random weights: config.json
-// (model_config_json) and model.safetensors (gpt-oss layout; DeepSeek-V4's release naming for
-// a deepseek_v4 spec). It is written into a temporary sibling
-// directory and renamed into place when complete, so OUT is either the whole checkpoint or
-// untouched. Checks that the written config reads back as SPEC. Throws LoadError (I/O,
-// OUT exists without force) or std::invalid_argument (SPEC not expressible as a config).
-void generate_checkpoint(const std::string& out, const LayerSpec& spec,
-                         const GenerateOptions& options);
+// generate_checkpoint and its options are public (mxmoe/generate.hpp); this room writes them.
+using ::mxmoe::generate_checkpoint;
+using ::mxmoe::GenerateOptions;
 
 }  // namespace mxmoe::io

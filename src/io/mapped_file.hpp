@@ -11,8 +11,8 @@ namespace mxmoe::io {
 
 class MappedFile {
  public:
-  // Maps PATH read-only. Throws LoadError naming the file (missing, not a regular file,
-  // mmap failure). An empty file maps to an empty span.
+  // Maps PATH read-only. Throws LoadError naming the file (missing, not a regular file, e.g.
+  // a FIFO or /dev/zero, refused at once; mmap failure). An empty file maps to an empty span.
   static MappedFile open(const std::string& path);
   MappedFile() = default;
   ~MappedFile();
@@ -31,16 +31,8 @@ class MappedFile {
   std::size_t size_ = 0;
 };
 
-// Reads a small text file (config.json, an index) whole. Throws LoadError naming it.
+// Reads a JSON document (config.json, an index) whole: a regular file of at most
+// files::kMaxJsonBytes. Throws LoadError naming it.
 std::string read_text_file(const std::string& path);
-
-// Writes PATH whole or not at all: the bytes go to a temporary file in the same directory,
-// which is renamed over PATH only once every byte is written. Throws LoadError naming PATH.
-void write_file_atomic(const std::string& path, std::span<const std::uint8_t> bytes);
-
-// The temporary file write_file_atomic (and streaming writers) use for PATH, and its commit:
-// rename over PATH (LoadError naming PATH on failure; the temporary is removed).
-std::string partial_path(const std::string& path);
-void commit_partial(const std::string& path);
 
 }  // namespace mxmoe::io

@@ -6,11 +6,11 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <limits>
 #include <map>
 #include <stdexcept>
 
+#include "base/file.hpp"
 #include "io/mapped_file.hpp"
 #include "mxmoe/checkpoint.hpp"
 #include "mxmoe/format.hpp"
@@ -128,21 +128,18 @@ std::vector<std::int64_t> parse_shape(const std::string& tuple, const std::strin
   return shape;
 }
 
-// A mapped .npy file with its header checked: the dtype (one of `item_sizes`' keys), the
-// shape, and the data bytes, exactly count x item size of them.
+// A .npy file image with its header checked: the dtype (one of `item_sizes`' keys), the
+// shape, and the data bytes, exactly count x item size of them (pointing into the image).
 struct RawNpy {
-  io::MappedFile file;
   std::string descr;
   std::vector<std::int64_t> shape;
   const std::uint8_t* data = nullptr;
   std::size_t count = 0;
 };
 
-RawNpy read_raw_npy(const std::string& path, const std::map<std::string, std::size_t>& item_sizes,
-                    const std::string& expected) {
-  RawNpy raw;
-  raw.file = io::MappedFile::open(path);
-  const auto bytes = raw.file.bytes();
+RawNpy parse_raw_npy(std::span<const std::uint8_t> bytes, const std::string& path,
+                     const std::map<std::string, std::size_t>& item_sizes,
+                     const std::string& expected) {
   if (bytes.size() < kMagicLen + 4 || std::memcmp(bytes.data(), kMagic, kMagicLen) != 0)
     throw LoadError(path + ": not a .npy file (bad magic)");
   const int major = bytes[6];
@@ -173,6 +170,7 @@ RawNpy read_raw_npy(const std::string& path, const std::map<std::string, std::si
   if (fields["fortran_order"] != "False")
     throw LoadError(path + ": fortran_order=" + fields["fortran_order"] +
                     " is not supported (write a C-order array)");
+  RawNpy raw;
   raw.descr = fields["descr"];
   const auto it = item_sizes.find(raw.descr);
   if (it == item_sizes.end())
@@ -180,6 +178,9 @@ RawNpy read_raw_npy(const std::string& path, const std::map<std::string, std::si
                     ")");
   const std::size_t item = it->second;
   raw.shape = parse_shape(fields["shape"], path);
+  if (raw.shape.size() > kMaxNpyRank)
+    throw LoadError(fmt::format("{}: .npy shape {} has {} dimensions, more than {}", path,
+                                fields["shape"], raw.shape.size(), kMaxNpyRank));
   std::uint64_t count = 1;
   for (const std::int64_t d : raw.shape) {
     const auto ud = static_cast<std::uint64_t>(d);
@@ -203,10 +204,17 @@ RawNpy read_raw_npy(const std::string& path, const std::map<std::string, std::si
 }  // namespace
 
 NpyArray read_npy(const std::string& path, bool allow_bf16_as_u16) {
+  const io::MappedFile file = io::MappedFile::open(path);
+  return parse_npy(file.bytes(), path, allow_bf16_as_u16);
+}
+
+NpyArray parse_npy(std::span<const std::uint8_t> bytes, const std::string& path,
+                   bool allow_bf16_as_u16) {
   std::map<std::string, std::size_t> items = {{"<f4", 4}, {"<f2", 2}};
   if (allow_bf16_as_u16) items["<u2"] = 2;
-  const RawNpy raw = read_raw_npy(
-      path, items, allow_bf16_as_u16 ? "'<f4' or '<f2', or bfloat16 as '<u2'" : "'<f4' or '<f2'");
+  const RawNpy raw =
+      parse_raw_npy(bytes, path, items,
+                    allow_bf16_as_u16 ? "'<f4' or '<f2', or bfloat16 as '<u2'" : "'<f4' or '<f2'");
   NpyArray out;
   out.shape = raw.shape;
   out.data.resize(raw.count);
@@ -222,7 +230,8 @@ NpyArray read_npy(const std::string& path, bool allow_bf16_as_u16) {
 }
 
 NpyInts read_npy_ints(const std::string& path) {
-  const RawNpy raw = read_raw_npy(path, {{"<i4", 4}, {"<i8", 8}}, "'<i4' or '<i8'");
+  const io::MappedFile file = io::MappedFile::open(path);
+  const RawNpy raw = parse_raw_npy(file.bytes(), path, {{"<i4", 4}, {"<i8", 8}}, "'<i4' or '<i8'");
   NpyInts out;
   out.shape = raw.shape;
   out.data.resize(raw.count);
@@ -255,20 +264,17 @@ void write_npy(const std::string& path, std::span<const float> data,
   const std::size_t total = 10 + header.size() + 1;  // magic(6) version(2) len(2) ... '\n'
   header.append((64 - total % 64) % 64, ' ');
   header += '\n';
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw LoadError(path + ": cannot create");
+  files::AtomicFile out(path);
   out.write(kMagic, kMagicLen);
   const char version[2] = {1, 0};
   out.write(version, 2);
   const char len[2] = {static_cast<char>(header.size() & 0xFF),
                        static_cast<char>(header.size() >> 8)};
   out.write(len, 2);
-  out.write(header.data(), static_cast<std::streamsize>(header.size()));
+  out.write(header);
   static_assert(std::endian::native == std::endian::little, "npy writer assumes little-endian");
-  out.write(reinterpret_cast<const char*>(data.data()),
-            static_cast<std::streamsize>(data.size() * sizeof(float)));
-  out.close();
-  if (!out) throw LoadError(path + ": write failed");
+  out.write(data.data(), data.size() * sizeof(float));
+  out.commit();
 }
 
 }  // namespace mxmoe

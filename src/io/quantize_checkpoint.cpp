@@ -7,10 +7,13 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "base/file.hpp"
 #include "base/json.hpp"
+#include "io/checkpoint_file.hpp"
 #include "io/layer_reader.hpp"
 #include "io/mapped_file.hpp"
 #include "io/tensor_set.hpp"
@@ -140,11 +143,13 @@ SourceNames source_names(const TensorSet& set, int layer) {
 }
 
 LayerOut gpt_oss_layout_layer(const TensorSet& set, const LayerSpec& s, int layer,
-                              const std::string& in_dir, ScaleRule rule) {
+                              const std::string& in_dir, ScaleRule rule,
+                              const std::function<void()>& check_cancelled) {
   const std::int64_t e = s.num_experts, h = s.hidden, i = s.intermediate;
   const SourceNames src = source_names(set, layer);
   ProjectionWriter w1(e, 2 * i, h, rule), w2(e, h, i, rule);
   for (std::int64_t x = 0; x < e; ++x) {
+    check_cancelled();
     w1.add(require(set, fmt::format(fmt::runtime(src.gate), x), in_dir), x, 0, i);
     w1.add(require(set, fmt::format(fmt::runtime(src.up), x), in_dir), x, i, i);
     w2.add(require(set, fmt::format(fmt::runtime(src.down), x), in_dir), x, 0, h);
@@ -241,7 +246,8 @@ V4Source v4_source(const TensorSet& set, int layer, const std::string& in_dir) {
 }
 
 LayerOut deepseek_v4_layer(const TensorSet& set, const LayerSpec& s, int layer,
-                           const std::string& in_dir, ScaleRule rule) {
+                           const std::string& in_dir, ScaleRule rule,
+                           const std::function<void()>& check_cancelled) {
   const std::int64_t e = s.num_experts, h = s.hidden, i = s.intermediate;
   const V4Source src = v4_source(set, layer, in_dir);
   const std::string p = fmt::format("layers.{}.ffn.", layer);
@@ -274,6 +280,7 @@ LayerOut deepseek_v4_layer(const TensorSet& set, const LayerSpec& s, int layer,
     expect_dense(gate_up, dims({e, 2 * i, h}));
     expect_dense(down, dims({e, h, i}));
     for (std::int64_t x = 0; x < e; ++x) {
+      check_cancelled();
       const std::string at = fmt::format("{}experts.{}.", p, x);
       fp4(at + "w1", gate_up, x * 2 * i, i, h);
       fp4(at + "w3", gate_up, x * 2 * i + i, i, h);
@@ -281,6 +288,7 @@ LayerOut deepseek_v4_layer(const TensorSet& set, const LayerSpec& s, int layer,
     }
   } else {
     for (std::int64_t x = 0; x < e; ++x) {
+      check_cancelled();
       const std::string at = fmt::format("{}experts.{}.", p, x);
       const TensorRef& w1 = require(set, fmt::format(fmt::runtime(src.w1), x), in_dir);
       const TensorRef& w3 = require(set, fmt::format(fmt::runtime(src.w3), x), in_dir);
@@ -307,17 +315,11 @@ LayerOut deepseek_v4_layer(const TensorSet& set, const LayerSpec& s, int layer,
   return out;
 }
 
-// Written whole or not at all: a temporary file renamed over PATH.
-void write_text(const std::string& path, const std::string& text) {
-  const std::span bytes(reinterpret_cast<const std::uint8_t*>(text.data()), text.size());
-  write_file_atomic(path, bytes);
-}
-
 }  // namespace
 
 void quantize_checkpoint(const std::string& in_dir, const std::string& out_dir,
                          const QuantizeOptions& options) {
-  const std::string config_path = in_dir + "/config.json";
+  const std::string config_path = checkpoint_file(in_dir, "config.json");
   const std::string config_text = read_text_file(config_path);
   const ModelConfig config = parse_model_config(config_text, config_path, "");
   if (config.quant_method == "mxfp4")
@@ -328,11 +330,29 @@ void quantize_checkpoint(const std::string& in_dir, const std::string& out_dir,
                     "quantize` (use the MXFP4 release)");
   const TensorSet set = TensorSet::open_dir(in_dir);
 
-  if (fs::exists(out_dir) && !options.force)
-    throw LoadError(out_dir + ": already exists (pass --force to write into it)");
-  if (fs::exists(out_dir) && fs::equivalent(out_dir, in_dir))
+  std::error_code ec;
+  const bool out_exists = fs::symlink_status(out_dir, ec).type() != fs::file_type::not_found;
+  if (out_exists && !options.force)
+    throw LoadError(out_dir + ": already exists (pass --force to replace it whole)");
+  if (out_exists && !fs::is_directory(fs::symlink_status(out_dir, ec)))
+    throw LoadError(out_dir +
+                    ": exists and is not a directory (--force replaces a directory only)");
+  if (out_exists && fs::equivalent(out_dir, in_dir, ec))
     throw LoadError(out_dir + ": the output directory is the input directory");
-  fs::create_directories(out_dir);
+  {
+    // Replacing a directory that holds the input would delete the input.
+    const std::string in_real = fs::weakly_canonical(in_dir, ec).string() + "/";
+    const std::string out_real = fs::weakly_canonical(out_dir, ec).string() + "/";
+    if (in_real.rfind(out_real, 0) == 0)
+      throw LoadError(out_dir + ": the output directory contains the input directory " + in_dir);
+  }
+  const std::function<void()> check_cancelled = [&] {
+    if (options.cancelled && options.cancelled())
+      throw QuantizeCancelled("quantize: interrupted; " + out_dir +
+                              (out_exists ? " is left as it was" : " was not created"));
+  };
+  files::AtomicDirectory staging(out_dir);
+  const std::string& tmp = staging.path();
 
   const bool v4 = config.moe.family == Family::deepseek_v4;
   int moe_layers = 0;
@@ -345,12 +365,14 @@ void quantize_checkpoint(const std::string& in_dir, const std::string& out_dir,
     if (!config.non_moe_reason[static_cast<std::size_t>(layer)].empty()) continue;
     const auto t0 = std::chrono::steady_clock::now();
     const LayerSpec& s = config.spec_of(layer);
-    const LayerOut out = v4 ? deepseek_v4_layer(set, s, layer, in_dir, options.scale_rule)
-                            : gpt_oss_layout_layer(set, s, layer, in_dir, options.scale_rule);
+    const LayerOut out =
+        v4 ? deepseek_v4_layer(set, s, layer, in_dir, options.scale_rule, check_cancelled)
+           : gpt_oss_layout_layer(set, s, layer, in_dir, options.scale_rule, check_cancelled);
     ++shard;
     const std::string shard_name =
         fmt::format("model-{:05d}-of-{:05d}.safetensors", shard, moe_layers);
-    write_safetensors(out_dir + "/" + shard_name, out.tensors, {{"format", "pt"}});
+    check_cancelled();
+    write_safetensors(tmp + "/" + shard_name, out.tensors, {{"format", "pt"}});
     for (const auto& t : out.tensors) {
       weight_map[t.name] = shard_name;
       total += t.data.size();
@@ -364,7 +386,7 @@ void quantize_checkpoint(const std::string& in_dir, const std::string& out_dir,
 
   const nlohmann::ordered_json index = {{"metadata", {{"total_size", total}}},
                                         {"weight_map", weight_map}};
-  write_text(out_dir + "/model.safetensors.index.json", index.dump(2) + "\n");
+  files::write_file_atomically(tmp + "/model.safetensors.index.json", index.dump(2) + "\n");
 
   json::Json cfg = json::parse_strict<LoadError>(config_text, config_path);
   cfg["quantization_config"] = {
@@ -375,7 +397,9 @@ void quantize_checkpoint(const std::string& in_dir, const std::string& out_dir,
       {"mxmoe_gate_up_layout", "halves"},
       {"mxmoe_scale_rule", options.scale_rule == ScaleRule::floor ? "floor" : "round_up"}};
   if (cfg.contains("text_config")) cfg["text_config"].erase("quantization_config");
-  write_text(out_dir + "/config.json", cfg.dump(2) + "\n");
+  files::write_file_atomically(tmp + "/config.json", cfg.dump(2) + "\n");
+  check_cancelled();
+  staging.commit(/*replace_existing=*/options.force);
 }
 
 }  // namespace mxmoe::io

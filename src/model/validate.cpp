@@ -13,9 +13,10 @@ namespace {
 }
 
 void require_block_multiple(const LayerSpec& s, const char* field, int v) {
-  if (v <= 0 || v % 32 != 0)
+  if (v <= 0 || v % 32 != 0 || v > kMaxLayerDim)
     fail(s, std::string(field) + " = " + std::to_string(v) +
-                " must be a positive multiple of 32 (the MX block size)");
+                " must be a positive multiple of 32 (the MX block size), at most " +
+                std::to_string(kMaxLayerDim));
 }
 
 bool uses_scores_with_bias(RoutingMethod m) {
@@ -26,8 +27,9 @@ bool uses_scores_with_bias(RoutingMethod m) {
 }  // namespace
 
 void validate(const LayerSpec& s) {
-  if (s.num_experts <= 0)
-    fail(s, "num_experts = " + std::to_string(s.num_experts) + " must be > 0");
+  if (s.num_experts <= 0 || s.num_experts > kMaxExperts)
+    fail(s, "num_experts = " + std::to_string(s.num_experts) + " must be in [1, " +
+                std::to_string(kMaxExperts) + "]");
   if (s.top_k <= 0 || s.top_k > s.num_experts)
     fail(s, "top_k = " + std::to_string(s.top_k) +
                 " must be in [1, num_experts = " + std::to_string(s.num_experts) + "]");
@@ -58,9 +60,9 @@ void validate(const LayerSpec& s) {
   }
 
   if (s.routing == RoutingMethod::hash) {
-    if (s.vocab < 1)
-      fail(s, "vocab = " + std::to_string(s.vocab) +
-                  " must be >= 1 for hash routing (token ids lie in [0, vocab))");
+    if (s.vocab < 1 || s.vocab > kMaxVocab)
+      fail(s, "vocab = " + std::to_string(s.vocab) + " must lie in [1, " +
+                  std::to_string(kMaxVocab) + "] for hash routing (token ids lie in [0, vocab))");
   } else if (s.vocab != 0) {
     fail(s, "vocab = " + std::to_string(s.vocab) + " is only used by hash routing (must be 0)");
   }

@@ -3,6 +3,7 @@
 #include "mxmoe/layer.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -113,6 +114,16 @@ struct MoeLayer::Impl {
     b.kernel_ws = c.take_bytes(b.kernel_ws_size);
     if (base == nullptr) b.kernel_ws_size = c.used();  // measuring: report the total
     return b;
+  }
+
+  std::int64_t max_tokens() const noexcept {
+    return std::numeric_limits<std::int32_t>::max() / spec().top_k;
+  }
+  void check_tokens(const char* call, std::int64_t tokens) const {
+    if (tokens < 0 || tokens > max_tokens())
+      throw std::invalid_argument(std::string(call) + ": " + std::to_string(tokens) +
+                                  " tokens; a call carries 0.." + std::to_string(max_tokens()) +
+                                  " (tokens x top_k are numbered in 32 bits)");
   }
 
   Buffers buffers(std::int64_t tokens, bool bf16_io) {
@@ -270,7 +281,7 @@ void MoeLayer::forward(const float* x, std::int64_t tokens, float* y) {
 
 void MoeLayer::forward(const float* x, const std::int32_t* token_ids, std::int64_t tokens,
                        float* y) {
-  if (tokens < 0) throw std::invalid_argument("forward: tokens < 0");
+  impl_->check_tokens("forward", tokens);
   if (tokens == 0) return;
   if (impl_->spec().routing == RoutingMethod::hash)
     validate_token_ids(impl_->spec(), token_ids, tokens);
@@ -280,7 +291,7 @@ void MoeLayer::forward(const float* x, const std::int32_t* token_ids, std::int64
 }
 
 void MoeLayer::forward_logits(const float* x, const float* logits, std::int64_t tokens, float* y) {
-  if (tokens < 0) throw std::invalid_argument("forward_logits: tokens < 0");
+  impl_->check_tokens("forward_logits", tokens);
   impl_->require_not_hash("forward_logits");
   if (tokens == 0) return;
   Impl::Buffers b = impl_->buffers(tokens, false);
@@ -289,7 +300,7 @@ void MoeLayer::forward_logits(const float* x, const float* logits, std::int64_t 
 
 void MoeLayer::forward_routed(const float* x, const std::int32_t* ids, const float* weights,
                               std::int64_t tokens, float* y) {
-  if (tokens < 0) throw std::invalid_argument("forward_routed: tokens < 0");
+  impl_->check_tokens("forward_routed", tokens);
   if (tokens == 0) return;
   validate_routing(impl_->spec(), ids, weights, tokens);
   Impl::Buffers b = impl_->buffers(tokens, false);
@@ -303,7 +314,7 @@ void MoeLayer::forward_bf16(const std::uint16_t* x, std::int64_t tokens, std::ui
 
 void MoeLayer::forward_bf16(const std::uint16_t* x, const std::int32_t* token_ids,
                             std::int64_t tokens, std::uint16_t* y) {
-  if (tokens < 0) throw std::invalid_argument("forward_bf16: tokens < 0");
+  impl_->check_tokens("forward_bf16", tokens);
   if (tokens == 0) return;
   if (impl_->spec().routing == RoutingMethod::hash)
     validate_token_ids(impl_->spec(), token_ids, tokens);
@@ -317,7 +328,7 @@ void MoeLayer::forward_bf16(const std::uint16_t* x, const std::int32_t* token_id
 
 void MoeLayer::forward_routed_bf16(const std::uint16_t* x, const std::int32_t* ids,
                                    const float* weights, std::int64_t tokens, std::uint16_t* y) {
-  if (tokens < 0) throw std::invalid_argument("forward_routed_bf16: tokens < 0");
+  impl_->check_tokens("forward_routed_bf16", tokens);
   if (tokens == 0) return;
   validate_routing(impl_->spec(), ids, weights, tokens);
   Impl::Buffers b = impl_->buffers(tokens, true);
@@ -345,6 +356,13 @@ const Selection& MoeLayer::selection() const noexcept {
 }
 const LayerSpec& MoeLayer::spec() const noexcept {
   return impl_->spec();
+}
+std::int64_t MoeLayer::max_tokens() const noexcept {
+  return impl_->max_tokens();
+}
+std::size_t MoeLayer::workspace_bytes(std::int64_t tokens) const {
+  impl_->check_tokens("workspace_bytes", tokens);
+  return impl_->carve(nullptr, tokens, /*bf16_io=*/false).kernel_ws_size;
 }
 std::uint64_t MoeLayer::workspace_allocations() const noexcept {
   return impl_->workspace.growths();

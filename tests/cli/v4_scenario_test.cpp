@@ -121,11 +121,14 @@ TEST_F(V4Scenario, RunRunsTheHashAndTheRoutedLayer) {
   const Result r = run("run --model " + model().string() +
                        " --layer 0,1 --batch-invariant --activation mxfp8 --tokens 8 --reps 2");
   ASSERT_EQ(r.rc, 0) << r.err;
-  EXPECT_THAT(r.err, HasSubstr("== layer 0 =="));
-  EXPECT_THAT(r.err, HasSubstr("hash-routed by token id over 1000 ids"));
-  EXPECT_THAT(r.err, HasSubstr("== layer 1 =="));
-  EXPECT_THAT(r.err, HasSubstr("chosen: " + fast));
-  EXPECT_THAT(r.err, HasSubstr("batch_invariant=true"));
+  EXPECT_THAT(r.err, HasSubstr("layer 0 is hash-routed: random token ids in [0, 1000)"));
+  EXPECT_THAT(r.out, HasSubstr("== layer 0 =="));
+  EXPECT_THAT(r.out, HasSubstr("hash-routed by token id over 1000 ids"));
+  EXPECT_THAT(r.out, HasSubstr("== layer 1 =="));
+  EXPECT_THAT(r.out, HasSubstr("chosen: " + fast));
+  EXPECT_THAT(r.out, HasSubstr("batch_invariant=true"));
+  // --output and --json report one layer.
+  EXPECT_EQ(run("run --model " + model().string() + " --layer 0,1 --json --reps 1").rc, 2);
 }
 
 // 3. verify: every selectable backend against float64, and bit identity across batches.
@@ -183,11 +186,12 @@ TEST_F(V4Scenario, TokenIdsOfTheHashLayer) {
   EXPECT_EQ(r.rc, 2);
   EXPECT_THAT(r.err, HasSubstr("layer 0 is hash-routed"));
   EXPECT_THAT(r.err, HasSubstr("--token-ids"));
+  // Bad ids are bad input (exit 1), named by token.
   r = run(base + " --token-ids " + (dir_ / "bad.npy").string());
-  EXPECT_EQ(r.rc, 2);
+  EXPECT_EQ(r.rc, 1);
   EXPECT_THAT(r.err, HasSubstr("token id 1000 of token 1 is out of range [0, 1000)"));
   r = run(base + " --token-ids " + (dir_ / "short.npy").string());
-  EXPECT_EQ(r.rc, 2);
+  EXPECT_EQ(r.rc, 1);
   EXPECT_THAT(r.err, HasSubstr("expected shape [3]"));
   ASSERT_EQ(
       run(base + " --token-ids " + (dir_ / "ids32.npy").string() + " --output " + y32.string()).rc,

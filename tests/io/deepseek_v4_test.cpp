@@ -88,7 +88,8 @@ TEST(DeepSeekV4Config, AliasesScoringAndLimits) {
   EXPECT_EQ(parse(j).moe.num_experts, 256);
   EXPECT_EQ(parse(j).moe.intermediate, 2048);
   j["n_routed_experts"] = 128;
-  EXPECT_THAT(error_of(j), HasSubstr("'num_local_experts': disagrees with 'n_routed_experts'"));
+  EXPECT_THAT(error_of(j), HasSubstr("fields 'n_routed_experts' and 'num_local_experts' are two "
+                                     "names of one setting and disagree (128 vs 256)"));
 
   j = v4_flash();
   j["scoring_func"] = "sigmoid";
