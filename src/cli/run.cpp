@@ -256,7 +256,10 @@ int run(const RunOptions& o, CLI::App& sub) {
     throw UsageError("--output and --json report one layer: give one --layer with them");
   if (!o.output.empty()) files::check_can_create(o.output);
   std::optional<Checkpoint> checkpoint;
-  if (o.layer.from_model()) checkpoint.emplace(Checkpoint::open(o.layer.model));
+  if (o.layer.from_model()) {
+    checkpoint.emplace(Checkpoint::open(o.layer.model));
+    for (const int index : layers) (void)checkpoint->layer_spec(index);  // all, before any runs
+  }
   for (const int index : layers) {
     const int rc = run_layer(o, flags, checkpoint ? &*checkpoint : nullptr, index);
     if (rc != kExitOk) return rc;

@@ -286,7 +286,10 @@ int verify(const VerifyOptions& o) {
 
   const std::vector<int> layers = o.layer.selected_layers();
   std::optional<Checkpoint> checkpoint;
-  if (o.layer.from_model()) checkpoint.emplace(Checkpoint::open(o.layer.model));
+  if (o.layer.from_model()) {
+    checkpoint.emplace(Checkpoint::open(o.layer.model));
+    for (const int index : layers) (void)checkpoint->layer_spec(index);  // all, before any work
+  }
   int verified = 0, failures = 0;
   json::Json per_layer = json::Json::array();
   for (const int index : layers) {

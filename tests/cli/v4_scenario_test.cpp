@@ -127,6 +127,11 @@ TEST_F(V4Scenario, RunRunsTheHashAndTheRoutedLayer) {
   EXPECT_THAT(r.out, HasSubstr("== layer 1 =="));
   EXPECT_THAT(r.out, HasSubstr("chosen: " + fast));
   EXPECT_THAT(r.out, HasSubstr("batch_invariant=true"));
+  // Every listed layer is checked before any runs.
+  const Result bad = run("run --model " + model().string() + " --layer 0,7 --reps 1");
+  EXPECT_EQ(bad.rc, 1);
+  EXPECT_THAT(bad.err, HasSubstr("layer 7 is out of range"));
+  EXPECT_THAT(bad.out, ::testing::Not(HasSubstr("== layer 0 ==")));
   // --output and --json report one layer.
   EXPECT_EQ(run("run --model " + model().string() + " --layer 0,1 --json --reps 1").rc, 2);
 }
