@@ -94,7 +94,6 @@ void generate_checkpoint(const std::string& out, const LayerSpec& spec,
                          const GenerateOptions& options) {
   using io::gpt_oss_layer_tensors;
   using io::LayerTensors;
-  using io::write_text_file;
   namespace fs = std::filesystem;
   if (options.layers < 1 || options.layers > 4096)
     throw std::invalid_argument("generate: layers must be 1..4096, got " +
