@@ -143,20 +143,37 @@ LayerSet build_stack_from_model(const BenchOptions& o, const Hardware& hw) {
   return set;
 }
 
+// --layers' syntax, checked before the machine is measured: with --preset one count of
+// generated layers (returned); with --model 'all' or a list of indices (0 returned; the
+// indices are checked against the model when it is opened).
+int check_layers_flag(const BenchOptions& o) {
+  if (o.layer.from_model()) {
+    if (o.layers != "all") {
+      try {
+        (void)perf::parse_int_list(o.layers, "--layers", 0, kMaxModelLayers - 1);
+      } catch (const std::invalid_argument& e) {
+        throw UsageError(std::string(e.what()) + " (with --model: 'all' or layer indices)");
+      }
+    }
+    return 0;
+  }
+  std::vector<int> count;
+  try {
+    count = perf::parse_int_list(o.layers, "--layers", 1, kMaxModelLayers);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(std::string(e.what()) +
+                     " (with --preset, --layers is a count of generated layers; 'all' and "
+                     "lists need --model)");
+  }
+  if (count.size() != 1 || o.layers.find(',') != std::string::npos)
+    throw UsageError("--layers: with --preset, give one count of generated layers");
+  return count.front();
+}
+
 LayerSet build_layers(const BenchOptions& o, const Hardware& hw) {
   if (!o.layers.empty()) {
     if (o.layer.from_model()) return build_stack_from_model(o, hw);
-    int count = 0;
-    try {
-      count = perf::parse_int_list(o.layers, "--layers", 1, kMaxModelLayers).front();
-    } catch (const std::invalid_argument& e) {
-      throw UsageError(std::string(e.what()) +
-                       " (with --preset, --layers is a count of generated layers; 'all' and "
-                       "lists need --model)");
-    }
-    if (o.layers.find(',') != std::string::npos)
-      throw UsageError("--layers: with --preset, give one count of generated layers");
-    return build_stack_from_preset(o, hw, count);
+    return build_stack_from_preset(o, hw, check_layers_flag(o));
   }
   LayerSet set;
   const std::uint64_t budget = o.memory_budget_mb << 20;
@@ -240,6 +257,11 @@ int run_bench_command(const BenchOptions& o, CLI::App& sub) {
   config.row_seconds = o.row_seconds;
   config.max_call_seconds = o.max_call_seconds;
   config.progress = say;
+  if (!o.layers.empty()) {
+    if (o.cache_resident)
+      throw UsageError("--layers times the whole stack as it streams; drop --cache-resident");
+    (void)check_layers_flag(o);
+  }
 
   const Hardware hw = HardwareOptions::live();
   if (!o.limits_only) {
