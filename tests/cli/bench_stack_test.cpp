@@ -4,12 +4,18 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "cli_process.hpp"
 #include "io/io_fixtures.hpp"
 #include "mxmoe/layer_spec.hpp"
+#include "mxmoe/npy.hpp"
 #include "perf/workload.hpp"
 
 namespace mxmoe {
@@ -65,6 +71,47 @@ TEST(CliBench, StackOfAModelsLayers) {
   const Result out_of_range = run("", "bench --model " + model + " --layers 0,3 --tokens 1");
   EXPECT_EQ(out_of_range.rc, 2);
   EXPECT_THAT(out_of_range.err, HasSubstr("--layers: '3' is not an integer in [0, 2]"));
+}
+
+// run --model DIR --layers: one step through the layers; the stacked output [L, M, H] holds,
+// at each layer's place, the same bits as `run --layer N` on the same input and seed.
+TEST(CliRunLayers, StackedOutputsEqualTheSingleLayerRuns) {
+  TempDir dir;
+  const std::string model = dir.path() + "/m";
+  ASSERT_EQ(run("", "generate --preset tiny --layers 3 --out " + model).rc, 0);
+  const std::string stacked = dir.path() + "/stack.npy";
+  const Result r = run("", "run --model " + model +
+                               " --layers 2,0 --tokens 5 --reps 1 --json "
+                               "--output " +
+                               stacked);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const Json j = Json::parse(r.out);
+  EXPECT_EQ(j["layers"], Json::array({2, 0}));
+  EXPECT_EQ(j["tokens"], 5);
+  const NpyArray all = read_npy(stacked);
+  ASSERT_EQ(all.shape, (std::vector<std::int64_t>{2, 5, 256}));
+  for (const auto& [place, layer] : {std::pair{0, 2}, std::pair{1, 0}}) {
+    const std::string one = dir.path() + "/one.npy";
+    ASSERT_EQ(run("", "run --model " + model + " --layer " + std::to_string(layer) +
+                          " --tokens 5 --reps 1 --output " + one)
+                  .rc,
+              0);
+    const NpyArray single = read_npy(one);
+    ASSERT_EQ(single.data.size(), 5u * 256u);
+    const auto offset = static_cast<std::ptrdiff_t>(place) * 5 * 256;
+    EXPECT_TRUE(std::equal(single.data.begin(), single.data.end(), all.data.begin() + offset,
+                           [](float a, float b) { return std::memcmp(&a, &b, 4) == 0; }))
+        << "layer " << layer;
+  }
+  // Usage: --layers needs --model; a bad index names the range; nothing is written.
+  const std::string never = dir.path() + "/never.npy";
+  const Result preset = run("", "run --preset tiny --layers all --output " + never);
+  EXPECT_EQ(preset.rc, 2);
+  EXPECT_THAT(preset.err, HasSubstr("--layers needs --model"));
+  const Result bad = run("", "run --model " + model + " --layers 0,3 --output " + never);
+  EXPECT_EQ(bad.rc, 2);
+  EXPECT_THAT(bad.err, HasSubstr("--layers: '3' is not an integer in [0, 2]"));
+  EXPECT_FALSE(std::filesystem::exists(never));
 }
 
 // Bad --layers values are usage errors found before the machine is measured.
