@@ -99,6 +99,18 @@ void fill_random(std::vector<float>& x, std::uint64_t seed, std::int64_t count) 
   for (float& v : x) v = normal(rng);
 }
 
+// The fields both forms of `run --json` share: tokens, threads, timing, bytes, output.
+json::Json timing_json(std::int64_t tokens, int threads, int reps, double median, double bytes,
+                       const std::string& output) {
+  return {{"tokens", tokens},
+          {"threads", threads},
+          {"reps", reps},
+          {"tokens_per_s", static_cast<double>(tokens) / median},
+          {"weight_gb_per_s", bytes / median / 1e9},
+          {"touched_weight_bytes", bytes},
+          {"output", output.empty() ? json::Json(nullptr) : json::Json(output)}};
+}
+
 // --model DIR --layers all|0,3,5: the MoE layers of a model (mxmoe::Model, one Runtime), one
 // step through all of them per timed call. Each layer reads the same input (the attention
 // between them is not part of mxmoe); --output holds their outputs stacked [L, M, H].
@@ -188,18 +200,11 @@ int run_layers(const RunOptions& o, const Request& flags) {
   std::vector<std::string> chosen;
   for (const MoeLayer& layer : layers) chosen.push_back(layer.selection().chosen);
   if (o.json) {
-    const json::Json out = {
-        {"layers", indices},
-        {"chosen", chosen},
-        {"tokens", tokens},
-        {"threads", runtime.threads()},
-        {"reps", reps},
-        {"first_step_us", warm * 1e6},
-        {"us_per_step_median", median * 1e6},
-        {"tokens_per_s", static_cast<double>(tokens) / median},
-        {"weight_gb_per_s", bytes / median / 1e9},
-        {"touched_weight_bytes", bytes},
-        {"output", o.output.empty() ? json::Json(nullptr) : json::Json(o.output)}};
+    json::Json out = {{"layers", indices},
+                      {"chosen", chosen},
+                      {"first_step_us", warm * 1e6},
+                      {"us_per_step_median", median * 1e6}};
+    out.update(timing_json(tokens, runtime.threads(), reps, median, bytes, o.output));
     fmt::print("{}\n", out.dump(2));
     return kExitOk;
   }
@@ -323,25 +328,18 @@ int run(const RunOptions& o, CLI::App& sub) {
       for (const Rejection& r : v.reasons) reasons.push_back(to_string(r.code));
       candidates.push_back({{"name", v.name}, {"supported", v.supported}, {"reasons", reasons}});
     }
-    const json::Json out = {
-        {"layer", spec.name},
-        {"experts", spec.num_experts},
-        {"top_k", spec.top_k},
-        {"hidden", spec.hidden},
-        {"intermediate", spec.intermediate},
-        {"activation", to_string(*sel.deployment.request.activation)},
-        {"batch_invariant", request.batch_invariant},
-        {"chosen", sel.chosen},
-        {"why", sel.why},
-        {"candidates", candidates},
-        {"tokens", tokens},
-        {"threads", layer.threads()},
-        {"reps", reps},
-        {"us_per_call_median", median * 1e6},
-        {"tokens_per_s", static_cast<double>(tokens) / median},
-        {"weight_gb_per_s", bytes / median / 1e9},
-        {"touched_weight_bytes", bytes},
-        {"output", o.output.empty() ? json::Json(nullptr) : json::Json(o.output)}};
+    json::Json out = {{"layer", spec.name},
+                      {"experts", spec.num_experts},
+                      {"top_k", spec.top_k},
+                      {"hidden", spec.hidden},
+                      {"intermediate", spec.intermediate},
+                      {"activation", to_string(*sel.deployment.request.activation)},
+                      {"batch_invariant", request.batch_invariant},
+                      {"chosen", sel.chosen},
+                      {"why", sel.why},
+                      {"candidates", candidates},
+                      {"us_per_call_median", median * 1e6}};
+    out.update(timing_json(tokens, layer.threads(), reps, median, bytes, o.output));
     fmt::print("{}\n", out.dump(2));
     return kExitOk;
   }
