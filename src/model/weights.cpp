@@ -9,11 +9,19 @@
 #include <stdexcept>
 #include <string>
 
+#include "model/dense_view.hpp"
+
 namespace mxmoe {
 
 float DenseView::at(std::int64_t i) const noexcept {
   if (dtype == DType::f32) return static_cast<const float*>(data)[i];
   return bf16_to_f32(static_cast<const std::uint16_t*>(data)[i]);
+}
+
+std::vector<float> to_floats(const DenseView& v) {
+  std::vector<float> out(static_cast<std::size_t>(v.empty() ? 0 : v.rows * v.cols));
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = v.at(static_cast<std::int64_t>(i));
+  return out;
 }
 
 namespace {

@@ -14,17 +14,13 @@
 #include "base/dot.hpp"
 #include "base/thread_pool.hpp"
 #include "base/workspace.hpp"
+#include "model/dense_view.hpp"
 #include "mxmoe/format.hpp"
 #include "mxmoe/routing.hpp"
+#include "routing/router_logits.hpp"
 
 namespace mxmoe {
 namespace {
-
-std::vector<float> to_floats(const DenseView& v) {
-  std::vector<float> out(static_cast<std::size_t>(v.empty() ? 0 : v.rows * v.cols));
-  for (std::size_t i = 0; i < out.size(); ++i) out[i] = v.at(static_cast<std::int64_t>(i));
-  return out;
-}
 
 // The shared experts as a one-expert layer every token is routed to (weight 1, no bias).
 LayerSpec shared_expert_spec(const LayerSpec& s) {
@@ -136,17 +132,9 @@ struct MoeLayer::Impl {
     if (router_weight.empty())
       throw std::invalid_argument("layer '" + s.name +
                                   "' has no router weights: use forward_logits or forward_routed");
-    const auto h = static_cast<std::size_t>(s.hidden);
-    const int e = s.num_experts;
-    pool->parallel_for(tokens, [&](std::int64_t t, int) {
-      for (int j = 0; j < e; ++j) {
-        double v =
-            dot_f64(router_weight.data() + static_cast<std::size_t>(j) * h, x + t * s.hidden, h);
-        if (!router_bias.empty())
-          v += static_cast<double>(router_bias[static_cast<std::size_t>(j)]);
-        logits[t * e + j] = static_cast<float>(v);
-      }
-    });
+    // Over (token, block of experts): at decode the E dot products share the threads.
+    compute_router_logits(router_weight.data(), router_bias.empty() ? nullptr : router_bias.data(),
+                          x, tokens, s.num_experts, s.hidden, logits, pool);
   }
 
   // Everything after routing: group, compute, combine.
