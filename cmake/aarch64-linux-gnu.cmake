@@ -8,4 +8,8 @@ set(CMAKE_CXX_COMPILER aarch64-linux-gnu-g++)
 set(CMAKE_LIBRARY_ARCHITECTURE aarch64-linux-gnu)
 # Header-only packages (nlohmann-json, CLI11) are found under /usr/share; libraries only in
 # the aarch64 multiarch directories, so an x86-64 library can never be picked.
-set(CMAKE_CROSSCOMPILING_EMULATOR qemu-aarch64;-L;/usr/aarch64-linux-gnu)
+# Programs run with the multiarch arm64 runtime (libc6:arm64: /lib/ld-linux-aarch64.so.1 and
+# /lib/aarch64-linux-gnu), never with the cross toolchain's copy under /usr/aarch64-linux-gnu:
+# the two are different glibc builds, and an ld.so of one with the libc.so.6 of the other
+# hangs in the first pthread_create (the multiarch libraries win the search either way).
+set(CMAKE_CROSSCOMPILING_EMULATOR qemu-aarch64;-L;/)

@@ -24,6 +24,10 @@ MXMOE_API LayerSpec resize(LayerSpec spec, const LayerResize& resize);
 
 struct MXMOE_API GenerateOptions {
   int layers = 1;
+  // DeepSeek-V4 only: the first hash_layers layers are hash-routed (a random tid2eid table of
+  // `vocab` token ids; 0: 129280, V4's vocabulary), the rest routed by the spec.
+  int hash_layers = 0;
+  int vocab = 0;
   std::uint64_t seed = 1;                            // layer N's weights come from seed + N
   bool force = false;                                // replace an existing OUT as a whole
   std::function<void(const std::string&)> progress;  // one line per layer; may be empty
@@ -31,10 +35,11 @@ struct MXMOE_API GenerateOptions {
 
 // Writes a checkpoint of options.layers MoE layers with SPEC's shape and random weights (every
 // E2M1 code, E8M0 scales sized for unit-variance outputs): config.json of SPEC's family and
-// the gpt-oss MXFP4 layout, one safetensors file per layer (a sharded index above one). It is
-// written into a temporary sibling directory and renamed into place when complete, so OUT is
-// either the whole checkpoint or untouched. Throws LoadError (I/O, OUT exists without force)
-// or std::invalid_argument (SPEC not expressible as a config.json, layers outside 1..4096).
+// the gpt-oss MXFP4 layout (DeepSeek-V4's release naming for a deepseek_v4 SPEC), one safetensors
+// file per layer (a sharded index above one). It is written into a temporary sibling directory and
+// renamed into place when complete, so OUT is either the whole checkpoint or untouched. Throws
+// LoadError (I/O, OUT exists without force) or std::invalid_argument (SPEC not expressible as a
+// config.json, layers outside 1..4096).
 MXMOE_API void generate_checkpoint(const std::string& out, const LayerSpec& spec,
                                    const GenerateOptions& options = {});
 

@@ -33,15 +33,24 @@ class MXMOE_API MoeLayer {
   MoeLayer& operator=(MoeLayer&&) noexcept;
 
   // Routes with the layer's router weights (+ bias). x, y: [M, H] float32, row-major.
+  // A hash-routed layer (RoutingMethod::hash) needs the tokens' ids: this form throws
+  // std::invalid_argument for it.
   void forward(const float* x, std::int64_t tokens, float* y);
-  // Routes from given router logits [M, E].
+  // The same with the tokens' ids [M] (the model's input ids): a hash layer's experts are
+  // tid2eid[token id] (ids outside [0, spec().vocab) throw std::invalid_argument naming the
+  // token); other layers ignore them, so a caller may pass ids to every layer.
+  void forward(const float* x, const std::int32_t* token_ids, std::int64_t tokens, float* y);
+  // Routes from given router logits [M, E] (not for hash layers: std::invalid_argument).
   void forward_logits(const float* x, const float* logits, std::int64_t tokens, float* y);
   // Externally computed routing (as engines pass it): ids/weights [M, top_k]; validated
   // (ids in range and distinct per token, weights finite) — throws std::invalid_argument.
   void forward_routed(const float* x, const std::int32_t* ids, const float* weights,
                       std::int64_t tokens, float* y);
-  // bf16 input/output (raw uint16 bits), computed in float32 inside.
+  // bf16 input/output (raw uint16 bits), computed in float32 inside; with or without the
+  // tokens' ids, as forward().
   void forward_bf16(const std::uint16_t* x, std::int64_t tokens, std::uint16_t* y);
+  void forward_bf16(const std::uint16_t* x, const std::int32_t* token_ids, std::int64_t tokens,
+                    std::uint16_t* y);
   void forward_routed_bf16(const std::uint16_t* x, const std::int32_t* ids, const float* weights,
                            std::int64_t tokens, std::uint16_t* y);
 

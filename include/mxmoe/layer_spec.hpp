@@ -18,6 +18,8 @@ namespace mxmoe {
 // H = 7168).
 inline constexpr int kMaxExperts = 65536;
 inline constexpr int kMaxLayerDim = 262144;
+// Bound on a hash layer's vocabulary (token ids lie in [0, vocab)).
+inline constexpr int kMaxVocab = 1 << 24;
 
 enum class Family : std::uint8_t { gpt_oss, mixtral, qwen3_moe, deepseek_v3, deepseek_v4 };
 
@@ -27,14 +29,21 @@ enum class RoutingMethod : std::uint8_t {
   softmax_topk,        // Mixtral / Qwen3-MoE: softmax over all E, top-k, optional renormalise
   sigmoid_group_topk,  // DeepSeek-V3: sigmoid scores, selection bias, grouped top-k
   sqrtsoftplus_topk,   // DeepSeek-V4: sqrt(softplus) scores, selection bias, no groups
+  hash,                // DeepSeek-V4's first layers: experts = tid2eid[token id], weights from
+                       // the router's scores (RoutingParams::score_function)
 };
 
+// The router score of a hash layer (DeepSeek-V4's scoring_func).
+enum class ScoreFunction : std::uint8_t { sqrtsoftplus, sigmoid, softmax };
+
 struct MXMOE_API RoutingParams {
-  bool renormalize = true;             // softmax_topk: divide by the sum of the chosen k
+  bool renormalize = true;             // divide the chosen k weights by their sum
   bool selection_bias = false;         // DeepSeek: a per-expert bias used for selection only
+                                       // (sigmoid_group_topk, sqrtsoftplus_topk, softmax_topk)
   int n_group = 1;                     // sigmoid_group_topk: expert groups
   int topk_group = 1;                  // sigmoid_group_topk: groups kept
-  float routed_scaling_factor = 1.0f;  // DeepSeek: multiplies the normalised weights
+  float routed_scaling_factor = 1.0f;  // DeepSeek: multiplies the (normalised) weights
+  ScoreFunction score_function = ScoreFunction::sqrtsoftplus;  // hash only
   friend bool operator==(const RoutingParams&, const RoutingParams&) = default;
 };
 
@@ -55,7 +64,9 @@ struct MXMOE_API ActivationParams {
 // rows up, as gpt-oss stores them) or as two halves (rows 0..I-1 gate, I..2I-1 up).
 enum class GateUpLayout : std::uint8_t { interleaved, halves };
 
-enum class WeightFormat : std::uint8_t { mxfp4 };
+// How expert weights are stored. Routed experts are MXFP4; a shared expert may also be dense
+// (bf16, f32) or FP8 E4M3 with 128 x 128 block scales, as DeepSeek-V4's release stores it.
+enum class WeightFormat : std::uint8_t { mxfp4, bf16, f32, fp8_e4m3 };
 
 struct MXMOE_API LayerSpec {
   std::string name;  // preset or model name, for reports
@@ -73,7 +84,9 @@ struct MXMOE_API LayerSpec {
   GateUpLayout gate_up_layout = GateUpLayout::interleaved;
   int shared_experts = 0;       // count of always-on experts (weight 1, no bias)
   int shared_intermediate = 0;  // total I of the shared experts (fused into one)
-  WeightFormat weight_format = WeightFormat::mxfp4;
+  WeightFormat weight_format = WeightFormat::mxfp4;         // routed experts
+  WeightFormat shared_weight_format = WeightFormat::mxfp4;  // the shared expert
+  int vocab = 0;  // hash routing: token ids lie in [0, vocab) (0 for other methods)
 
   friend bool operator==(const LayerSpec&, const LayerSpec&) = default;
 };
@@ -94,12 +107,14 @@ MXMOE_API std::string_view to_string(RoutingMethod) noexcept;
 MXMOE_API std::string_view to_string(ActivationFn) noexcept;
 MXMOE_API std::string_view to_string(GateUpLayout) noexcept;
 MXMOE_API std::string_view to_string(WeightFormat) noexcept;
+MXMOE_API std::string_view to_string(ScoreFunction) noexcept;
 // Inverse of to_string; throw std::invalid_argument listing the valid names.
 MXMOE_API Family parse_family(std::string_view);
 MXMOE_API RoutingMethod parse_routing_method(std::string_view);
 MXMOE_API ActivationFn parse_activation_fn(std::string_view);
 MXMOE_API GateUpLayout parse_gate_up_layout(std::string_view);
 MXMOE_API WeightFormat parse_weight_format(std::string_view);
+MXMOE_API ScoreFunction parse_score_function(std::string_view);
 
 MXMOE_API std::string to_json(const LayerSpec&);  // pretty JSON text
 // Strict: unknown/missing fields, numbers out of range and a spec validate() refuses throw

@@ -101,9 +101,22 @@ MXMOE_API mxmoe_status mxmoe_layer_create(mxmoe_checkpoint* checkpoint, int32_t 
 MXMOE_API void mxmoe_layer_destroy(mxmoe_layer* layer);
 MXMOE_API mxmoe_status mxmoe_layer_get_info(const mxmoe_layer* layer, mxmoe_layer_info* out);
 
-/* y[tokens, H] = the layer's output for x[tokens, H] (row-major), routed by its own router. */
+/* y[tokens, H] = the layer's output for x[tokens, H] (row-major), routed by its own router.
+ * A hash-routed layer (DeepSeek-V4's first layers, mxmoe_layer_vocab > 0) needs the tokens'
+ * ids: it fails here with MXMOE_ERROR_INVALID_ARGUMENT; use mxmoe_layer_forward_tokens_f32. */
 MXMOE_API mxmoe_status mxmoe_layer_forward_f32(mxmoe_layer* layer, const float* x, int64_t tokens,
                                                float* y);
+/* The same with the tokens' ids [tokens] (the model's input ids): a hash layer's experts are
+ * its table's row of the token (ids outside [0, vocab) fail, naming the token); other layers
+ * ignore them (token_ids may be NULL for them), so an engine can pass ids to every layer. */
+MXMOE_API mxmoe_status mxmoe_layer_forward_tokens_f32(mxmoe_layer* layer, const float* x,
+                                                      const int32_t* token_ids, int64_t tokens,
+                                                      float* y);
+MXMOE_API mxmoe_status mxmoe_layer_forward_tokens_bf16(mxmoe_layer* layer, const uint16_t* x,
+                                                       const int32_t* token_ids, int64_t tokens,
+                                                       uint16_t* y);
+/* The token-id range of a hash-routed layer (its vocabulary size), 0 for other layers. */
+MXMOE_API mxmoe_status mxmoe_layer_vocab(const mxmoe_layer* layer, int32_t* out);
 /* Routing given by the caller (the fused-experts convention of vLLM and SGLang): topk_ids and
  * topk_weights are [tokens, top_k]; ids in [0, num_experts) and distinct per token. */
 MXMOE_API mxmoe_status mxmoe_layer_forward_routed_f32(mxmoe_layer* layer, const float* x,

@@ -24,6 +24,12 @@ inline constexpr std::size_t kMaxNpyRank = 32;
 // Reads a float32 array ('<f4'). Also accepts '<f2' (float16); bfloat16 stored as '<u2'
 // only when allow_bf16_as_u16 is set.
 MXMOE_API NpyArray read_npy(const std::string& path, bool allow_bf16_as_u16 = false);
+// Integer arrays (token ids): '<i4' or '<i8', with the same strictness as read_npy.
+struct MXMOE_API NpyInts {
+  std::vector<std::int64_t> shape;
+  std::vector<std::int64_t> data;
+};
+MXMOE_API NpyInts read_npy_ints(const std::string& path);
 // The same on a file image in memory; LABEL names it in errors (the fuzz target calls this).
 MXMOE_API NpyArray parse_npy(std::span<const std::uint8_t> file, const std::string& label,
                              bool allow_bf16_as_u16 = false);

@@ -31,8 +31,13 @@ struct MXMOE_API MachineLimits {
   int threads = 0;  // "all threads" in the figures below
   std::uint64_t l3_bytes = 0;
   std::uint64_t dram_buffer_bytes = 0;  // the buffer read for the bandwidth figures
-  double dram_gbps_one_thread = 0;      // GB/s = 1e9 bytes/s, best of several passes
+  double dram_gbps_one_thread = 0;      // GB/s = 1e9 bytes/s, the best pass of all below
   double dram_gbps_all_threads = 0;
+  // Every pass over the buffer (GB/s), in order: 5 per measurement; measure_limits measures
+  // once, remeasure_dram (e.g. at the end of a bench run) adds more. Their spread says how
+  // noisy the machine was.
+  std::vector<double> dram_passes_one_thread, dram_passes_all_threads;
+  int dram_measurements = 0;
   std::vector<Peak> peaks;
   double measure_seconds = 0;  // wall time spent measuring
 
@@ -51,6 +56,10 @@ struct MXMOE_API LimitsOptions {
 // instruction set is usable; otherwise its Peak says why it was skipped.
 MXMOE_API MachineLimits measure_limits(const Hardware& hw, const LimitsOptions& options = {});
 
+// Measures the DRAM read bandwidth again (same buffer size and threads) and adds the passes
+// to `limits`; the readings become the best pass of all measurements.
+MXMOE_API void remeasure_dram(const Hardware& hw, MachineLimits& limits);
+
 // The peak class a backend's inner loop uses ("" when unknown): reference and avx2 ->
 // fp32_fma_avx2, avx512_bf16 -> bf16_dp_avx512, avx512_vnni -> int8_vnni_avx512,
 // avx2_int8 -> int8_maddubs_avx2, avx_vnni_int8 -> int8_vnni_avx, amx_int8 -> int8_amx,
@@ -59,12 +68,18 @@ MXMOE_API std::string peak_class_for_backend(const std::string& backend);
 
 // ---- the bench driver -------------------------------------------------------------------
 
-// The layers to time: `copies` distinct weight sets of one spec (views that must outlive
-// the run). Calls cycle through them so that weights stream from DRAM.
+// The layers to time (views that must outlive the run).
+// - Layer mode (layers_per_step = 1): `copies` are distinct weight sets of one spec; calls
+//   cycle through them so that weights stream from DRAM.
+// - Stack mode (layers_per_step = copies.size()): `copies` are the N MoE layers of a model
+//   (or N generated layers); one call is one decode/prefill step through all of them in
+//   order, every layer on its own routing, all on one shared Runtime.
 struct MXMOE_API BenchLayers {
   LayerSpec spec;
   std::vector<LayerWeights> copies;
-  std::string mode;  // "streaming: 5 copies, 2.1 GB (4.4x LLC)" or "cache-resident: ..."
+  int layers_per_step = 1;
+  bool streaming = true;  // false: cache-resident on purpose, pct_bw may exceed 100
+  std::string mode;       // "streaming: 5 copies, 2.1 GB (4.4x LLC)" or "cache-resident: ..."
 };
 
 struct MXMOE_API BenchConfig {
@@ -72,25 +87,38 @@ struct MXMOE_API BenchConfig {
   std::vector<std::string> backends{"auto"};  // "auto" = the oracle's choice
   std::vector<std::string> activations;       // keys; empty = the family's default
   std::vector<int> threads;                   // empty = {1, all logical CPUs}
-  int reps = 0;                               // 0: enough for `row_seconds`, at least 3
-  double row_seconds = 0.3;                   // timed seconds aimed at per row (auto reps)
-  double row_max_seconds = 6;                 // auto reps shrink (down to 1) to stay under this
+  // Timed calls per row; 0: enough for `row_seconds`, at least kMinAutoReps and at least one
+  // call per layer copy. Every row first runs one untimed call on every copy (its first call
+  // is reported as first_call_us), so timed calls are steady-state.
+  int reps = 0;
+  double row_seconds = 0.3;     // timed seconds aimed at per row (auto reps)
+  double row_max_seconds = 6;   // auto reps shrink (down to 1) to stay under this
   double max_call_seconds = 5;  // rows predicted slower than this per call are skipped
   std::vector<std::string> excluded_backends;
   bool batch_invariant = false;
+  // Measure the DRAM read bandwidth again after the rows (the reading is the best pass of
+  // all), and again (at most twice) while a streaming row exceeds 100% of it.
+  bool remeasure_dram = true;
   std::function<void(const std::string&)> progress;  // one line per row; may be empty
 };
+
+inline constexpr int kMinAutoReps = 5;
 
 struct MXMOE_API BenchRow {
   std::string backend, activation;
   int threads = 0, tokens = 0, reps = 0;
+  int layers = 1;  // layers per call: 1, or N for a step through the whole stack
   double us_median = 0, us_sd = 0;
-  double tokens_per_s = 0;
-  double weight_gbps = 0;  // bytes of the experts touched per call / time
-  double gflops = 0;       // 2 x tokens x (top_k x 3 x H x I + 3 x H x Is) / time
-  double pct_bw = 0;       // of the measured DRAM read bandwidth at this thread count
-  double pct_peak = 0;     // of the measured peak of the backend's instruction class
-  std::string peak_class;  // "" when the class is unknown (pct_peak is then NaN)
+  double us_p10 = 0, us_p90 = 0;  // spread of the timed calls
+  double first_call_us = 0;       // the row's first (untimed) call: at a new size its workspace
+                                  // grows; on a fresh layer, packed pages fault in
+  double tokens_per_s = 0;        // tokens / median call (a call is one step through `layers`)
+  double touched_bytes = 0;       // expert weight bytes a call reads (mean over the timed calls)
+  double weight_gbps = 0;         // touched_bytes / median call
+  double gflops = 0;              // layers x 2 x tokens x (top_k x 3 x H x I + 3 x H x Is) / time
+  double pct_bw = 0;              // of the DRAM read reading at this thread count (after the run)
+  double pct_peak = 0;            // of the measured peak of the backend's instruction class
+  std::string peak_class;         // "" when the class is unknown (pct_peak is then NaN)
 };
 
 struct MXMOE_API BenchReport {
@@ -109,9 +137,10 @@ MXMOE_API BenchReport run_bench(const BenchLayers& layers, const Hardware& hw,
 enum class OutputFormat : std::uint8_t { md, json, csv };
 MXMOE_API OutputFormat parse_output_format(const std::string& key);  // throws std::invalid_argument
 
-// {"machine": {...}, "results": [{"backend", "activation", "threads", "tokens", "us_median",
-// "us_sd", "tokens_per_s", "weight_gbps", "gflops", "pct_bw", "pct_peak"}, ...]}
-// (a NaN is written as null).
+// {"machine": {...}, "layer", "mode", "results": [{"backend", "activation", "threads",
+// "tokens", "layers", "reps", "us_median", "us_sd", "us_p10", "us_p90", "first_call_us",
+// "tokens_per_s", "touched_bytes", "weight_gbps", "gflops", "pct_bw", "pct_peak"}, ...],
+// "notes": [...]} (a NaN is written as null).
 MXMOE_API std::string to_json(const BenchReport& report);
 MXMOE_API std::string to_markdown(const BenchReport& report);  // limits, mode, table, notes
 MXMOE_API std::string to_csv(const BenchReport& report);       // header + one line per row

@@ -25,36 +25,118 @@ struct MXMOE_API DenseView {
   float at(std::int64_t i) const noexcept;  // flat index, converted to float
 };
 
-// MXFP4 weights of all experts for one projection, stored [out, in] per expert:
-// blocks [experts, rows, cols/32, 16] bytes, scales [experts, rows, cols/32] E8M0 bytes.
-struct MXMOE_API Mxfp4View {
+// Where one run of rows of one expert's MXFP4 matrix lives: `rows` rows of cols/32 blocks of
+// 16 bytes (E2M1 pairs, even element in the low nibble) and rows x cols/32 E8M0 scale bytes,
+// each row-major and contiguous.
+struct Mxfp4Segment {
   const std::uint8_t* blocks = nullptr;
   const std::uint8_t* scales = nullptr;
+};
+
+// MXFP4 weights of all experts for one projection, stored [out, in] per expert. Each expert's
+// rows are `parts` equal runs (segments) that may each live at their own address: one per
+// expert for per-expert tensors, two (gate rows, up rows) when W1's halves are separate
+// tensors (DeepSeek's w1 and w3), or one contiguous [experts, rows, cols/32, 16] tensor cut
+// into per-expert segments (Mxfp4View::contiguous). Readers use row_blocks / row_scale (or
+// segment() to scan raw bytes); nothing assumes one contiguous buffer. Copies share the
+// segment table (a few pointers per expert, never the weights).
+struct MXMOE_API Mxfp4View {
   std::int64_t experts = 0, rows = 0, cols = 0;
-  bool empty() const noexcept { return blocks == nullptr; }
+  int parts = 1;  // segments per expert; rows % parts == 0
+  std::shared_ptr<const std::vector<Mxfp4Segment>> segments;  // [(first + experts) * parts]
+  std::int64_t first = 0;                                     // expert 0 is table expert `first`
+
+  // A [experts, rows, cols/32, 16] block tensor and its [experts, rows, cols/32] scales.
+  static Mxfp4View contiguous(const std::uint8_t* blocks, const std::uint8_t* scales,
+                              std::int64_t experts, std::int64_t rows, std::int64_t cols);
+  // Per (expert, part) segments, expert-major: table[e * parts + p].
+  static Mxfp4View segmented(std::vector<Mxfp4Segment> table, int parts, std::int64_t experts,
+                             std::int64_t rows, std::int64_t cols);
+
+  bool empty() const noexcept { return segments == nullptr; }
   std::int64_t row_bytes() const noexcept { return cols / 2; }
   std::int64_t row_scales() const noexcept { return cols / 32; }
+  std::int64_t segment_rows() const noexcept { return rows / parts; }
+  const Mxfp4Segment& segment(std::int64_t e, int part) const noexcept {
+    return (*segments)[static_cast<std::size_t>((first + e) * parts + part)];
+  }
   const std::uint8_t* row_blocks(std::int64_t e, std::int64_t r) const noexcept {
-    return blocks + (e * rows + r) * row_bytes();
+    const std::int64_t n = segment_rows();
+    return segment(e, static_cast<int>(r / n)).blocks + (r % n) * row_bytes();
   }
   const std::uint8_t* row_scale(std::int64_t e, std::int64_t r) const noexcept {
-    return scales + (e * rows + r) * row_scales();
+    const std::int64_t n = segment_rows();
+    return segment(e, static_cast<int>(r / n)).scales + (r % n) * row_scales();
   }
   std::size_t bytes() const noexcept {
     return static_cast<std::size_t>(experts * rows * (row_bytes() + row_scales()));
   }
+  // Experts [range.begin, range.end) only, renumbered from 0 (no copy).
+  Mxfp4View slice(ExpertRange range) const noexcept;
+};
+
+// One expert's dense projection [rows, cols] (the shared expert of a checkpoint that stores
+// it unquantized or in FP8), in up to two row segments like Mxfp4View. Values:
+//   f32 / bf16: as stored;
+//   e4m3: E4M3 ("fn") code x the scale of its 128 x 128 block, the scales of a segment being
+//         [ceil(segment rows / 128), ceil(cols / 128)] E8M0 bytes (exact powers of two) or
+//         float32 values (scale_e8m0 = false).
+enum class DenseElement : std::uint8_t { f32, bf16, e4m3 };
+
+struct MXMOE_API DenseMatrixView {
+  static constexpr std::int64_t kScaleBlock = 128;
+  struct Segment {
+    const void* data = nullptr;
+    const void* scales = nullptr;  // e4m3 only
+  };
+  DenseElement element = DenseElement::bf16;
+  bool scale_e8m0 = true;  // e4m3: E8M0 byte scales, else float32
+  int parts = 1;           // 1 or 2
+  Segment segment[2];
+  std::int64_t rows = 0, cols = 0;
+
+  bool empty() const noexcept { return segment[0].data == nullptr; }
+  std::int64_t segment_rows() const noexcept { return rows / parts; }
+  std::int64_t scale_cols() const noexcept { return (cols + kScaleBlock - 1) / kScaleBlock; }
+  std::int64_t scale_rows() const noexcept {
+    return (segment_rows() + kScaleBlock - 1) / kScaleBlock;
+  }
+  // The weight as a double: exact for every element type and scale (an E4M3 value has 4
+  // significant bits, a float32 scale 24: the product fits a double's 53).
+  double value(std::int64_t r, std::int64_t c) const noexcept;
+  std::size_t bytes() const noexcept;  // stored bytes, scales included
+};
+
+// DeepSeek-V4's hash routing table tid2eid [vocab, top_k]: the experts of a token id, in slot
+// order. int32 or int64 as stored.
+struct TokenExpertTable {
+  const void* data = nullptr;
+  bool int64 = false;
+  std::int64_t vocab = 0, top_k = 0;
+  bool empty() const noexcept { return data == nullptr; }
+  std::int64_t at(std::int64_t token, std::int64_t slot) const noexcept {
+    const std::int64_t i = token * top_k + slot;
+    return int64 ? static_cast<const std::int64_t*>(data)[i]
+                 : static_cast<const std::int32_t*>(data)[i];
+  }
 };
 
 struct MXMOE_API LayerWeights {
-  DenseView router_weight;   // [E, H]; may be empty when routing is given externally
-  DenseView router_bias;     // [1, E] when spec.router_bias
-  DenseView selection_bias;  // [1, E] when spec.routing_params.selection_bias
-  Mxfp4View w1;              // [E, 2I, H] gate/up in spec.gate_up_layout
-  DenseView b1;              // [E, 2I] when spec.expert_bias
-  Mxfp4View w2;              // [E, H, I]
-  DenseView b2;              // [E, H] when spec.expert_bias
-  Mxfp4View shared_w1;       // [1, 2*Is, H] when spec.shared_experts > 0 (Is = shared_intermediate)
-  Mxfp4View shared_w2;       // [1, H, Is]
+  DenseView router_weight;         // [E, H]; may be empty when routing is given externally
+  DenseView router_bias;           // [1, E] when spec.router_bias
+  DenseView selection_bias;        // [1, E] when spec.routing_params.selection_bias
+  TokenExpertTable token_experts;  // [vocab, top_k] when spec.routing is hash
+  Mxfp4View w1;                    // [E, 2I, H] gate/up in spec.gate_up_layout
+  DenseView b1;                    // [E, 2I] when spec.expert_bias
+  Mxfp4View w2;                    // [E, H, I]
+  DenseView b2;                    // [E, H] when spec.expert_bias
+  // The shared expert (spec.shared_experts > 0; Is = shared_intermediate), in
+  // spec.shared_weight_format: MXFP4 views [1, 2Is, H] / [1, H, Is], or dense [2Is, H] /
+  // [H, Is] matrices for the other formats.
+  Mxfp4View shared_w1;
+  Mxfp4View shared_w2;
+  DenseMatrixView shared_dense_w1;
+  DenseMatrixView shared_dense_w2;
 };
 
 // The routed experts of `range` only: w1, w2, b1 and b2 narrowed to those experts (views,
@@ -64,7 +146,8 @@ struct MXMOE_API LayerWeights {
 MXMOE_API LayerWeights slice_experts(const LayerWeights& w, ExpertRange range);
 
 // Throws std::invalid_argument naming the tensor when a view disagrees with the spec
-// (shape, presence, or an E8M0 scale byte 0xFF in the expert weights).
+// (shape, presence, an E8M0 scale byte 0xFF in the expert weights, a hash table entry
+// outside [0, E) or repeated within a token's row).
 MXMOE_API void validate(const LayerSpec& spec, const LayerWeights& w);
 
 // Owns the bytes of a layer generated in memory (the embedded default, tests, benchmarks).

@@ -228,6 +228,8 @@ def generate(
     top_k: Optional[int] = None,
     hidden: Optional[int] = None,
     intermediate: Optional[int] = None,
+    hash_layers: int = 0,
+    vocab: Optional[int] = None,
     seed: int = 1,
     force: bool = False,
 ) -> str:
@@ -235,7 +237,9 @@ def generate(
 
     What ``mxmoe generate`` writes: config.json of the preset's family and the gpt-oss MXFP4
     layout, layer N's weights drawn from ``seed + N``. ``experts``, ``top_k``, ``hidden`` and
-    ``intermediate`` (multiples of 32) resize the preset. The directory is written beside
+    ``intermediate`` (multiples of 32) resize the preset. DeepSeek-V4 is written in its release
+    naming; its first ``hash_layers`` layers are hash-routed over ``vocab`` token ids (default
+    129280). The directory is written beside
     ``out`` and renamed into place when complete; an existing ``out`` is an error unless
     ``force``.
     """
@@ -248,8 +252,13 @@ def generate(
     seed = _int(seed, "seed")
     if seed < 0:
         raise ValueError(f"seed: expected a non-negative int, got {seed}")
+    hash_layers = _int(hash_layers, "hash_layers")
+    vocab = 0 if vocab is None else _int(vocab, "vocab")
+    if hash_layers < 0 or vocab < 0:
+        raise ValueError(f"hash_layers and vocab: expected non-negative ints, got {hash_layers}, "
+                         f"{vocab}")
     return _mxmoe._generate(os.fspath(out), _optional_str(preset, "preset") or "gpt-oss-20b",
-                            _int(layers, "layers"), *sizes, seed, bool(force))
+                            _int(layers, "layers"), *sizes, hash_layers, vocab, seed, bool(force))
 
 
 def hardware() -> Dict[str, Any]:

@@ -37,12 +37,17 @@ class Layer:
     ValueError (shape, device, values), naming the argument and what was expected.
     """
 
-    def __call__(self, x: ArrayLike, out: Optional[Out] = None, *, bf16_bits: bool = False) -> Any:
+    def __call__(self, x: ArrayLike, out: Optional[Out] = None, *, bf16_bits: bool = False,
+                 token_ids: Optional[ArrayLike] = None) -> Any:
         """Same as forward()."""
 
-    def forward(self, x: ArrayLike, out: Optional[Out] = None, *, bf16_bits: bool = False) -> Any:
+    def forward(self, x: ArrayLike, out: Optional[Out] = None, *, bf16_bits: bool = False,
+                token_ids: Optional[ArrayLike] = None) -> Any:
         """The layer's output for x [tokens, hidden], routed by the layer's own router (the
-        output before the transformer block's residual add)."""
+        output before the transformer block's residual add). A hash-routed layer (DeepSeek-V4's
+        first layers, ``vocab > 0``) routes by the tokens' ids: token_ids [tokens] int32 or
+        int64 in [0, vocab) (ValueError naming the token otherwise, or when missing); other
+        layers ignore them, so a model can pass them to every layer."""
 
     def forward_routed(self, x: ArrayLike, topk_ids: ArrayLike, topk_weights: ArrayLike,
                        out: Optional[Out] = None, *, bf16_bits: bool = False) -> Any:
@@ -54,6 +59,9 @@ class Layer:
         """(wall, calling thread's CPU) seconds of ``iterations`` calls of the C++ forward alone
         (for benchmarks)."""
 
+    @property
+    def vocab(self) -> int:
+        """The token-id range of a hash-routed layer, 0 for other layers."""
     @property
     def selection(self) -> Dict[str, Any]:
         """The oracle's report for this layer (the keys of mxmoe.explain())."""

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <sstream>
 #include <string_view>
 
 namespace mxmoe::python {
@@ -242,18 +243,32 @@ Matrix read_matrix(nb::handle obj, const Expect& ex, bool bf16_bits) {
                              .c_str());
   m.element = e;
 
-  const std::string expected_dims = dims(ex.rows, ex.cols, ex.rows_name, ex.cols_name);
-  if (m.array.ndim() != 2)
-    throw nb::value_error((name + ": expected a 2-D array of shape " + expected_dims + ", got " +
-                           std::to_string(m.array.ndim()) + "-D shape " + shape_text(m.array))
+  const bool vector = ex.cols == 0;
+  std::string expected_dims;
+  if (vector) {  // "[rows]", through a stream: GCC 12 misreads short string sums (-Wrestrict)
+    std::ostringstream text;
+    text << '[';
+    if (ex.rows >= 0)
+      text << ex.rows;
+    else
+      text << ex.rows_name;
+    text << ']';
+    expected_dims = text.str();
+  } else {
+    expected_dims = dims(ex.rows, ex.cols, ex.rows_name, ex.cols_name);
+  }
+  if (m.array.ndim() != (vector ? 1u : 2u))
+    throw nb::value_error((name + ": expected a " + (vector ? "1" : "2") + "-D array of shape " +
+                           expected_dims + ", got " + std::to_string(m.array.ndim()) + "-D shape " +
+                           shape_text(m.array))
                               .c_str());
   m.rows = static_cast<std::int64_t>(m.array.shape(0));
-  m.cols = static_cast<std::int64_t>(m.array.shape(1));
-  if ((ex.rows >= 0 && m.rows != ex.rows) || m.cols != ex.cols)
+  m.cols = vector ? 1 : static_cast<std::int64_t>(m.array.shape(1));
+  if ((ex.rows >= 0 && m.rows != ex.rows) || (!vector && m.cols != ex.cols))
     throw nb::value_error(
         (name + ": expected shape " + expected_dims + ", got " + shape_text(m.array)).c_str());
   m.row_stride = m.array.stride(0);
-  m.col_stride = m.array.stride(1);
+  m.col_stride = vector ? 1 : m.array.stride(1);
   m.data = static_cast<const std::byte*>(m.array.data());
   return m;
 }

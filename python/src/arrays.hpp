@@ -44,7 +44,8 @@ struct Matrix {
 };
 
 // What an argument must be: its name, the accepted element types (first = the one named in
-// messages when none matches), the rows (-1: any) and columns.
+// messages when none matches), the rows (-1: any) and columns (0: a 1-D array [rows], read
+// as rows x 1).
 struct Expect {
   const char* name;
   std::vector<Element> elements;

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -137,8 +138,8 @@ struct PyLayer {
   // One call at a time per layer (its workspace is its own): a second Python thread waits
   // here, without the GIL. The scratch buffers below belong to the call holding it.
   std::mutex mutex;
-  std::vector<std::byte> x_scratch, weights_scratch, ids_scratch;
-  std::vector<std::int32_t> ids32;
+  std::vector<std::byte> x_scratch, weights_scratch, ids_scratch, token_scratch;
+  std::vector<std::int32_t> ids32, token_ids32;
 };
 
 class PyModel {
@@ -175,18 +176,41 @@ Expect x_expect(const PyLayer& l) {
           "tokens", "hidden"};
 }
 
-nb::object forward(PyLayer& self, nb::handle x_obj, nb::handle out, bool bf16_bits) {
+// A hash layer's token ids [tokens], int32 or int64 (narrowed: a value outside int32 would
+// otherwise wrap into a valid id); the layer checks [0, vocab) and names the token.
+const std::int32_t* token_ids_as_int32(const Matrix& ids, PyLayer& self) {
+  const std::byte* p = contiguous_bytes(ids, self.token_scratch);
+  if (ids.element == Element::i32) return reinterpret_cast<const std::int32_t*>(p);
+  const auto n = static_cast<std::size_t>(ids.rows);
+  self.token_ids32.resize(n);
+  const auto* wide = reinterpret_cast<const std::int64_t*>(p);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (wide[i] < 0 || wide[i] > std::numeric_limits<std::int32_t>::max())
+      throw std::invalid_argument("token_ids[" + std::to_string(i) + "] = " +
+                                  std::to_string(wide[i]) + " is not a token id (0..2^31 - 1)");
+    self.token_ids32[i] = static_cast<std::int32_t>(wide[i]);
+  }
+  return self.token_ids32.data();
+}
+
+nb::object forward(PyLayer& self, nb::handle x_obj, nb::handle out, bool bf16_bits,
+                   nb::handle token_ids_obj) {
   const Matrix x = read_matrix(x_obj, x_expect(self), bf16_bits);
+  std::optional<Matrix> ids;
+  if (!token_ids_obj.is_none())
+    ids = read_matrix(token_ids_obj,
+                      {"token_ids", {Element::i32, Element::i64}, x.rows, 0, "tokens", ""});
   Result y(out, x, x.cols);
   if (x.rows > 0) {
     nb::gil_scoped_release release;
     std::lock_guard lock(self.mutex);
     const std::byte* xp = contiguous_bytes(x, self.x_scratch);
+    const std::int32_t* tp = ids ? token_ids_as_int32(*ids, self) : nullptr;
     if (x.element == Element::f32)
-      self.layer.forward(reinterpret_cast<const float*>(xp), x.rows,
+      self.layer.forward(reinterpret_cast<const float*>(xp), tp, x.rows,
                          reinterpret_cast<float*>(y.data()));
     else
-      self.layer.forward_bf16(reinterpret_cast<const std::uint16_t*>(xp), x.rows,
+      self.layer.forward_bf16(reinterpret_cast<const std::uint16_t*>(xp), tp, x.rows,
                               reinterpret_cast<std::uint16_t*>(y.data()));
   }
   return y.finish();
@@ -320,11 +344,13 @@ nb::tuple explain(const std::optional<std::string>& preset_name,
 }
 
 std::string generate(const std::string& out, const std::string& preset_name, int layers,
-                     int experts, int top_k, int hidden, int intermediate, std::uint64_t seed,
-                     bool force) {
+                     int experts, int top_k, int hidden, int intermediate, int hash_layers,
+                     int vocab, std::uint64_t seed, bool force) {
   const LayerSpec spec = resize(preset(preset_name), {experts, top_k, hidden, intermediate});
   GenerateOptions o;
   o.layers = layers;
+  o.hash_layers = hash_layers;
+  o.vocab = vocab;
   o.seed = seed;
   o.force = force;
   nb::gil_scoped_release release;
@@ -435,10 +461,17 @@ NB_MODULE(_mxmoe, m) {
                       "One MoE layer bound to its checkpoint's weights and the backend the oracle "
                       "chose (see mxmoe.Model.layer).")
       .def("__call__", &forward, "x"_a.none(), "out"_a = nb::none(), nb::kw_only(),
-           "bf16_bits"_a = false, "Same as forward().")
+           "bf16_bits"_a = false, "token_ids"_a = nb::none(), "Same as forward().")
       .def("forward", &forward, "x"_a.none(), "out"_a = nb::none(), nb::kw_only(),
-           "bf16_bits"_a = false,
-           "y = the layer's output for x [tokens, hidden], routed by the layer's own router.")
+           "bf16_bits"_a = false, "token_ids"_a = nb::none(),
+           "y = the layer's output for x [tokens, hidden], routed by the layer's own router; "
+           "a hash-routed layer (DeepSeek-V4's first layers) needs token_ids [tokens] int32 or "
+           "int64, which other layers ignore.")
+      .def_prop_ro("vocab",
+                   [](const PyLayer& l) {
+                     return l.layer.spec().routing == RoutingMethod::hash ? l.layer.spec().vocab
+                                                                          : 0;
+                   })
       .def("forward_routed", &forward_routed, "x"_a.none(), "topk_ids"_a.none(),
            "topk_weights"_a.none(), "out"_a = nb::none(), nb::kw_only(), "bf16_bits"_a = false,
            "y = the layer's output for x with the routing given: topk_ids [tokens, top_k] int32 "
@@ -495,7 +528,7 @@ NB_MODULE(_mxmoe, m) {
   m.def("_explain", &explain, "preset"_a, "model"_a, "layer"_a, "activation"_a, "batch_invariant"_a,
         "backend"_a, "exclude"_a, "tokens"_a, "threads"_a, "hardware_json"_a, "hardware_source"_a);
   m.def("_generate", &generate, "out"_a, "preset"_a, "layers"_a, "experts"_a, "top_k"_a, "hidden"_a,
-        "intermediate"_a, "seed"_a, "force"_a);
+        "intermediate"_a, "hash_layers"_a, "vocab"_a, "seed"_a, "force"_a);
   m.def("_hardware_json", [] { return to_json(probe()); });
   m.def("_hardware_report", [](const std::string& hardware_json) {
     return format_hardware_report(hardware_from_json(hardware_json));

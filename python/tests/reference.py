@@ -19,7 +19,8 @@ E2M1 = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0,
                  -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0], dtype=np.float64)
 
 _DTYPES = {"F32": np.float32, "U8": np.uint8, "BF16": np.uint16, "I32": np.int32,
-           "I64": np.int64, "F16": np.float16, "U16": np.uint16}
+           "I64": np.int64, "F16": np.float16, "U16": np.uint16, "I8": np.int8,
+           "F8_E8M0": np.uint8, "F8_E4M3": np.uint8}
 
 
 def read_safetensors(path: str) -> Dict[str, Tuple[str, np.ndarray]]:
@@ -84,6 +85,34 @@ def decode_mxfp4(blocks: np.ndarray, scales: np.ndarray) -> np.ndarray:
     return values.reshape(blocks.shape[0], blocks.shape[1], -1)
 
 
+def decode_e4m3(codes: np.ndarray) -> np.ndarray:
+    """FP8 E4M3 ("fn") codes -> float64: sign bit 7, exponent bits 6..3 with bias 7, mantissa
+    bits 2..0; exponent 0 is subnormal (m/8 x 2^-6); 0x7F / 0xFF are NaN."""
+    c = codes.astype(np.int64)
+    sign = np.where(c & 0x80, -1.0, 1.0)
+    e, m = (c >> 3) & 0xF, c & 0x7
+    value = np.where(e == 0, m / 8.0 * 2.0 ** -6, (1.0 + m / 8.0) * np.exp2(e - 7.0))
+    value = np.where((e == 15) & (m == 7), np.nan, value)
+    return sign * value
+
+
+def decode_v4_fp4(weight: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """DeepSeek-V4's FP4 tensor: I8 [N, K/2] (two E2M1 codes a byte, even element in the low
+    nibble) and F8_E8M0 [N, K/32] -> [N, K] float64."""
+    rows = weight.shape[0]
+    blocks = weight.view(np.uint8).reshape(1, rows, -1, 16)
+    return decode_mxfp4(blocks, scale.reshape(1, rows, -1))[0]
+
+
+def decode_v4_fp8(weight: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """FP8 E4M3 [N, K] with F8_E8M0 scales [ceil(N/128), ceil(K/128)], one per 128 x 128
+    block -> [N, K] float64."""
+    w = decode_e4m3(weight)
+    s = np.exp2(scale.astype(np.float64) - 127.0)
+    s = np.repeat(np.repeat(s, 128, axis=0), 128, axis=1)[:w.shape[0], :w.shape[1]]
+    return w * s
+
+
 @dataclass
 class Layer:
     family: str
@@ -103,6 +132,51 @@ class Layer:
     renormalize: bool
     n_group: int
     topk_group: int
+    tid2eid: Optional[np.ndarray] = None  # DeepSeek-V4 hash layer: [vocab, k]
+    scoring: str = ""  # DeepSeek-V4: sqrtsoftplus, sigmoid or softmax
+
+
+def _v4_layer(c: dict, t: dict, index: int) -> Layer:
+    """A DeepSeek-V4 layer in the release naming (layers.N.ffn..., or model.layers.N.ffn...
+    as transformers' save_pretrained writes): FP4 experts w1 (gate), w3 (up), w2 (down), the
+    router gate.weight, gate.bias (routed layers) or gate.tid2eid (hash layers), and the shared
+    expert in FP8 E4M3 with block scales, FP4, or BF16/F32."""
+    root = "layers" if f"layers.{index}.ffn.gate.weight" in t else "model.layers"
+    p = f"{root}.{index}.ffn."
+
+    def matrix(stem):
+        weight = t[stem + ".weight"]
+        if weight[0] == "I8":
+            return decode_v4_fp4(weight[1], t[stem + ".scale"][1])
+        if weight[0] == "F8_E4M3":
+            return decode_v4_fp8(weight[1], t[stem + ".scale"][1])
+        return dense(weight)
+
+    experts = int(c.get("n_routed_experts", c.get("num_local_experts", 0)))
+    w1 = np.stack([np.concatenate([matrix(f"{p}experts.{e}.w1"), matrix(f"{p}experts.{e}.w3")])
+                   for e in range(experts)])
+    w2 = np.stack([matrix(f"{p}experts.{e}.w2") for e in range(experts)])
+    shared_w1 = shared_w2 = None
+    if p + "shared_experts.w1.weight" in t:
+        shared_w1 = np.concatenate([matrix(p + "shared_experts.w1"),
+                                    matrix(p + "shared_experts.w3")])[None]
+        shared_w2 = matrix(p + "shared_experts.w2")[None]
+    hash_layer = p + "gate.tid2eid" in t
+    return Layer(
+        family="deepseek_v4",
+        top_k=int(c["num_experts_per_tok"]),
+        router=dense(t[p + "gate.weight"]),
+        router_bias=None,
+        selection_bias=None if hash_layer else dense(t[p + "gate.bias"]),
+        w1=w1, b1=None, w2=w2, b2=None, shared_w1=shared_w1, shared_w2=shared_w2,
+        interleaved=False,
+        limit=float(c.get("swiglu_limit", 10.0)),
+        scaling=float(c.get("routed_scaling_factor", 1.5)),
+        renormalize=bool(c.get("norm_topk_prob", True)),
+        n_group=1, topk_group=1,
+        tid2eid=t[p + "gate.tid2eid"][1].astype(np.int64) if hash_layer else None,
+        scoring=c.get("scoring_func", "sqrtsoftplus"),
+    )
 
 
 def load_layer(directory: str, index: int) -> Layer:
@@ -110,6 +184,8 @@ def load_layer(directory: str, index: int) -> Layer:
     c = config.get("text_config", config)
     family = c["model_type"]
     p = f"model.layers.{index}.mlp."
+    if family == "deepseek_v4" and p + "router.weight" not in t:
+        return _v4_layer(c, t, index)
 
     def opt(name):
         return dense(t[p + name]) if p + name in t else None
@@ -147,15 +223,35 @@ def _top(scores: np.ndarray, k: int) -> np.ndarray:
     return np.argsort(-scores, kind="stable")[:k]
 
 
-def route(layer: Layer, logits: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-    """(ids [T, k], weights [T, k]) from router logits [T, E], per the family."""
+def _v4_scores(layer: Layer, l: np.ndarray) -> np.ndarray:
+    if layer.scoring == "sigmoid":
+        return 1.0 / (1.0 + np.exp(-l))
+    if layer.scoring == "softmax":
+        p = np.exp(l - l.max())
+        return p / p.sum()
+    return np.sqrt(np.logaddexp(0.0, l))  # sqrt(softplus)
+
+
+def route(layer: Layer, logits: np.ndarray,
+          token_ids: Optional[np.ndarray] = None) -> Tuple[np.ndarray, np.ndarray]:
+    """(ids [T, k], weights [T, k]) from router logits [T, E], per the family; a DeepSeek-V4
+    hash layer takes its experts from tid2eid[token_ids] and its weights from the scores."""
     t_count, e_count = logits.shape
     k = layer.top_k
     ids = np.zeros((t_count, k), dtype=np.int64)
     weights = np.zeros((t_count, k), dtype=np.float64)
     for t in range(t_count):
         l = logits[t]
-        if layer.family == "gpt_oss":
+        if layer.tid2eid is not None:
+            chosen = layer.tid2eid[int(token_ids[t])]
+            s = _v4_scores(layer, l)[chosen]
+            w = (s / (s.sum() + 1e-20) if layer.renormalize else s) * layer.scaling
+        elif layer.family == "deepseek_v4":
+            s = _v4_scores(layer, l)
+            chosen = _top(s + layer.selection_bias, k)
+            w = (s[chosen] / (s[chosen].sum() + 1e-20) if layer.renormalize else s[chosen])
+            w = w * layer.scaling
+        elif layer.family == "gpt_oss":
             chosen = _top(l, k)
             w = np.exp(l[chosen] - l[chosen].max())
             w /= w.sum()
@@ -165,10 +261,7 @@ def route(layer: Layer, logits: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
             chosen = _top(p, k)
             w = p[chosen] / p[chosen].sum() if layer.renormalize else p[chosen]
         else:
-            if layer.family == "deepseek_v3":
-                s = 1.0 / (1.0 + np.exp(-l))
-            else:  # deepseek_v4: sqrt(softplus)
-                s = np.sqrt(np.logaddexp(0.0, l))
+            s = 1.0 / (1.0 + np.exp(-l))  # deepseek_v3
             selection = s + layer.selection_bias
             if layer.family == "deepseek_v3" and layer.n_group > 1:
                 groups = selection.reshape(layer.n_group, -1)
@@ -197,7 +290,7 @@ def _expert(w1, b1, w2, b2, x_q, layer: Layer, quantize) -> np.ndarray:
         up = np.clip(up, -layer.limit, layer.limit)
         a = gate / (1.0 + np.exp(-1.702 * gate)) * (up + 1.0)
     else:
-        if layer.family == "deepseek_v4":
+        if layer.family == "deepseek_v4" and layer.limit > 0:  # swiglu_limit 0: no clamp
             gate = np.minimum(gate, layer.limit)
             up = np.clip(up, -layer.limit, layer.limit)
         a = gate / (1.0 + np.exp(-gate)) * up
@@ -205,16 +298,17 @@ def _expert(w1, b1, w2, b2, x_q, layer: Layer, quantize) -> np.ndarray:
 
 
 def evaluate(layer: Layer, x: np.ndarray, activation: str,
-             routing: Optional[Tuple[np.ndarray, np.ndarray]] = None) -> np.ndarray:
+             routing: Optional[Tuple[np.ndarray, np.ndarray]] = None,
+             token_ids: Optional[np.ndarray] = None) -> np.ndarray:
     """y [T, H] in float64 for x [T, H] (float32 values). activation: "f32" (no rounding),
     "bf16" (both GEMM inputs rounded to bf16, as the engine does) or "none" (no rounding, for
     formats compared against the unquantized layer). routing: (ids, weights) or None to
-    route with the layer's router."""
+    route with the layer's router (token_ids [T]: a hash layer's tokens)."""
     quantize = round_bf16 if activation == "bf16" else (lambda v: v)
     x = x.astype(np.float64)
     if routing is None:
         logits = x @ layer.router.T + (layer.router_bias if layer.router_bias is not None else 0)
-        routing = route(layer, logits.astype(np.float32).astype(np.float64))
+        routing = route(layer, logits.astype(np.float32).astype(np.float64), token_ids)
     ids, weights = routing
     y = np.zeros_like(x)
     for t in range(x.shape[0]):

@@ -253,6 +253,38 @@ mxmoe_status mxmoe_layer_forward_f32(mxmoe_layer* layer, const float* x, int64_t
   });
 }
 
+mxmoe_status mxmoe_layer_vocab(const mxmoe_layer* layer, int32_t* out) {
+  return guarded([&] {
+    require(layer != nullptr && out != nullptr,
+            "mxmoe_layer_vocab: layer and out must not be NULL");
+    *out =
+        layer->layer.spec().routing == mxmoe::RoutingMethod::hash ? layer->layer.spec().vocab : 0;
+  });
+}
+
+mxmoe_status mxmoe_layer_forward_tokens_f32(mxmoe_layer* layer, const float* x,
+                                            const int32_t* token_ids, int64_t tokens, float* y) {
+  return guarded([&] {
+    require(layer != nullptr && tokens >= 0,
+            "mxmoe_layer_forward_tokens_f32: NULL layer or tokens < 0");
+    require(tokens == 0 || (x != nullptr && y != nullptr),
+            "mxmoe_layer_forward_tokens_f32: x and y must not be NULL");
+    layer->layer.forward(x, token_ids, tokens, y);
+  });
+}
+
+mxmoe_status mxmoe_layer_forward_tokens_bf16(mxmoe_layer* layer, const uint16_t* x,
+                                             const int32_t* token_ids, int64_t tokens,
+                                             uint16_t* y) {
+  return guarded([&] {
+    require(layer != nullptr && tokens >= 0,
+            "mxmoe_layer_forward_tokens_bf16: NULL layer or tokens < 0");
+    require(tokens == 0 || (x != nullptr && y != nullptr),
+            "mxmoe_layer_forward_tokens_bf16: x and y must not be NULL");
+    layer->layer.forward_bf16(x, token_ids, tokens, y);
+  });
+}
+
 mxmoe_status mxmoe_layer_forward_routed_f32(mxmoe_layer* layer, const float* x,
                                             const int32_t* topk_ids, const float* topk_weights,
                                             int64_t tokens, float* y) {

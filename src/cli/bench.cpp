@@ -12,8 +12,10 @@
 #include "base/file.hpp"
 #include "cli/command.hpp"
 #include "cli/common.hpp"
+#include "model/model_config.hpp"
 #include "mxmoe/checkpoint.hpp"
 #include "mxmoe/hardware.hpp"
+#include "mxmoe/model.hpp"
 #include "mxmoe/perf.hpp"
 #include "mxmoe/runtime.hpp"
 #include "mxmoe/weights.hpp"
@@ -37,6 +39,7 @@ struct BenchOptions {
   bool json = false;
   std::string output;  // a file for the report; "" = stdout
   bool limits_only = false;
+  std::string layers;  // "" = one layer; preset: a count N; model: "all" or "0,3,5"
   std::uint64_t dram_buffer_mb = 0;
   std::uint64_t memory_budget_mb = 2048;
   double row_seconds = 0.3;
@@ -58,10 +61,120 @@ bool same_shape(LayerSpec a, const LayerSpec& b) {
 struct LayerSet {
   std::vector<LayerStorage> storages;
   std::unique_ptr<Checkpoint> checkpoint;
+  std::unique_ptr<Runtime> model_runtime;  // the Model's (it binds no layer here)
+  std::unique_ptr<Model> model;
   perf::BenchLayers layers;
 };
 
+// Weights stream from DRAM when the layers cycled through exceed 4x the last-level cache
+// (plan_copies' rule); an unknown LLC size counts as streaming.
+bool streams(std::uint64_t total_bytes, const Hardware& hw) {
+  return hw.l3_bytes == 0 || total_bytes >= 4 * hw.l3_bytes;
+}
+
+std::string stack_mode(int layers, std::uint64_t total_bytes, const Hardware& hw) {
+  return fmt::format("whole stack: {} layers per call, {:.2f} GB{}{}", layers,
+                     static_cast<double>(total_bytes) / 1e9,
+                     hw.l3_bytes > 0
+                         ? fmt::format(" ({:.1f}x LLC)", static_cast<double>(total_bytes) /
+                                                             static_cast<double>(hw.l3_bytes))
+                         : std::string(" (LLC size unknown)"),
+                     streams(total_bytes, hw) ? std::string()
+                                              : std::string(" - below 4x LLC, weights may stay "
+                                                            "cached"));
+}
+
+// --layers N on a preset: N distinct generated layers, one step through all of them per call.
+LayerSet build_stack_from_preset(const BenchOptions& o, const Hardware& hw, int count) {
+  LayerSet set;
+  set.layers.spec = o.layer.spec();
+  const std::uint64_t per_layer = perf::layer_weight_bytes(set.layers.spec);
+  const std::uint64_t total = per_layer * static_cast<std::uint64_t>(count);
+  require_memory(fmt::format("bench --layers {} of {}", count, set.layers.spec.name),
+                 {{"layer weights", static_cast<double>(total)}});
+  say(fmt::format("building {} random {} layers ({:.2f} GB)...", count, set.layers.spec.name,
+                  static_cast<double>(total) / 1e9));
+  for (int c = 0; c < count; ++c)
+    set.storages.push_back(
+        LayerStorage::random(set.layers.spec, 1000 + static_cast<std::uint64_t>(c)));
+  for (const LayerStorage& s : set.storages) set.layers.copies.push_back(s.weights());
+  set.layers.layers_per_step = count;
+  set.layers.streaming = streams(total, hw);
+  set.layers.mode = stack_mode(count, total, hw) + " (generated weights)";
+  return set;
+}
+
+// --model DIR --layers all|0,3,5: the model's MoE layers (through mxmoe::Model, which knows
+// which layers are MoE layers and why the others are not), one step through them per call.
+LayerSet build_stack_from_model(const BenchOptions& o, const Hardware& hw) {
+  LayerSet set;
+  set.model_runtime = std::make_unique<Runtime>(1);
+  set.model = std::make_unique<Model>(o.layer.model, hw, *set.model_runtime);
+  std::vector<int> wanted;
+  if (o.layers == "all") {
+    wanted = set.model->moe_layers();
+  } else {
+    try {
+      wanted = perf::parse_int_list(o.layers, "--layers", 0, set.model->num_layers() - 1);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());
+    }
+    for (int l : wanted)
+      if (const std::string why = set.model->skip_reason(l); !why.empty())
+        throw UsageError(fmt::format("--layers: layer {} is not run by mxmoe: {}", l, why));
+  }
+  if (wanted.empty()) throw LoadError(fmt::format("{}: no MoE layer mxmoe runs", o.layer.model));
+  const Checkpoint& ckpt = set.model->checkpoint();
+  set.layers.spec = ckpt.layer_spec(wanted.front());
+  for (int l : wanted) {
+    if (!same_shape(ckpt.layer_spec(l), set.layers.spec))
+      throw LoadError(fmt::format(
+          "{}: layer {} has another shape than layer {}; bench one step through layers of one "
+          "shape (--layers with a list)",
+          o.layer.model, l, wanted.front()));
+    set.layers.copies.push_back(ckpt.layer_weights(l));
+  }
+  const std::uint64_t total =
+      perf::layer_weight_bytes(set.layers.spec) * static_cast<std::uint64_t>(wanted.size());
+  set.layers.layers_per_step = static_cast<int>(wanted.size());
+  set.layers.streaming = streams(total, hw);
+  set.layers.mode =
+      stack_mode(static_cast<int>(wanted.size()), total, hw) + " (layers of " + o.layer.model + ")";
+  return set;
+}
+
+// --layers' syntax, checked before the machine is measured: with --preset one count of
+// generated layers (returned); with --model 'all' or a list of indices (0 returned; the
+// indices are checked against the model when it is opened).
+int check_layers_flag(const BenchOptions& o) {
+  if (o.layer.from_model()) {
+    if (o.layers != "all") {
+      try {
+        (void)perf::parse_int_list(o.layers, "--layers", 0, kMaxModelLayers - 1);
+      } catch (const std::invalid_argument& e) {
+        throw UsageError(std::string(e.what()) + " (with --model: 'all' or layer indices)");
+      }
+    }
+    return 0;
+  }
+  std::vector<int> count;
+  try {
+    count = perf::parse_int_list(o.layers, "--layers", 1, kMaxModelLayers);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(std::string(e.what()) +
+                     " (with --preset, --layers is a count of generated layers; 'all' and "
+                     "lists need --model)");
+  }
+  if (count.size() != 1 || o.layers.find(',') != std::string::npos)
+    throw UsageError("--layers: with --preset, give one count of generated layers");
+  return count.front();
+}
+
 LayerSet build_layers(const BenchOptions& o, const Hardware& hw) {
+  if (!o.layers.empty()) {
+    if (o.layer.from_model()) return build_stack_from_model(o, hw);
+    return build_stack_from_preset(o, hw, check_layers_flag(o));
+  }
   LayerSet set;
   const std::uint64_t budget = o.memory_budget_mb << 20;
   if (!o.layer.from_model()) {
@@ -74,6 +187,7 @@ LayerSet build_layers(const BenchOptions& o, const Hardware& hw) {
       set.storages.push_back(
           LayerStorage::random(set.layers.spec, 1000 + static_cast<std::uint64_t>(c)));
     for (const LayerStorage& s : set.storages) set.layers.copies.push_back(s.weights());
+    set.layers.streaming = !o.cache_resident && streams(plan.total_bytes, hw);
     set.layers.mode = plan.mode;
     return set;
   }
@@ -94,6 +208,7 @@ LayerSet build_layers(const BenchOptions& o, const Hardware& hw) {
     }
   }
   const auto found = static_cast<std::uint64_t>(set.layers.copies.size());
+  set.layers.streaming = !o.cache_resident && streams(found * per_copy, hw);
   set.layers.mode =
       perf::plan_copies(per_copy, hw.l3_bytes, std::min(budget, found * per_copy), o.cache_resident)
           .mode +
@@ -142,18 +257,26 @@ int run_bench_command(const BenchOptions& o, CLI::App& sub) {
   config.row_seconds = o.row_seconds;
   config.max_call_seconds = o.max_call_seconds;
   config.progress = say;
+  if (!o.layers.empty()) {
+    if (o.cache_resident)
+      throw UsageError("--layers times the whole stack as it streams; drop --cache-resident");
+    (void)check_layers_flag(o);
+  }
 
   const Hardware hw = HardwareOptions::live();
   if (!o.limits_only) {
     const LayerSpec spec = o.layer.from_model() ? LayerSpec{} : o.layer.spec();
     if (!o.layer.from_model()) {
+      // The stack's weights are checked when they are built (build_stack_from_preset).
+      const double copies_bytes =
+          o.layers.empty() ? static_cast<double>(o.memory_budget_mb << 20) : 0.0;
       const double m = *std::max_element(config.tokens.begin(), config.tokens.end());
       const double row = static_cast<double>(spec.hidden) * sizeof(float);
       require_memory(fmt::format("bench: {} tokens of {}", m, spec.name),
                      {{"input", m * row},
                       {"output", m * row},
                       {"per-slot outputs", m * spec.top_k * row},
-                      {"layer copies", static_cast<double>(o.memory_budget_mb << 20)}});
+                      {"layer copies", copies_bytes}});
     }
   }
   say("measuring machine limits...");
@@ -223,6 +346,11 @@ void add_bench(CLI::App& app, Action& action) {
                               "least 3)",
                               kMaxReps))
       ->check(CLI::Range(1, kMaxReps));
+  sub->add_option("--layers", o->layers,
+                  "The whole MoE stack: each call is one step through several layers on one "
+                  "shared runtime. With --preset: a count N of distinct generated layers (24 for "
+                  "gpt-oss-20b's whole stack, ~10 GB); with --model: 'all' (every MoE layer) or "
+                  "a comma list of layer indices");
   sub->add_flag("--cache-resident", o->cache_resident,
                 "Time one layer copy (weights may stay in cache) instead of streaming copies "
                 "that exceed 4x the last-level cache");

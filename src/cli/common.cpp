@@ -5,12 +5,15 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <stdexcept>
 
 #include "model/model_config.hpp"
+#include "mxmoe/checkpoint.hpp"
 #include "mxmoe/hardware.hpp"
 #include "mxmoe/layer_spec.hpp"
+#include "mxmoe/npy.hpp"
 #include "mxmoe/runtime.hpp"
 
 namespace mxmoe::cli {
@@ -99,7 +102,7 @@ Request RequestOptions::resolve(CLI::App& app) const {
   return r;
 }
 
-void LayerOptions::add(CLI::App& app) {
+void LayerOptions::add(CLI::App& app, bool several_layers) {
   std::string names;
   for (const std::string& n : preset_names()) names += (names.empty() ? "" : ", ") + n;
   auto* p = app.add_option(
@@ -107,8 +110,38 @@ void LayerOptions::add(CLI::App& app) {
       "Layer shape preset, on generated random MXFP4 weights: " + names + " (default gpt-oss-20b)");
   auto* m = app.add_option("--model", model, "Checkpoint directory (config.json + safetensors)");
   p->excludes(m);
-  app.add_option("--layer", layer, "Layer index in the model (with --model)")
-      ->check(CLI::Range(0, kMaxModelLayers - 1));
+  if (several_layers) {
+    app.add_option("--layer", layers,
+                   "Layer index in the model (with --model); a comma list runs each in turn")
+        ->delimiter(',')
+        ->check(CLI::Range(0, kMaxModelLayers - 1));
+  } else {
+    app.add_option("--layer", layer, "Layer index in the model (with --model)")
+        ->check(CLI::Range(0, kMaxModelLayers - 1));
+  }
+}
+
+std::vector<int> LayerOptions::selected_layers() const {
+  if (from_model()) return layers;
+  if (layers != std::vector<int>{0}) throw UsageError("--layer needs --model");
+  return {0};
+}
+
+std::vector<std::int32_t> read_token_ids(const std::string& path, std::int64_t tokens) {
+  const NpyInts ids = read_npy_ints(path);
+  if (ids.shape.size() != 1 || ids.shape[0] != tokens)
+    throw LoadError(fmt::format(
+        "--token-ids {}: expected shape [{}] (one id per token of the input), got {}", path, tokens,
+        ids.shape.size() == 1 ? fmt::format("[{}]", ids.shape[0])
+                              : fmt::format("{} dimensions", ids.shape.size())));
+  std::vector<std::int32_t> out(ids.data.size());
+  for (std::size_t t = 0; t < out.size(); ++t) {
+    if (ids.data[t] < 0 || ids.data[t] > std::numeric_limits<std::int32_t>::max())
+      throw LoadError(fmt::format("--token-ids {}: token {} has id {}, outside [0, 2^31)", path, t,
+                                  ids.data[t]));
+    out[t] = static_cast<std::int32_t>(ids.data[t]);
+  }
+  return out;
 }
 
 LayerSpec LayerOptions::spec() const {

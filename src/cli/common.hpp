@@ -65,14 +65,24 @@ struct RequestOptions {
 };
 
 // Where the layer comes from: --preset NAME (default gpt-oss-20b) or --model DIR --layer N.
+// With several_layers (run, verify), --layer takes a comma list (--layer 0,3: each in turn,
+// e.g. a DeepSeek-V4 hash layer and a routed one) into `layers`; otherwise one index.
 struct LayerOptions {
   std::string preset;
   std::string model;
   int layer = 0;
-  void add(CLI::App& app);
+  std::vector<int> layers{0};
+  void add(CLI::App& app, bool several_layers = false);
   bool from_model() const { return !model.empty(); }
   LayerSpec spec() const;  // for presets only (UsageError for an unknown name)
+  // The layers to run: `layers` with --model (UsageError for a list without --model).
+  std::vector<int> selected_layers() const;
 };
+
+// Token ids for a hash-routed layer (DeepSeek-V4's first layers): --token-ids FILE, a .npy
+// of `tokens` int32 or int64 ids, as int32. Throws LoadError naming the file (and the token)
+// for a bad dtype or shape or an id outside [0, 2^31); the layer checks [0, vocab).
+std::vector<std::int32_t> read_token_ids(const std::string& path, std::int64_t tokens);
 
 // Throws UsageError unless NAME is a registered backend (WHAT names the flag).
 void require_backend_name(const std::string& name, const std::string& what);

@@ -1,6 +1,7 @@
 // `mxmoe generate`: a checkpoint of random MXFP4 MoE layers with a preset's shape (optionally
-// resized), in the gpt-oss layout with the family's config.json: something to try the
-// library, the C API and the Python package on without downloading a model.
+// resized), in the gpt-oss layout with the family's config.json (DeepSeek-V4: its release
+// naming and config, hash layers optional): something to try the library, the C API and the
+// Python package on without downloading a model.
 #include "mxmoe/generate.hpp"
 
 #include <fmt/core.h>
@@ -18,6 +19,7 @@ struct GenerateFlags {
   std::string out;
   int layers = 1;
   int experts = 0, top_k = 0, hidden = 0, intermediate = 0;  // 0: the preset's
+  int hash_layers = 0, vocab = 0;                            // DeepSeek-V4 only
   std::uint64_t seed = 1;
   bool force = false;
 };
@@ -31,6 +33,8 @@ int generate(const GenerateFlags& o) {
              o.layers, spec.name, spec.num_experts, spec.top_k, spec.hidden, spec.intermediate, gb);
   mxmoe::GenerateOptions g;
   g.layers = o.layers;
+  g.hash_layers = o.hash_layers;
+  g.vocab = o.vocab;
   g.seed = o.seed;
   g.force = o.force;
   g.progress = [](const std::string& line) { fmt::print(stderr, "{}\n", line); };
@@ -62,12 +66,22 @@ void add_generate(CLI::App& app, Action& action) {
       ->check(CLI::Range(32, 65536));
   sub->add_option("--intermediate", opts->intermediate, "Override I (a multiple of 32)")
       ->check(CLI::Range(32, 65536));
+  sub->add_option("--hash-layers", opts->hash_layers,
+                  "DeepSeek-V4: the first N layers are hash-routed (tid2eid by token id), as "
+                  "V4-Flash's first 3")
+      ->check(CLI::Range(0, 4096));
+  sub->add_option("--vocab", opts->vocab,
+                  "DeepSeek-V4 hash layers: token ids lie in [0, VOCAB) (default 129280)")
+      ->check(CLI::Range(1, kMaxVocab));
   sub->add_option("--seed", opts->seed, "Seed of the random weights (layer N uses seed + N)")
       ->capture_default_str();
   sub->add_flag("--force", opts->force, "Replace OUT if it exists (as a whole)");
   sub->footer(
       "Example: mxmoe generate --preset qwen3-30b-a3b --experts 8 --hidden 256 --intermediate "
       "128 --layers 2 --out /tmp/tiny-qwen\n"
+      "DeepSeek-V4 is written in its release naming (FP4 experts, FP8 shared expert): mxmoe "
+      "generate --preset deepseek-v4-flash --experts 16 --hidden 256 --intermediate 128 "
+      "--layers 2 --hash-layers 1 --vocab 1000 --out /tmp/tiny-v4\n"
       "The checkpoint is written beside OUT and renamed into place when complete.");
   sub->callback([&action, opts] { action = [opts] { return generate(*opts); }; });
 }

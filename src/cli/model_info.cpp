@@ -34,23 +34,32 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 }
 
 std::string describe(const LayerSpec& s, const LayerWeights& w) {
-  std::string text = fmt::format("MoE, MXFP4 experts [{} x {} x {}] + [{} x {} x {}], router {}",
+  std::string text = fmt::format("MoE{}, MXFP4 experts [{} x {} x {}] + [{} x {} x {}], router {}",
+                                 s.routing == RoutingMethod::hash
+                                     ? fmt::format(" (hash-routed: tid2eid [{} x {}] {})", s.vocab,
+                                                   s.top_k, w.token_experts.int64 ? "I64" : "I32")
+                                     : "",
                                  w.w1.experts, w.w1.rows, w.w1.cols, w.w2.experts, w.w2.rows,
                                  w.w2.cols, w.router_weight.dtype == DType::bf16 ? "BF16" : "F32");
   if (s.router_bias) text += " + bias";
   if (s.routing_params.selection_bias) text += ", selection bias";
   if (s.expert_bias) text += ", expert biases";
-  if (s.shared_experts > 0) text += fmt::format(", {} shared expert(s)", s.shared_experts);
+  if (s.shared_experts > 0)
+    text += fmt::format(", {} shared expert(s) in {}", s.shared_experts,
+                        to_string(s.shared_weight_format));
   return text;
 }
 
 // The largest E8M0 scale byte of a projection (0xFF, NaN, is refused when loading).
 int max_scale_byte(const Mxfp4View& v) {
   if (v.empty()) return 0;
-  const std::size_t n = static_cast<std::size_t>(v.experts * v.rows * v.row_scales());
   std::uint8_t most = 0;
-  for (std::size_t i = 0; i < n; ++i)
-    if (v.scales[i] != 0xFF) most = std::max(most, v.scales[i]);
+  for (std::int64_t e = 0; e < v.experts; ++e)
+    for (std::int64_t r = 0; r < v.rows; ++r) {
+      const std::uint8_t* row = v.row_scale(e, r);
+      for (std::int64_t k = 0; k < v.row_scales(); ++k)
+        if (row[k] != 0xFF) most = std::max(most, row[k]);
+    }
   return most;
 }
 
@@ -131,7 +140,8 @@ int info_model(const std::string& dir, bool json, const std::string* hardware_js
     } else {
       try {
         const LayerWeights w = model.bind(layer, /*check_values=*/true);
-        entry["found"] = describe(s, w);
+        entry["found"] = describe(c.spec_of(layer), w);
+        entry["routing"] = std::string(to_string(c.spec_of(layer).routing));
         entry["status"] = "ok";
         nlohmann::ordered_json layer_warnings = nlohmann::ordered_json::array();
         for (const std::string& text : overflow_warnings(w)) {
@@ -162,6 +172,12 @@ int info_model(const std::string& dir, bool json, const std::string* hardware_js
       {"layers", c.num_layers},
       {"quant_method", c.quant_method},
       {"gate_up_layout", std::string(to_string(s.gate_up_layout))},
+      {"tensor_naming", model.layout == io::ModelDir::Layout::deepseek_v4
+                            ? (model.v4_root.empty() ? "deepseek_v4 (release)"
+                                                     : "deepseek_v4 (transformers save_pretrained)")
+                            : "gpt_oss (Hugging Face)"},
+      {"shared_weight_format", std::string(to_string(s.shared_weight_format))},
+      {"hash_layers", std::count(c.hash_layer.begin(), c.hash_layer.end(), true)},
       {"shards", model.tensors.files().size()},
       {"sharded", model.tensors.sharded()},
       {"tensors", model.tensors.tensors().size()},
@@ -194,7 +210,11 @@ int info_model(const std::string& dir, bool json, const std::string* hardware_js
              s.hidden, s.intermediate,
              s.shared_experts ? fmt::format(" shared={}", s.shared_experts) : "",
              to_string(s.gate_up_layout));
-  fmt::print("layers       {}\n", c.num_layers);
+  fmt::print("layers       {}{}\n", c.num_layers,
+             out["hash_layers"].get<int>() > 0
+                 ? fmt::format(" ({} hash-routed by token id)", out["hash_layers"].get<int>())
+                 : "");
+  fmt::print("naming       {}\n", out["tensor_naming"].get<std::string>());
   fmt::print("files        {} shard(s){}, {} tensors, {} bytes\n", model.tensors.files().size(),
              model.tensors.sharded() ? " via model.safetensors.index.json" : "",
              model.tensors.tensors().size(), model.tensors.tensor_bytes());

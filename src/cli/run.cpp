@@ -14,10 +14,13 @@
 #include "base/json.hpp"
 #include "cli/command.hpp"
 #include "cli/common.hpp"
+#include "model/model_config.hpp"
 #include "mxmoe/checkpoint.hpp"
 #include "mxmoe/layer.hpp"
+#include "mxmoe/model.hpp"
 #include "mxmoe/npy.hpp"
 #include "mxmoe/routing.hpp"
+#include "perf/workload.hpp"
 
 namespace mxmoe::cli {
 namespace {
@@ -28,8 +31,9 @@ struct RunOptions {
   RequestOptions request;
   std::uint64_t seed = 1;
   int reps = 0;  // 0: as many as fit in about 3 s (at least 1)
-  std::string input, output;
+  std::string input, output, token_ids;
   bool json = false;
+  std::string layers;  // --layers all|0,3,5 (with --model): a step through several layers
 };
 
 // Progress (stderr), flushed so it shows while the command works.
@@ -52,11 +56,12 @@ std::string candidate_line(const Selection& s, const Verdict& v) {
 // Bytes of the expert weights one call reads: every distinct local expert the routing
 // touches, plus the shared expert.
 double touched_weight_bytes(const LayerSpec& s, const LayerWeights& w, const Request& r,
-                            const std::vector<float>& x, std::int64_t tokens) {
+                            const std::vector<float>& x, std::int64_t tokens,
+                            const std::int32_t* token_ids) {
   if (w.router_weight.empty()) return 0;
   std::vector<std::int32_t> ids(static_cast<std::size_t>(tokens * s.top_k));
   std::vector<float> weights(ids.size());
-  route_with_router(s, w, x.data(), tokens, ids.data(), weights.data());
+  route_with_router(s, w, x.data(), tokens, ids.data(), weights.data(), token_ids);
   const ExpertRange local =
       contiguous_expert_range(s.num_experts, std::max(r.ep_size, 1), r.ep_rank);
   std::vector<bool> used(static_cast<std::size_t>(s.num_experts), false);
@@ -65,15 +70,218 @@ double touched_weight_bytes(const LayerSpec& s, const LayerWeights& w, const Req
   double bytes = 0;
   for (int e = local.begin; e < local.end; ++e)
     if (used[static_cast<std::size_t>(e)]) bytes += per_expert;
-  if (r.ep_rank == 0) bytes += static_cast<double>(w.shared_w1.bytes() + w.shared_w2.bytes());
+  if (r.ep_rank == 0)
+    bytes += static_cast<double>(w.shared_w1.bytes() + w.shared_w2.bytes() +
+                                 w.shared_dense_w1.bytes() + w.shared_dense_w2.bytes());
   return bytes;
+}
+
+// The input: --input's [M, H] array, else M = --tokens random rows (seeded).
+std::vector<float> input_rows(const RunOptions& o, int hidden, std::int64_t& tokens) {
+  if (!o.input.empty()) {
+    NpyArray a = read_npy(o.input);
+    if (a.shape.size() != 2 || a.shape[1] != hidden) {
+      std::string shape;
+      for (const auto d : a.shape) shape += (shape.empty() ? "" : ", ") + std::to_string(d);
+      throw LoadError(fmt::format(
+          "--input {}: expected a float32 array of shape [M, {}] (the layer's hidden size), "
+          "got [{}]",
+          o.input, hidden, shape));
+    }
+    if (a.shape[0] < 1 || a.shape[0] > kMaxTokensPerCall)
+      throw LoadError(fmt::format("--input {}: {} tokens; a call carries 1..{}", o.input,
+                                  a.shape[0], kMaxTokensPerCall));
+    tokens = a.shape[0];
+    // A non-finite input has no defined output: refused naming the file and the tokens.
+    const NonFinite bad = find_non_finite(a.data, tokens, hidden);
+    if (bad.any()) throw LoadError(fmt::format("--input {}: {}", o.input, bad.describe(tokens)));
+    return std::move(a.data);
+  }
+  tokens = o.request.tokens;
+  return {};
+}
+
+// A hash layer's token ids (DeepSeek-V4's first layers; SPEC is one, WHAT names it):
+// --token-ids, else random ones for random inputs; a real input without them is a usage
+// error. Empty when no layer needs them and none were given.
+std::vector<std::int32_t> token_ids_for(const RunOptions& o, const LayerSpec& spec,
+                                        const std::string& what, std::int64_t tokens) {
+  if (!o.token_ids.empty()) return read_token_ids(o.token_ids, tokens);
+  if (spec.routing != RoutingMethod::hash) return {};
+  if (!o.input.empty())
+    throw UsageError(fmt::format(
+        "{} is hash-routed (DeepSeek-V4's tid2eid: experts by token id): pass the tokens' "
+        "ids with --token-ids ids.npy ([{}] int32 or int64)",
+        what, tokens));
+  std::mt19937_64 rng(o.seed + 2);
+  std::uniform_int_distribution<std::int32_t> id(0, spec.vocab - 1);
+  std::vector<std::int32_t> ids(static_cast<std::size_t>(tokens));
+  for (std::int32_t& v : ids) v = id(rng);
+  progress("mxmoe run: {} is hash-routed: random token ids in [0, {})\n", what, spec.vocab);
+  return ids;
+}
+
+void fill_random(std::vector<float>& x, std::uint64_t seed, std::int64_t count) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  x.resize(static_cast<std::size_t>(count));
+  for (float& v : x) v = normal(rng);
+}
+
+// The fields both forms of `run --json` share: tokens, threads, timing, bytes, output.
+json::Json timing_json(std::int64_t tokens, int threads, int reps, double median, double bytes,
+                       const std::string& output) {
+  return {{"tokens", tokens},
+          {"threads", threads},
+          {"reps", reps},
+          {"tokens_per_s", static_cast<double>(tokens) / median},
+          {"weight_gb_per_s", bytes / median / 1e9},
+          {"touched_weight_bytes", bytes},
+          {"output", output.empty() ? json::Json(nullptr) : json::Json(output)}};
+}
+
+// --model DIR --layers all|0,3,5: the MoE layers of a model (mxmoe::Model, one Runtime), one
+// step through all of them per timed call. Each layer reads the same input (the attention
+// between them is not part of mxmoe); --output holds their outputs stacked [L, M, H].
+int run_layers(const RunOptions& o, const Request& flags) {
+  Runtime runtime(flags.threads);
+  ModelOptions options;
+  options.request = flags;
+  Model model(o.layer.model, o.hardware.resolve(), runtime, options);
+  std::vector<int> indices;
+  if (o.layers == "all") {
+    indices = model.moe_layers();
+    if (indices.empty()) throw LoadError(o.layer.model + ": no MoE layer mxmoe runs");
+  } else {
+    try {
+      indices = perf::parse_int_list(o.layers, "--layers", 0, model.num_layers() - 1);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());
+    }
+    for (int l : indices)
+      if (const std::string why = model.skip_reason(l); !why.empty())
+        throw UsageError(fmt::format("--layers: layer {} is not run by mxmoe: {}", l, why));
+  }
+  const int hidden = model.checkpoint().layer_spec(indices.front()).hidden;
+  for (int l : indices)
+    if (model.checkpoint().layer_spec(l).hidden != hidden)
+      throw LoadError(fmt::format("{}: layer {} has H={}, layer {} H={}", o.layer.model, l,
+                                  model.checkpoint().layer_spec(l).hidden, indices.front(),
+                                  hidden));
+  std::int64_t tokens = 0;
+  std::vector<float> x = input_rows(o, hidden, tokens);
+  // The tokens' ids, when a layer of the stack is hash-routed (they share the vocabulary).
+  int id_layer = indices.front();
+  for (int l : indices)
+    if (model.checkpoint().layer_spec(l).routing == RoutingMethod::hash) {
+      id_layer = l;
+      break;
+    }
+  const std::vector<std::int32_t> token_ids = token_ids_for(
+      o, model.checkpoint().layer_spec(id_layer), fmt::format("layer {}", id_layer), tokens);
+  const std::int32_t* ids = token_ids.empty() ? nullptr : token_ids.data();
+  const double row_bytes = static_cast<double>(hidden) * sizeof(float);
+  const auto count = static_cast<std::int64_t>(indices.size());
+  require_memory(fmt::format("run: {} tokens through {} layers", tokens, count),
+                 {{"input", o.input.empty() ? row_bytes * static_cast<double>(tokens) : 0},
+                  {"outputs", row_bytes * static_cast<double>(tokens * count)}});
+  // The layers are judged for this token count (the Model's request carries the hint).
+  Request request = flags;
+  request.tokens_hint = static_cast<int>(tokens);
+  std::vector<MoeLayer> layers;
+  double workspace = 0;
+  for (int l : indices) {
+    layers.push_back(model.bind(l, request));
+    if (o.hardware.replayed())
+      require_runnable_here(layers.back().selection(), HardwareOptions::live());
+    workspace += static_cast<double>(layers.back().workspace_bytes(tokens));
+  }
+  require_memory(
+      fmt::format("run: {} tokens through {} layers", tokens, count),
+      {{"outputs", row_bytes * static_cast<double>(tokens * count)}, {"workspaces", workspace}});
+  if (x.empty()) fill_random(x, o.seed + 1, tokens * hidden);
+  std::vector<float> y(static_cast<std::size_t>(count * tokens * hidden));
+  const auto step = [&] {
+    for (std::size_t i = 0; i < layers.size(); ++i)
+      layers[i].forward(x.data(), ids, tokens,
+                        y.data() + static_cast<std::ptrdiff_t>(i) * tokens * hidden);
+  };
+  using Clock = std::chrono::steady_clock;
+  const auto seconds = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
+  progress("mxmoe run: {} layers on {} tokens, warm-up step...\n", count, tokens);
+  const auto w0 = Clock::now();
+  step();
+  const double warm = seconds(Clock::now() - w0);
+  const NonFinite bad = find_non_finite(y, tokens * count, hidden);
+  if (bad.any())
+    throw std::runtime_error(fmt::format(
+        "run: the stacked outputs hold {} (rows are layer x "
+        "token){}",
+        bad.describe(tokens * count), o.output.empty() ? "" : "; --output was not written"));
+  const int reps =
+      o.reps > 0 ? o.reps : std::clamp(static_cast<int>(3.0 / std::max(warm, 1e-6)), 1, 50);
+  std::vector<double> times;
+  for (int i = 0; i < reps; ++i) {
+    const auto t0 = Clock::now();
+    step();
+    times.push_back(seconds(Clock::now() - t0));
+  }
+  std::sort(times.begin(), times.end());
+  const double median = times[times.size() / 2];
+  double bytes = 0;
+  for (std::size_t i = 0; i < layers.size(); ++i)
+    bytes += touched_weight_bytes(layers[i].spec(), model.checkpoint().layer_weights(indices[i]),
+                                  request, x, tokens, ids);
+  if (!o.output.empty()) {
+    const std::int64_t shape[] = {count, tokens, hidden};
+    write_npy(o.output, y, shape);  // whole or not at all (an atomic file)
+  }
+  std::vector<std::string> chosen;
+  for (const MoeLayer& layer : layers) chosen.push_back(layer.selection().chosen);
+  if (o.json) {
+    json::Json out = {{"layers", indices},
+                      {"chosen", chosen},
+                      {"first_step_us", warm * 1e6},
+                      {"us_per_step_median", median * 1e6}};
+    out.update(timing_json(tokens, runtime.threads(), reps, median, bytes, o.output));
+    fmt::print("{}\n", out.dump(2));
+    return kExitOk;
+  }
+  std::string list;
+  for (std::size_t i = 0; i < indices.size(); ++i)
+    list += fmt::format("{}{} ({})", i == 0 ? "" : ", ", indices[i], chosen[i]);
+  fmt::print("layers: {}\n", list);
+  fmt::print(
+      "time: {:.1f} us per step through {} layers (median of {} after a warm-up step of "
+      "{:.1f} us; {} threads)\n",
+      median * 1e6, count, reps, warm * 1e6, runtime.threads());
+  fmt::print(
+      "throughput: {:.2f} tokens/s, {:.2f} GB/s of expert weights ({:.1f} MB touched per "
+      "step)\n",
+      static_cast<double>(tokens) / median, bytes / median / 1e9, bytes / 1e6);
+  if (!o.output.empty())
+    fmt::print("output: {} [{} x {} x {}] float32 (layer, token, hidden)\n", o.output, count,
+               tokens, hidden);
+  return kExitOk;
 }
 
 int run(const RunOptions& o, CLI::App& sub) {
   // Everything that can be refused cheaply is refused before loading or computing anything:
   // the flags, the environment, and whether --output can be written at all.
   const Request flags = o.request.resolve(sub);
+  if (!o.layers.empty()) {
+    if (!o.layer.from_model()) throw UsageError("--layers needs --model DIR");
+    if (sub.count("--layer") > 0) throw UsageError("--layer and --layers exclude each other");
+    if (o.layers != "all") {
+      try {
+        (void)perf::parse_int_list(o.layers, "--layers", 0, kMaxModelLayers - 1);
+      } catch (const std::invalid_argument& e) {
+        throw UsageError(std::string(e.what()) + " ('all' or layer indices)");
+      }
+    }
+  }
   if (!o.output.empty()) files::check_can_create(o.output);
+  if (!o.layers.empty()) return run_layers(o, flags);
 
   LayerSpec spec;
   std::optional<Checkpoint> checkpoint;
@@ -86,27 +294,8 @@ int run(const RunOptions& o, CLI::App& sub) {
     spec = o.layer.spec();
   }
   // The input is read (and refused) before any weight is generated or read.
-  std::vector<float> x;
-  std::int64_t tokens = o.request.tokens;
-  if (!o.input.empty()) {
-    NpyArray a = read_npy(o.input);
-    if (a.shape.size() != 2 || a.shape[1] != spec.hidden) {
-      std::string shape;
-      for (const auto d : a.shape) shape += (shape.empty() ? "" : ", ") + std::to_string(d);
-      throw LoadError(fmt::format(
-          "--input {}: expected a float32 array of shape [M, {}] (the layer's hidden size), "
-          "got [{}]",
-          o.input, spec.hidden, shape));
-    }
-    if (a.shape[0] < 1 || a.shape[0] > kMaxTokensPerCall)
-      throw LoadError(fmt::format("--input {}: {} tokens; a call carries 1..{}", o.input,
-                                  a.shape[0], kMaxTokensPerCall));
-    tokens = a.shape[0];
-    x = std::move(a.data);
-    // A non-finite input has no defined output: refused naming the file and the tokens.
-    const NonFinite bad = find_non_finite(x, tokens, spec.hidden);
-    if (bad.any()) throw LoadError(fmt::format("--input {}: {}", o.input, bad.describe(tokens)));
-  }
+  std::int64_t tokens = 0;
+  std::vector<float> x = input_rows(o, spec.hidden, tokens);
 
   // The input and output alone must fit before any weight is generated or read (the layer's
   // workspace is added once the chosen backend is known, below).
@@ -126,6 +315,10 @@ int run(const RunOptions& o, CLI::App& sub) {
     weights = storage->weights();
   }
 
+  const std::vector<std::int32_t> token_ids =
+      token_ids_for(o, spec, fmt::format("layer {}", o.layer.layer), tokens);
+  const std::int32_t* ids = token_ids.empty() ? nullptr : token_ids.data();
+
   Request request = flags;
   request.tokens_hint = static_cast<int>(tokens);
   const Deployment deployment{spec, o.hardware.resolve(), request};
@@ -138,18 +331,13 @@ int run(const RunOptions& o, CLI::App& sub) {
                  {{"input", o.input.empty() ? row_bytes * static_cast<double>(tokens) : 0},
                   {"output", row_bytes * static_cast<double>(tokens)},
                   {"workspace", static_cast<double>(layer.workspace_bytes(tokens))}});
-  if (x.empty()) {
-    std::mt19937_64 rng(o.seed + 1);
-    std::normal_distribution<float> normal(0.0f, 1.0f);
-    x.resize(static_cast<std::size_t>(tokens * spec.hidden));
-    for (float& v : x) v = normal(rng);
-  }
+  if (x.empty()) fill_random(x, o.seed + 1, tokens * spec.hidden);
   std::vector<float> y(x.size());
   using Clock = std::chrono::steady_clock;
   const auto seconds = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
   progress("mxmoe run: {} on {} tokens, warm-up call...\n", selection.chosen, tokens);
   const auto w0 = Clock::now();
-  layer.forward(x.data(), tokens, y.data());
+  layer.forward(x.data(), ids, tokens, y.data());
   const double warm = seconds(Clock::now() - w0);
 
   // A legal input can overflow (scales near the top of E8M0): never report NaN as a result.
@@ -164,12 +352,12 @@ int run(const RunOptions& o, CLI::App& sub) {
   std::vector<double> times;
   for (int i = 0; i < reps; ++i) {
     const auto t0 = Clock::now();
-    layer.forward(x.data(), tokens, y.data());
+    layer.forward(x.data(), ids, tokens, y.data());
     times.push_back(seconds(Clock::now() - t0));
   }
   std::sort(times.begin(), times.end());
   const double median = times[times.size() / 2];
-  const double bytes = touched_weight_bytes(spec, weights, request, x, tokens);
+  const double bytes = touched_weight_bytes(spec, weights, request, x, tokens, ids);
 
   if (!o.output.empty()) {
     const std::int64_t shape[] = {tokens, spec.hidden};
@@ -184,31 +372,30 @@ int run(const RunOptions& o, CLI::App& sub) {
       for (const Rejection& r : v.reasons) reasons.push_back(to_string(r.code));
       candidates.push_back({{"name", v.name}, {"supported", v.supported}, {"reasons", reasons}});
     }
-    const json::Json out = {
-        {"layer", spec.name},
-        {"experts", spec.num_experts},
-        {"top_k", spec.top_k},
-        {"hidden", spec.hidden},
-        {"intermediate", spec.intermediate},
-        {"activation", to_string(*sel.deployment.request.activation)},
-        {"batch_invariant", request.batch_invariant},
-        {"chosen", sel.chosen},
-        {"why", sel.why},
-        {"candidates", candidates},
-        {"tokens", tokens},
-        {"threads", layer.threads()},
-        {"reps", reps},
-        {"us_per_call_median", median * 1e6},
-        {"tokens_per_s", static_cast<double>(tokens) / median},
-        {"weight_gb_per_s", bytes / median / 1e9},
-        {"touched_weight_bytes", bytes},
-        {"output", o.output.empty() ? json::Json(nullptr) : json::Json(o.output)}};
+    json::Json out = {{"layer", spec.name},
+                      {"routing", to_string(spec.routing)},
+                      {"experts", spec.num_experts},
+                      {"top_k", spec.top_k},
+                      {"hidden", spec.hidden},
+                      {"intermediate", spec.intermediate},
+                      {"activation", to_string(*sel.deployment.request.activation)},
+                      {"batch_invariant", request.batch_invariant},
+                      {"chosen", sel.chosen},
+                      {"why", sel.why},
+                      {"candidates", candidates},
+                      {"us_per_call_median", median * 1e6}};
+    out.update(timing_json(tokens, layer.threads(), reps, median, bytes, o.output));
     fmt::print("{}\n", out.dump(2));
     return kExitOk;
   }
-  fmt::print("layer: {} (E={}, top-{}, H={}, I={}{})\n", spec.name, spec.num_experts, spec.top_k,
+  fmt::print("layer: {} (E={}, top-{}, H={}, I={}{}{})\n", spec.name, spec.num_experts, spec.top_k,
              spec.hidden, spec.intermediate,
-             spec.shared_experts > 0 ? fmt::format(", shared I={}", spec.shared_intermediate) : "");
+             spec.shared_experts > 0 ? fmt::format(", shared I={} {}", spec.shared_intermediate,
+                                                   to_string(spec.shared_weight_format))
+                                     : "",
+             spec.routing == RoutingMethod::hash
+                 ? fmt::format(", hash-routed by token id over {} ids", spec.vocab)
+                 : "");
   fmt::print(
       "deployment: activation={}, batch_invariant={}, threads={}, tokens={} (preferences: {})\n",
       to_string(*sel.deployment.request.activation), request.batch_invariant, layer.threads(),
@@ -247,7 +434,15 @@ void add_run(CLI::App& app, Action& action) {
   sub->add_option("--output", opts->output,
                   "Write the output y [M, H] as a float32 .npy file (whole or not at all; "
                   "checked writable before any work)");
+  sub->add_option("--token-ids", opts->token_ids,
+                  "The tokens' ids [M] (.npy int32 or int64): what a hash-routed layer "
+                  "(DeepSeek-V4's first layers) routes by; ignored by other layers")
+      ->check(CLI::ExistingFile);
   sub->add_flag("--json", opts->json, "Print the result as one JSON document");
+  sub->add_option("--layers", opts->layers,
+                  "With --model: 'all' MoE layers or a comma list of indices, timed as one step "
+                  "through them (one shared runtime); each layer reads the same input, and "
+                  "--output holds the outputs stacked [layers, M, H]");
   sub->callback([&action, opts, sub] { action = [opts, sub] { return run(*opts, *sub); }; });
 }
 

@@ -72,8 +72,8 @@ double relative_l2(const std::vector<float>& got, const std::vector<double>& wan
   return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
 }
 
-// The routing every backend is given: the runtime's router on these inputs, or random
-// distinct experts when the layer has no router weights.
+// The routing every backend is given: the runtime's router on these inputs (a hash layer's
+// with random token ids), or random distinct experts when the layer has no router weights.
 void make_routing(const LayerSpec& s, const LayerWeights& w, const std::vector<float>& x,
                   std::int64_t tokens, std::uint64_t seed, std::vector<std::int32_t>& ids,
                   std::vector<float>& weights) {
@@ -92,35 +92,30 @@ void make_routing(const LayerSpec& s, const LayerWeights& w, const std::vector<f
     }
     return;
   }
-  route_with_router(s, w, x.data(), tokens, ids.data(), weights.data());
+  std::vector<std::int32_t> token_ids;
+  if (s.routing == RoutingMethod::hash) {
+    std::mt19937_64 rng(seed);
+    std::uniform_int_distribution<std::int32_t> id(0, s.vocab - 1);
+    for (std::int64_t t = 0; t < tokens; ++t) token_ids.push_back(id(rng));
+  }
+  route_with_router(s, w, x.data(), tokens, ids.data(), weights.data(),
+                    token_ids.empty() ? nullptr : token_ids.data());
 }
 
-int verify(const VerifyOptions& o) {
-  // Names first: a typo is a usage error before minutes of work.
-  std::vector<const Backend*> backends;
-  if (o.backend == "all") {
-    for (const Backend* b : registered_backends()) backends.push_back(b);
-  } else {
-    require_backend_name(o.backend, "--backend");
-    backends.push_back(find_backend(o.backend));
-  }
-  std::vector<ActivationFormat> formats = all_activation_formats();
-  if (o.activation != "all") {
-    try {
-      formats = {parse_activation_format(o.activation)};
-    } catch (const std::invalid_argument& e) {
-      throw UsageError(std::string("--activation: ") + e.what());
-    }
-  }
+struct Tally {
+  int verified = 0, failures = 0;
+};
 
+// One layer (INDEX of CHECKPOINT, or the preset when null): every backend x format.
+Tally verify_layer(const VerifyOptions& o, const std::vector<const Backend*>& backends,
+                   const std::vector<ActivationFormat>& formats, const Checkpoint* checkpoint,
+                   int layer_index, json::Json& layer_results) {
   LayerSpec spec;
-  std::optional<Checkpoint> checkpoint;
   std::optional<LayerStorage> storage;
   LayerWeights w;
-  if (o.layer.from_model()) {
-    checkpoint.emplace(Checkpoint::open(o.layer.model));
-    spec = checkpoint->layer_spec(o.layer.layer);
-    w = checkpoint->layer_weights(o.layer.layer);
+  if (checkpoint != nullptr) {
+    spec = checkpoint->layer_spec(layer_index);
+    w = checkpoint->layer_weights(layer_index);
   } else {
     spec = o.layer.spec();
     progress("mxmoe verify: generating random MXFP4 weights for {}...\n", spec.name);
@@ -149,8 +144,13 @@ int verify(const VerifyOptions& o) {
 
   json::Json results = json::Json::array();
   if (!o.json) {
-    fmt::print("layer: {} (E={}, top-{}, H={}, I={}), {} tokens\n", spec.name, spec.num_experts,
-               spec.top_k, spec.hidden, spec.intermediate, tokens);
+    if (checkpoint != nullptr) fmt::print("== layer {} ==\n", layer_index);
+    fmt::print("layer: {} (E={}, top-{}, H={}, I={}{}{}), {} tokens\n", spec.name, spec.num_experts,
+               spec.top_k, spec.hidden, spec.intermediate,
+               spec.shared_experts > 0
+                   ? fmt::format(", shared {}", to_string(spec.shared_weight_format))
+                   : "",
+               spec.routing == RoutingMethod::hash ? ", hash-routed by token id" : "", tokens);
     fmt::print("{:<13} {:<6} {:>14} {:>10} {:>14} {:>10} {:<10}{}\n", "backend", "format",
                "vs f64 same", "budget", "format error", "budget", "result",
                o.batch_invariant ? "  batch-invariant" : "");
@@ -256,12 +256,56 @@ int verify(const VerifyOptions& o) {
       ++verified;
     }
   }
+  layer_results = {{"layer", spec.name},
+                   {"index", layer_index},
+                   {"routing", to_string(spec.routing)},
+                   {"tokens", tokens},
+                   {"results", results},
+                   {"verified", verified},
+                   {"passed", verified - failures}};
+  return {verified, failures};
+}
+
+int verify(const VerifyOptions& o) {
+  // Names first: a typo is a usage error before minutes of work.
+  std::vector<const Backend*> backends;
+  if (o.backend == "all") {
+    for (const Backend* b : registered_backends()) backends.push_back(b);
+  } else {
+    require_backend_name(o.backend, "--backend");
+    backends.push_back(find_backend(o.backend));
+  }
+  std::vector<ActivationFormat> formats = all_activation_formats();
+  if (o.activation != "all") {
+    try {
+      formats = {parse_activation_format(o.activation)};
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(std::string("--activation: ") + e.what());
+    }
+  }
+
+  const std::vector<int> layers = o.layer.selected_layers();
+  std::optional<Checkpoint> checkpoint;
+  if (o.layer.from_model()) {
+    checkpoint.emplace(Checkpoint::open(o.layer.model));
+    for (const int index : layers) (void)checkpoint->layer_spec(index);  // all, before any work
+  }
+  int verified = 0, failures = 0;
+  json::Json per_layer = json::Json::array();
+  for (const int index : layers) {
+    json::Json one;
+    const Tally t =
+        verify_layer(o, backends, formats, checkpoint ? &*checkpoint : nullptr, index, one);
+    verified += t.verified;
+    failures += t.failures;
+    per_layer.push_back(std::move(one));
+  }
   if (o.json) {
-    const json::Json out = {{"layer", spec.name},
-                            {"tokens", tokens},
-                            {"results", results},
-                            {"verified", verified},
-                            {"passed", verified - failures}};
+    // One layer: its document (as before); several: {"layers": [...], totals}.
+    const json::Json out = per_layer.size() == 1 ? per_layer[0]
+                                                 : json::Json{{"layers", per_layer},
+                                                              {"verified", verified},
+                                                              {"passed", verified - failures}};
     fmt::print("{}\n", out.dump(2));
   } else if (verified > 0) {
     fmt::print("{} of {} passed\n", verified - failures, verified);
@@ -281,7 +325,7 @@ void add_verify(CLI::App& app, Action& action) {
   auto opts = std::make_shared<VerifyOptions>();
   auto* sub = app.add_subcommand(
       "verify", "Check each selectable backend against a float64 evaluation of the layer");
-  opts->layer.add(*sub);
+  opts->layer.add(*sub, /*several_layers=*/true);
   opts->hardware.add(*sub);
   sub->add_option("--backend", opts->backend, "Backend name, or all (default)");
   sub->add_option("--activation", opts->activation, "f32, bf16, int8, mxfp8, or all (default)");

@@ -1,7 +1,10 @@
 #include "format/activation_rounding.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 
 #include "mxmoe/format.hpp"
 
@@ -39,6 +42,37 @@ void round_activations(ActivationFormat f, std::span<const float> in, std::span<
       return;
     }
   }
+}
+
+std::size_t rounding_bf16_scratch_bytes(std::size_t n) noexcept {
+  return rounding_scratch_bytes(n) + n * sizeof(float);
+}
+
+std::uint16_t mxfp8_value_to_bf16(float v) noexcept {
+  if (std::fabs(v) < 0x1p-126f) return std::signbit(v) ? std::uint16_t{0x8000} : std::uint16_t{0};
+  return f32_to_bf16(v);  // exact: at most 4 significant bits, a normal exponent (or inf/NaN)
+}
+
+void round_activations_bf16(ActivationFormat f, std::span<const float> in,
+                            std::span<std::uint16_t> out, std::byte* scratch) {
+  const std::size_t n = in.size();
+  if (out.size() != n) throw std::invalid_argument("round_activations_bf16: size mismatch");
+  switch (f) {
+    case ActivationFormat::bf16:
+      for (std::size_t i = 0; i < n; ++i) out[i] = f32_to_bf16(in[i]);
+      return;
+    case ActivationFormat::mxfp8: {
+      std::span<float> values(reinterpret_cast<float*>(scratch + rounding_scratch_bytes(n)), n);
+      round_activations(f, in, values, scratch);
+      for (std::size_t i = 0; i < n; ++i) out[i] = mxfp8_value_to_bf16(values[i]);
+      return;
+    }
+    case ActivationFormat::f32:
+    case ActivationFormat::int8:
+      break;
+  }
+  throw std::invalid_argument("round_activations_bf16: " + std::string(to_string(f)) +
+                              " activations are not bf16 values");
 }
 
 }  // namespace mxmoe

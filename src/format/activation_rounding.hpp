@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 
 #include "mxmoe/deployment.hpp"
@@ -19,5 +20,21 @@ std::size_t rounding_scratch_bytes(std::size_t n) noexcept;
 // in and out may alias. scratch: rounding_scratch_bytes(in.size()), 4-byte aligned.
 void round_activations(ActivationFormat f, std::span<const float> in, std::span<float> out,
                        std::byte* scratch);
+
+// The bf16 backends' inputs (avx512_bf16, amx_bf16): the rounded activations as bf16 bits.
+//   bf16:  round to nearest even (f32_to_bf16), as round_activations;
+//   mxfp8: round_activations' values, which are exactly bf16 values (an E4M3 value has 4
+//          significant bits, times 2^(s-127) an exact power of two) except below 2^-126:
+//          those are written as a signed zero, which is what vdpbf16ps / TDPBF16PS make of
+//          any bf16 subnormal input; so the kernels compute exactly with these bits, and the
+//          reference's semantics differ only by the dropped products (|v w| < 2^-126 |w| each;
+//          proof and bound in docs/ACCURACY.md).
+// Other formats are not bf16 values: std::invalid_argument. scratch: rounding_bf16_scratch_bytes.
+std::size_t rounding_bf16_scratch_bytes(std::size_t n) noexcept;
+void round_activations_bf16(ActivationFormat f, std::span<const float> in,
+                            std::span<std::uint16_t> out, std::byte* scratch);
+// The bf16 bits round_activations_bf16 gives for a value already rounded to MXFP8 (exact, or
+// a signed zero below 2^-126). Exposed for the exhaustive test.
+std::uint16_t mxfp8_value_to_bf16(float v) noexcept;
 
 }  // namespace mxmoe

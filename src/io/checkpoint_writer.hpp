@@ -22,6 +22,11 @@ struct LayerTensors {
   std::vector<TensorToWrite> tensors;  // views of `bytes`
 };
 LayerTensors gpt_oss_layer_tensors(const LayerSpec& spec, const LayerWeights& w, int layer);
+// Layer N in DeepSeek-V4's release naming (io/deepseek_v4_layout.hpp, no "model." prefix):
+// router BF16, selection bias F32 or tid2eid I64, experts I8 + F8_E8M0 per expert and
+// projection (w1 gate, w3 up, w2 down), the shared expert in its format (FP8 E4M3 + F8_E8M0
+// 128 x 128 block scales, or I8 + F8_E8M0).
+LayerTensors deepseek_v4_layer_tensors(const LayerSpec& spec, const LayerWeights& w, int layer);
 
 // A checkpoint directory written whole or not at all, for every writer of checkpoints
 // (generate, quantize): shards go into a temporary sibling directory (files::AtomicDirectory),

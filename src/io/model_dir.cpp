@@ -5,11 +5,52 @@
 #include <filesystem>
 
 #include "io/checkpoint_file.hpp"
+#include "io/deepseek_v4_layout.hpp"
 #include "io/gpt_oss_layout.hpp"
+#include "io/layer_reader.hpp"
 #include "io/mapped_file.hpp"
 #include "mxmoe/checkpoint.hpp"
 
 namespace mxmoe::io {
+
+namespace {
+
+// DeepSeek-V4 naming found at LAYER under PREFIX: the experts must be FP4 (MXFP4); the
+// shared expert's storage decides the specs' shared_weight_format.
+void use_deepseek_v4_layout(ModelDir& m, const std::string& prefix) {
+  if (m.config.moe.family != Family::deepseek_v4)
+    throw LoadError(
+        fmt::format("{}: tensors \"{}experts.*\" are DeepSeek-V4 names but config.json "
+                    "says model_type {}",
+                    m.dir, prefix, m.config.model_type));
+  const std::string first = prefix + "experts.0.w1.weight";
+  const TensorRef& t = *m.tensors.find(first);
+  const std::string found =
+      fmt::format("{} ({} {})", first, to_string(t.info->dtype), shape_text(t.info->shape));
+  switch (deepseek_v4_expert_storage(m.tensors, prefix)) {
+    case V4ExpertStorage::dense:
+      throw LoadError(fmt::format(
+          "{}: the experts are not MXFP4 (found {}); mxmoe runs MXFP4 experts only: convert the "
+          "checkpoint first with `mxmoe quantize --model {} --out OUT`",
+          m.dir, found, m.dir));
+    case V4ExpertStorage::fp8:
+      throw LoadError(fmt::format(
+          "{}: the routed experts are FP8 E4M3 (found {}, as in the -Base checkpoints); mxmoe "
+          "runs MXFP4 experts (the FP4 release)",
+          m.dir, found));
+    case V4ExpertStorage::mxfp4:
+      break;
+  }
+  m.layout = ModelDir::Layout::deepseek_v4;
+  m.v4_root = prefix.substr(0, prefix.find("layers."));
+  if (m.config.moe.shared_experts > 0) {
+    const WeightFormat shared = deepseek_v4_shared_format(m.tensors, prefix);
+    m.config.moe.shared_weight_format = shared;
+    m.config.hash_moe.shared_weight_format = shared;
+  }
+}
+
+}  // namespace
 
 ModelDir ModelDir::open(const std::string& dir) {
   const std::string config_path = checkpoint_file(dir, "config.json");
@@ -17,15 +58,20 @@ ModelDir ModelDir::open(const std::string& dir) {
   if (name.empty()) name = std::filesystem::path(dir).lexically_normal().parent_path().filename();
   std::string text = read_text_file(config_path);
   ModelConfig config = parse_model_config(text, config_path, name);
-  ModelDir m{dir, std::move(text), std::move(config), TensorSet::open_dir(dir)};
+  ModelDir m{dir, std::move(text), std::move(config), TensorSet::open_dir(dir), Layout::gpt_oss,
+             ""};
 
-  // The first MoE layer decides whether the experts are MXFP4 at all: a BF16 checkpoint
-  // gets the remedy, not a list of missing tensors.
+  // The first MoE layer decides the naming and whether the experts are MXFP4 at all: a BF16
+  // checkpoint gets the remedy, not a list of missing tensors.
   for (int layer = 0; layer < m.config.num_layers; ++layer) {
     if (!m.config.non_moe_reason[static_cast<std::size_t>(layer)].empty()) continue;
     const std::string blocks =
         fmt::format("model.layers.{}.mlp.experts.gate_up_proj_blocks", layer);
     if (m.tensors.find(blocks) != nullptr) break;
+    if (const auto prefix = find_deepseek_v4_prefix(m.tensors, layer)) {
+      use_deepseek_v4_layout(m, *prefix);
+      break;
+    }
     const std::string dense = find_unquantized_expert_tensor(m.tensors, layer);
     if (!dense.empty())
       throw LoadError(fmt::format(
@@ -48,12 +94,15 @@ const LayerSpec& ModelDir::moe_spec(int layer) const {
   if (!why.empty())
     throw LoadError(
         fmt::format("{}: layer {} is not a MoE layer mxmoe can run: {}", dir, layer, why));
-  return config.moe;
+  return config.spec_of(layer);
 }
 
 LayerWeights ModelDir::bind(int layer, bool check_values) const {
   const LayerSpec& spec = moe_spec(layer);
   try {
+    if (layout == Layout::deepseek_v4)
+      return bind_deepseek_v4_layer(tensors, spec, fmt::format("{}layers.{}.ffn.", v4_root, layer),
+                                    check_values);
     return bind_gpt_oss_layer(tensors, spec, layer, check_values);
   } catch (const LoadError& e) {
     throw LoadError(fmt::format("{}: layer {}: {}", dir, layer, e.what()));

@@ -11,10 +11,17 @@
 namespace mxmoe::io {
 
 struct ModelDir {
+  // Tensor naming: mxmoe's gpt-oss Hugging Face layout, or DeepSeek-V4's own
+  // (io/deepseek_v4_layout.hpp) under v4_root ("" for the release, "model." for
+  // transformers' save_pretrained).
+  enum class Layout { gpt_oss, deepseek_v4 };
+
   std::string dir;
   std::string config_text;  // config.json as read
   ModelConfig config;
   TensorSet tensors;
+  Layout layout = Layout::gpt_oss;
+  std::string v4_root;
 
   // Throws LoadError; says to run `mxmoe quantize` when the experts are not MXFP4.
   static ModelDir open(const std::string& dir);

@@ -128,15 +128,18 @@ std::vector<std::int64_t> parse_shape(const std::string& tuple, const std::strin
   return shape;
 }
 
-}  // namespace
+// A .npy file image with its header checked: the dtype (one of `item_sizes`' keys), the
+// shape, and the data bytes, exactly count x item size of them (pointing into the image).
+struct RawNpy {
+  std::string descr;
+  std::vector<std::int64_t> shape;
+  const std::uint8_t* data = nullptr;
+  std::size_t count = 0;
+};
 
-NpyArray read_npy(const std::string& path, bool allow_bf16_as_u16) {
-  const io::MappedFile file = io::MappedFile::open(path);
-  return parse_npy(file.bytes(), path, allow_bf16_as_u16);
-}
-
-NpyArray parse_npy(std::span<const std::uint8_t> bytes, const std::string& path,
-                   bool allow_bf16_as_u16) {
+RawNpy parse_raw_npy(std::span<const std::uint8_t> bytes, const std::string& path,
+                     const std::map<std::string, std::size_t>& item_sizes,
+                     const std::string& expected) {
   if (bytes.size() < kMagicLen + 4 || std::memcmp(bytes.data(), kMagic, kMagicLen) != 0)
     throw LoadError(path + ": not a .npy file (bad magic)");
   const int major = bytes[6];
@@ -167,26 +170,19 @@ NpyArray parse_npy(std::span<const std::uint8_t> bytes, const std::string& path,
   if (fields["fortran_order"] != "False")
     throw LoadError(path + ": fortran_order=" + fields["fortran_order"] +
                     " is not supported (write a C-order array)");
-  const std::string& descr = fields["descr"];
-  std::size_t item = 0;
-  if (descr == "<f4") {
-    item = 4;
-  } else if (descr == "<f2") {
-    item = 2;
-  } else if (descr == "<u2" && allow_bf16_as_u16) {
-    item = 2;
-  } else {
-    throw LoadError(path + ": dtype '" + descr + "' is not supported (expected '<f4' or '<f2'" +
-                    (allow_bf16_as_u16 ? ", or bfloat16 as '<u2')" : ")"));
-  }
-
-  NpyArray out;
-  out.shape = parse_shape(fields["shape"], path);
-  if (out.shape.size() > kMaxNpyRank)
+  RawNpy raw;
+  raw.descr = fields["descr"];
+  const auto it = item_sizes.find(raw.descr);
+  if (it == item_sizes.end())
+    throw LoadError(path + ": dtype '" + raw.descr + "' is not supported (expected " + expected +
+                    ")");
+  const std::size_t item = it->second;
+  raw.shape = parse_shape(fields["shape"], path);
+  if (raw.shape.size() > kMaxNpyRank)
     throw LoadError(fmt::format("{}: .npy shape {} has {} dimensions, more than {}", path,
-                                fields["shape"], out.shape.size(), kMaxNpyRank));
+                                fields["shape"], raw.shape.size(), kMaxNpyRank));
   std::uint64_t count = 1;
-  for (const std::int64_t d : out.shape) {
+  for (const std::int64_t d : raw.shape) {
     const auto ud = static_cast<std::uint64_t>(d);
     if (ud != 0 && count > std::numeric_limits<std::uint64_t>::max() / 8 / ud)
       throw LoadError(path + ": .npy shape " + fields["shape"] + " overflows");
@@ -200,14 +196,52 @@ NpyArray parse_npy(std::span<const std::uint8_t> bytes, const std::string& path,
   if (have > need)
     throw LoadError(fmt::format("{}: .npy has {} bytes after the {} data bytes of shape {}", path,
                                 have - need, need, fields["shape"]));
-  const std::uint8_t* data = bytes.data() + header_start + header_len;
-  out.data.resize(static_cast<std::size_t>(count));
+  raw.data = bytes.data() + header_start + header_len;
+  raw.count = static_cast<std::size_t>(count);
+  return raw;
+}
+
+}  // namespace
+
+NpyArray read_npy(const std::string& path, bool allow_bf16_as_u16) {
+  const io::MappedFile file = io::MappedFile::open(path);
+  return parse_npy(file.bytes(), path, allow_bf16_as_u16);
+}
+
+NpyArray parse_npy(std::span<const std::uint8_t> bytes, const std::string& path,
+                   bool allow_bf16_as_u16) {
+  std::map<std::string, std::size_t> items = {{"<f4", 4}, {"<f2", 2}};
+  if (allow_bf16_as_u16) items["<u2"] = 2;
+  const RawNpy raw =
+      parse_raw_npy(bytes, path, items,
+                    allow_bf16_as_u16 ? "'<f4' or '<f2', or bfloat16 as '<u2'" : "'<f4' or '<f2'");
+  NpyArray out;
+  out.shape = raw.shape;
+  out.data.resize(raw.count);
   for (std::size_t i = 0; i < out.data.size(); ++i) {
-    if (item == 4) {
-      std::memcpy(&out.data[i], data + 4 * i, 4);
+    if (raw.descr == "<f4") {
+      std::memcpy(&out.data[i], raw.data + 4 * i, 4);
     } else {
-      const auto h = static_cast<std::uint16_t>(data[2 * i] | (data[2 * i + 1] << 8));
-      out.data[i] = descr == "<f2" ? half_to_float(h) : bf16_to_f32(h);
+      const auto h = static_cast<std::uint16_t>(raw.data[2 * i] | (raw.data[2 * i + 1] << 8));
+      out.data[i] = raw.descr == "<f2" ? half_to_float(h) : bf16_to_f32(h);
+    }
+  }
+  return out;
+}
+
+NpyInts read_npy_ints(const std::string& path) {
+  const io::MappedFile file = io::MappedFile::open(path);
+  const RawNpy raw = parse_raw_npy(file.bytes(), path, {{"<i4", 4}, {"<i8", 8}}, "'<i4' or '<i8'");
+  NpyInts out;
+  out.shape = raw.shape;
+  out.data.resize(raw.count);
+  for (std::size_t i = 0; i < out.data.size(); ++i) {
+    if (raw.descr == "<i4") {
+      std::int32_t v;
+      std::memcpy(&v, raw.data + 4 * i, 4);
+      out.data[i] = v;
+    } else {
+      std::memcpy(&out.data[i], raw.data + 8 * i, 8);
     }
   }
   return out;

@@ -35,7 +35,9 @@ const std::vector<KeyAliases>& aliases_for(std::string_view model_type) {
       {"mixtral", {{"num_local_experts", {"num_experts"}}}},
       {"qwen3_moe", {{"num_experts", {"num_local_experts"}}}},
       {"deepseek_v3", {{"n_routed_experts", {"num_local_experts"}}}},
-      {"deepseek_v4", {{"n_routed_experts", {"num_local_experts"}}}},
+      {"deepseek_v4",
+       {{"n_routed_experts", {"num_local_experts"}},
+        {"moe_intermediate_size", {"intermediate_size"}}}},
   };
   for (const auto& [type, aliases] : kTable)
     if (type == model_type) return aliases;
@@ -189,6 +191,20 @@ std::vector<std::string> all_moe(int layers) {
   return std::vector<std::string>(static_cast<std::size_t>(layers));
 }
 
+// DeepSeek's dense leading layers (first_k_dense_replace) and MoE frequency (moe_layer_freq).
+void mark_dense_layers(const Fields& f, ModelConfig& c) {
+  const int first_dense = f.integer_or("first_k_dense_replace", 0, 0);
+  const int freq = f.integer_or("moe_layer_freq", 1, 1);
+  c.non_moe_reason = all_moe(c.num_layers);
+  for (int i = 0; i < c.num_layers; ++i) {
+    auto& why = c.non_moe_reason[static_cast<std::size_t>(i)];
+    if (i < first_dense)
+      why = fmt::format("dense MLP (first_k_dense_replace {})", first_dense);
+    else if (i % freq != 0)
+      why = fmt::format("dense MLP (moe_layer_freq {})", freq);
+  }
+}
+
 // Fields of transformers' GptOssConfig that change the MoE output: num_local_experts,
 // num_experts_per_tok, hidden_size, intermediate_size, hidden_act, swiglu_alpha, swiglu_limit.
 void parse_gpt_oss(const Fields& f, ModelConfig& c) {
@@ -275,13 +291,24 @@ void parse_qwen3_moe(const Fields& f, ModelConfig& c) {
   }
 }
 
+// DeepSeek's n_shared_experts (FALLBACK when absent): their intermediate size is
+// n_shared_experts x moe_intermediate_size, bounded like every layer dimension.
+void read_shared_experts(const Fields& f, LayerSpec& s, int fallback) {
+  s.shared_experts = f.integer_or("n_shared_experts", 0, fallback, kMaxLayerDim / 32);
+  if (std::int64_t{s.shared_experts} * s.intermediate > kMaxLayerDim)
+    f.bad("n_shared_experts",
+          fmt::format("{} shared experts of {} make an intermediate size over the bound {}",
+                      s.shared_experts, s.intermediate, kMaxLayerDim));
+  s.shared_intermediate = s.shared_experts * s.intermediate;
+}
+
 // DeepseekV3Config (and the original release's config.json): n_routed_experts,
 // num_experts_per_tok, hidden_size, moe_intermediate_size, hidden_act, n_shared_experts,
 // routed_scaling_factor, norm_topk_prob, n_group, topk_group, scoring_func, topk_method,
 // first_k_dense_replace, moe_layer_freq.
-void parse_deepseek(const Fields& f, ModelConfig& c, bool v4) {
+void parse_deepseek_v3(const Fields& f, ModelConfig& c) {
   LayerSpec& s = c.moe;
-  s.family = v4 ? Family::deepseek_v4 : Family::deepseek_v3;
+  s.family = Family::deepseek_v3;
   s.num_experts = read_experts(f, "n_routed_experts");
   s.top_k = read_top_k(f);
   s.hidden = read_dim(f, "hidden_size");
@@ -291,48 +318,121 @@ void parse_deepseek(const Fields& f, ModelConfig& c, bool v4) {
   s.routing_params.routed_scaling_factor = f.positive_number_or("routed_scaling_factor", 1.0f);
   if (!f.boolean_or("norm_topk_prob", true))
     f.bad("norm_topk_prob", "false is not supported (mxmoe normalises the chosen weights)");
-  s.shared_experts = f.integer_or("n_shared_experts", 0, 0, kMaxLayerDim / 32);
-  if (std::int64_t{s.shared_experts} * s.intermediate > kMaxLayerDim)
-    f.bad("n_shared_experts",
-          fmt::format("{} shared experts of {} make an intermediate size over the bound {}",
-                      s.shared_experts, s.intermediate, kMaxLayerDim));
-  s.shared_intermediate = s.shared_experts * s.intermediate;
+  read_shared_experts(f, s, 0);
   s.gate_up_layout = GateUpLayout::halves;
-  if (v4) {
-    f.require_string_in("scoring_func", {"sqrtsoftplus"});
+  f.require_string_in("scoring_func", {"sigmoid"});
+  f.require_string_in("topk_method", {"noaux_tc"});
+  s.routing = RoutingMethod::sigmoid_group_topk;
+  s.routing_params.n_group = f.integer_or("n_group", 1, 1, kMaxExperts);
+  s.routing_params.topk_group = f.integer_or("topk_group", 1, 1, kMaxExperts);
+  s.activation = ActivationFn::silu_glu;
+  if (s.num_experts % s.routing_params.n_group != 0)
+    f.bad("n_group", fmt::format("{} groups do not divide the {} experts", s.routing_params.n_group,
+                                 s.num_experts));
+  if (s.routing_params.topk_group > s.routing_params.n_group)
+    f.bad("topk_group", fmt::format("keeps {} of only {} groups", s.routing_params.topk_group,
+                                    s.routing_params.n_group));
+  check_shapes(f, s, "n_routed_experts", "moe_intermediate_size");
+  mark_dense_layers(f, c);
+}
+
+// DeepSeek-V4 (transformers' DeepseekV4Config and DeepSeek's inference code; the sources are
+// cited in docs/MODELS.md). Defaults are the config class's: scoring_func sqrtsoftplus,
+// norm_topk_prob true, routed_scaling_factor 1.5, swiglu_limit 10, n_shared_experts 1,
+// vocab_size 129280, three hash layers.
+void parse_deepseek_v4(const Fields& f, ModelConfig& c) {
+  LayerSpec& s = c.moe;
+  s.family = Family::deepseek_v4;
+  s.num_experts = read_experts(f, "n_routed_experts");
+  s.top_k = read_top_k(f);
+  s.hidden = read_dim(f, "hidden_size");
+  s.intermediate = read_dim(f, "moe_intermediate_size");
+  f.require_string_in("hidden_act", {"silu"});
+  f.require_string_in("topk_method", {"noaux_tc"});
+  f.require_string_in("scoring_func", {"sqrtsoftplus", "sigmoid", "softmax"});
+  const std::string scoring = f.string_or("scoring_func", "sqrtsoftplus");
+  s.routing_params.selection_bias = true;
+  s.routing_params.renormalize = f.boolean_or("norm_topk_prob", true);
+  s.routing_params.routed_scaling_factor = f.positive_number_or("routed_scaling_factor", 1.5f);
+  if (scoring == "sqrtsoftplus") {
     s.routing = RoutingMethod::sqrtsoftplus_topk;
-    s.activation = ActivationFn::silu_glu_clamp;
-    s.activation_params.limit = f.positive_number_or("swiglu_limit", 10.0f);
+  } else if (scoring == "sigmoid") {
+    s.routing = RoutingMethod::sigmoid_group_topk;  // one group: no group limit in V4
   } else {
-    f.require_string_in("scoring_func", {"sigmoid"});
-    f.require_string_in("topk_method", {"noaux_tc"});
-    s.routing = RoutingMethod::sigmoid_group_topk;
-    s.routing_params.n_group = f.integer_or("n_group", 1, 1, kMaxExperts);
-    s.routing_params.topk_group = f.integer_or("topk_group", 1, 1, kMaxExperts);
+    s.routing = RoutingMethod::softmax_topk;
+  }
+  read_shared_experts(f, s, 1);
+  s.gate_up_layout = GateUpLayout::halves;
+  // swiglu_limit clamps gate and up of the routed and the shared experts (transformers'
+  // DeepseekV4Experts and DeepseekV4MLP); 0 turns the clamp off, as in DeepSeek's code.
+  double limit = 10.0;
+  if (f.has("swiglu_limit")) {
+    const Json& v = f.raw("swiglu_limit");
+    if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0)
+      f.bad("swiglu_limit", "expected a finite number >= 0, got " + v.dump());
+    limit = v.get<double>();
+  }
+  if (limit > 0) {
+    s.activation = ActivationFn::silu_glu_clamp;
+    s.activation_params.limit = static_cast<float>(limit);
+  } else {
     s.activation = ActivationFn::silu_glu;
-    if (s.num_experts % s.routing_params.n_group != 0)
-      f.bad("n_group", fmt::format("{} groups do not divide the {} experts",
-                                   s.routing_params.n_group, s.num_experts));
-    if (s.routing_params.topk_group > s.routing_params.n_group)
-      f.bad("topk_group", fmt::format("keeps {} of only {} groups", s.routing_params.topk_group,
-                                      s.routing_params.n_group));
   }
   check_shapes(f, s, "n_routed_experts", "moe_intermediate_size");
 
-  const int first_dense = f.integer_or("first_k_dense_replace", 0, 0);
-  const int freq = f.integer_or("moe_layer_freq", 1, 1);
-  const int hash_layers = v4 ? f.integer_or("num_hash_layers", 0, 0) : 0;
-  c.non_moe_reason = all_moe(c.num_layers);
-  for (int i = 0; i < c.num_layers; ++i) {
-    auto& why = c.non_moe_reason[static_cast<std::size_t>(i)];
-    if (i < first_dense)
-      why = fmt::format("dense MLP (first_k_dense_replace {})", first_dense);
-    else if (i % freq != 0)
-      why = fmt::format("dense MLP (moe_layer_freq {})", freq);
-    else if (i < hash_layers)
-      why =
-          fmt::format("hash-routed MoE (num_hash_layers {}): not supported by mxmoe", hash_layers);
+  LayerSpec& h = c.hash_moe;
+  h = s;
+  h.routing = RoutingMethod::hash;
+  h.routing_params.selection_bias = false;
+  h.routing_params.score_function = scoring == "sqrtsoftplus" ? ScoreFunction::sqrtsoftplus
+                                    : scoring == "sigmoid"    ? ScoreFunction::sigmoid
+                                                              : ScoreFunction::softmax;
+  h.vocab = f.integer_or("vocab_size", 1, 129280, kMaxVocab);
+
+  // Which layers are hash-routed: mlp_layer_types wins over the legacy num_hash_layers
+  // (transformers folds the latter into the former and does not write it back).
+  c.hash_layer.assign(static_cast<std::size_t>(c.num_layers), false);
+  if (f.has("mlp_layer_types")) {
+    const Json& list = f.raw("mlp_layer_types");
+    if (!list.is_array() || list.size() != static_cast<std::size_t>(c.num_layers))
+      f.bad("mlp_layer_types",
+            fmt::format("expected a list of {} entries (num_hidden_layers), got {}", c.num_layers,
+                        list.dump()));
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      if (!list[i].is_string() || (list[i] != "hash_moe" && list[i] != "moe"))
+        f.bad("mlp_layer_types",
+              fmt::format("entry {} is {}; expected \"hash_moe\" or \"moe\"", i, list[i].dump()));
+      c.hash_layer[i] = list[i] == "hash_moe";
+    }
+  } else {
+    const int hash_layers = f.integer_or("num_hash_layers", 0, 3);
+    for (int i = 0; i < std::min(hash_layers, c.num_layers); ++i)
+      c.hash_layer[static_cast<std::size_t>(i)] = true;
   }
+  mark_dense_layers(f, c);
+}
+
+// DeepSeek-V4's release: quantization_config in the DeepSeek style (quant_method fp8, fmt
+// e4m3, 128 x 128 weight blocks, dynamic activation scales, scale_fmt ue8m0) describes its
+// FP8 tensors (the shared expert among them); the routed experts are FP4 (expert_dtype). The
+// tensors themselves say what each is (src/io/deepseek_v4_layout.cpp); here the settings
+// must be the ones mxmoe reads.
+void parse_deepseek_v4_fp8(const Fields& f, const Json& q, const std::string& label,
+                           const std::string& field) {
+  for (const auto& [key, value] : q.items()) {
+    (void)value;
+    if (key != "quant_method" && key != "fmt" && key != "activation_scheme" &&
+        key != "weight_block_size" && key != "scale_fmt" && key != "modules_to_not_convert")
+      throw LoadError(
+          fmt::format("{}: field '{}.{}': unknown quantization setting (mxmoe cannot honour it)",
+                      label, field, key));
+  }
+  f.require_string_in("fmt", {"e4m3"});
+  f.require_string_in("scale_fmt", {"ue8m0"});
+  f.require_string_in("activation_scheme", {"dynamic"});
+  if (f.has("weight_block_size") && q["weight_block_size"] != Json::array({128, 128}))
+    f.bad("weight_block_size", "expected [128, 128] (the FP8 shared expert's scale blocks), got " +
+                                   q["weight_block_size"].dump());
 }
 
 void parse_quantization(const Json& q, const std::string& prefix, const std::string& label,
@@ -341,6 +441,16 @@ void parse_quantization(const Json& q, const std::string& prefix, const std::str
   if (!q.is_object())
     throw LoadError(fmt::format("{}: field '{}': expected an object", label, field));
   const Fields f(q, field + ".", label, model_type);
+  c.quant_method = f.string_or("quant_method", "");
+  if (model_type == "deepseek_v4" && c.quant_method == "fp8") {
+    parse_deepseek_v4_fp8(f, q, label, field);
+    // The release's shared expert is one of its FP8 tensors (the tensors decide, when read).
+    if (c.moe.shared_experts > 0) {
+      c.moe.shared_weight_format = WeightFormat::fp8_e4m3;
+      c.hash_moe.shared_weight_format = WeightFormat::fp8_e4m3;
+    }
+    return;
+  }
   for (const auto& [key, value] : q.items()) {
     (void)value;
     if (key != "quant_method" && key != "modules_to_not_convert" && key != "mxmoe_gate_up_layout" &&
@@ -349,7 +459,6 @@ void parse_quantization(const Json& q, const std::string& prefix, const std::str
           fmt::format("{}: field '{}.{}': unknown quantization setting (mxmoe cannot honour it)",
                       label, field, key));
   }
-  c.quant_method = f.string_or("quant_method", "");
   if (c.quant_method != "mxfp4")
     f.bad("quant_method", "\"" + c.quant_method +
                               "\" is not supported: mxmoe reads MXFP4 experts; convert BF16/F32 "
@@ -404,17 +513,26 @@ ModelConfig parse_model_config(std::string_view json_text, const std::string& la
   } else if (c.model_type == "qwen3_moe") {
     parse_qwen3_moe(f, c);
   } else if (c.model_type == "deepseek_v3") {
-    parse_deepseek(f, c, /*v4=*/false);
+    parse_deepseek_v3(f, c);
   } else {
-    parse_deepseek(f, c, /*v4=*/true);
+    parse_deepseek_v4(f, c);
   }
+  if (c.hash_layer.empty()) c.hash_layer.assign(static_cast<std::size_t>(c.num_layers), false);
   if (root.contains("quantization_config"))
     parse_quantization(root["quantization_config"], "", label, c.model_type, c);
   else if (nested && obj.contains("quantization_config"))
     parse_quantization(obj["quantization_config"], prefix, label, c.model_type, c);
+  // DeepSeek's expert_dtype: the routed experts of the release are FP4 (MXFP4 blocks); FP8
+  // routed experts (the -Base checkpoints) are not MXFP4.
+  if (c.model_type == "deepseek_v4") f.require_string_in("expert_dtype", {"fp4"});
 
   try {
     validate(c.moe);
+    if (c.model_type == "deepseek_v4") {
+      c.hash_moe.gate_up_layout = c.moe.gate_up_layout;
+      c.hash_moe.name = c.moe.name;
+      validate(c.hash_moe);
+    }
   } catch (const std::invalid_argument& e) {
     throw LoadError(label + ": the layer described is invalid: " + e.what());
   }

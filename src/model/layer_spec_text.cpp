@@ -11,12 +11,14 @@ namespace {
 
 constexpr std::array<std::string_view, 5> kFamilyNames = {"gpt_oss", "mixtral", "qwen3_moe",
                                                           "deepseek_v3", "deepseek_v4"};
-constexpr std::array<std::string_view, 4> kRoutingNames = {
-    "topk_softmax", "softmax_topk", "sigmoid_group_topk", "sqrtsoftplus_topk"};
+constexpr std::array<std::string_view, 5> kRoutingNames = {
+    "topk_softmax", "softmax_topk", "sigmoid_group_topk", "sqrtsoftplus_topk", "hash"};
+constexpr std::array<std::string_view, 3> kScoreFunctionNames = {"sqrtsoftplus", "sigmoid",
+                                                                 "softmax"};
 constexpr std::array<std::string_view, 3> kActivationFnNames = {"swiglu_oai", "silu_glu",
                                                                 "silu_glu_clamp"};
 constexpr std::array<std::string_view, 2> kGateUpLayoutNames = {"interleaved", "halves"};
-constexpr std::array<std::string_view, 1> kWeightFormatNames = {"mxfp4"};
+constexpr std::array<std::string_view, 4> kWeightFormatNames = {"mxfp4", "bf16", "f32", "fp8_e4m3"};
 
 using json::get;
 using json::Json;
@@ -38,6 +40,9 @@ std::string_view to_string(GateUpLayout v) noexcept {
 std::string_view to_string(WeightFormat v) noexcept {
   return enum_names::name_of(v, kWeightFormatNames);
 }
+std::string_view to_string(ScoreFunction v) noexcept {
+  return enum_names::name_of(v, kScoreFunctionNames);
+}
 
 Family parse_family(std::string_view s) {
   return enum_names::parse<Family>(s, kFamilyNames, "model family");
@@ -53,6 +58,9 @@ GateUpLayout parse_gate_up_layout(std::string_view s) {
 }
 WeightFormat parse_weight_format(std::string_view s) {
   return enum_names::parse<WeightFormat>(s, kWeightFormatNames, "weight format");
+}
+ScoreFunction parse_score_function(std::string_view s) {
+  return enum_names::parse<ScoreFunction>(s, kScoreFunctionNames, "score function");
 }
 
 namespace json_io {
@@ -72,7 +80,8 @@ Json layer_spec_to_json(const LayerSpec& s) {
         {"selection_bias", r.selection_bias},
         {"n_group", r.n_group},
         {"topk_group", r.topk_group},
-        {"routed_scaling_factor", r.routed_scaling_factor}}},
+        {"routed_scaling_factor", r.routed_scaling_factor},
+        {"score_function", to_string(r.score_function)}}},
       {"activation", to_string(s.activation)},
       {"activation_params",
        {{"alpha", s.activation_params.alpha}, {"limit", s.activation_params.limit}}},
@@ -82,16 +91,18 @@ Json layer_spec_to_json(const LayerSpec& s) {
       {"shared_experts", s.shared_experts},
       {"shared_intermediate", s.shared_intermediate},
       {"weight_format", to_string(s.weight_format)},
+      {"shared_weight_format", to_string(s.shared_weight_format)},
+      {"vocab", s.vocab},
   };
 }
 
 LayerSpec layer_spec_from_json(const Json& j) {
   constexpr std::string_view what = "LayerSpec";
-  json::expect_keys(
-      j, what,
-      {"name", "family", "num_experts", "top_k", "hidden", "intermediate", "routing",
-       "routing_params", "activation", "activation_params", "expert_bias", "router_bias",
-       "gate_up_layout", "shared_experts", "shared_intermediate", "weight_format"});
+  json::expect_keys(j, what,
+                    {"name", "family", "num_experts", "top_k", "hidden", "intermediate", "routing",
+                     "routing_params", "activation", "activation_params", "expert_bias",
+                     "router_bias", "gate_up_layout", "shared_experts", "shared_intermediate",
+                     "weight_format", "shared_weight_format", "vocab"});
   LayerSpec s;
   s.name = get<std::string>(j, what, "name");
   s.family = parse_family(get<std::string>(j, what, "family"));
@@ -103,8 +114,9 @@ LayerSpec layer_spec_from_json(const Json& j) {
   {
     const Json& r = j.at("routing_params");
     constexpr std::string_view rw = "LayerSpec.routing_params";
-    json::expect_keys(
-        r, rw, {"renormalize", "selection_bias", "n_group", "topk_group", "routed_scaling_factor"});
+    json::expect_keys(r, rw,
+                      {"renormalize", "selection_bias", "n_group", "topk_group",
+                       "routed_scaling_factor", "score_function"});
     s.routing_params.renormalize = get<bool>(r, rw, "renormalize");
     s.routing_params.selection_bias = get<bool>(r, rw, "selection_bias");
     s.routing_params.n_group =
@@ -112,6 +124,8 @@ LayerSpec layer_spec_from_json(const Json& j) {
     s.routing_params.topk_group =
         static_cast<int>(json::get_integer(r, rw, "topk_group", 1, kMaxExperts));
     s.routing_params.routed_scaling_factor = json::get_float(r, rw, "routed_scaling_factor");
+    s.routing_params.score_function =
+        parse_score_function(get<std::string>(r, rw, "score_function"));
   }
   s.activation = parse_activation_fn(get<std::string>(j, what, "activation"));
   {
@@ -129,6 +143,8 @@ LayerSpec layer_spec_from_json(const Json& j) {
   s.shared_intermediate =
       static_cast<int>(json::get_integer(j, what, "shared_intermediate", 0, kMaxLayerDim));
   s.weight_format = parse_weight_format(get<std::string>(j, what, "weight_format"));
+  s.shared_weight_format = parse_weight_format(get<std::string>(j, what, "shared_weight_format"));
+  s.vocab = static_cast<int>(json::get_integer(j, what, "vocab", 0, kMaxVocab));
   validate(s);  // a replayed deployment is judged only when its layer is one
   return s;
 }

@@ -20,11 +20,20 @@ inline constexpr int kMaxModelLayers = 16384;
 struct ModelConfig {
   std::string model_type;    // as written (text_config's when nested)
   std::string architecture;  // architectures[0], or ""
-  LayerSpec moe;             // the spec every MoE layer of the model shares
+  LayerSpec moe;             // the spec every (routed) MoE layer of the model shares
+  // DeepSeek-V4: the spec of its hash-routed layers (moe with RoutingMethod::hash), and which
+  // layers those are (mlp_layer_types "hash_moe", or the first num_hash_layers).
+  LayerSpec hash_moe;
+  std::vector<bool> hash_layer;  // per layer
   int num_layers = 0;
   std::vector<std::string> non_moe_reason;  // per layer: "" for a MoE layer, else why not
   std::string quant_method;                 // quantization_config.quant_method, "" when absent
   bool gate_up_layout_recorded = false;     // quantization_config.mxmoe_gate_up_layout given
+
+  // The spec of MoE layer `layer` (hash_moe for a hash layer, else moe); no range check.
+  const LayerSpec& spec_of(int layer) const {
+    return hash_layer[static_cast<std::size_t>(layer)] ? hash_moe : moe;
+  }
 };
 
 // Throws LoadError "LABEL: field 'path.to.field': ..." naming the field.

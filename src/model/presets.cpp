@@ -81,12 +81,26 @@ LayerSpec deepseek_v4_flash() {
   s.gate_up_layout = GateUpLayout::halves;
   s.shared_experts = 1;
   s.shared_intermediate = 2048;
+  // The release stores the shared expert in FP8 E4M3 with 128 x 128 E8M0 block scales.
+  s.shared_weight_format = WeightFormat::fp8_e4m3;
   return s;
 }
 
-constexpr std::array<const char*, 7> kPresetNames = {
-    "gpt-oss-20b",  "gpt-oss-120b", "deepseek-v4-flash", "deepseek-v3", "qwen3-30b-a3b",
-    "mixtral-8x7b", "tiny"};
+// The first num_hash_layers (3) layers of V4-Flash: experts by token id (tid2eid), weights
+// from the same sqrt(softplus) scores, no selection bias.
+LayerSpec deepseek_v4_flash_hash() {
+  LayerSpec s = deepseek_v4_flash();
+  s.name = "deepseek-v4-flash-hash";
+  s.routing = RoutingMethod::hash;
+  s.routing_params.selection_bias = false;
+  s.routing_params.score_function = ScoreFunction::sqrtsoftplus;
+  s.vocab = 129280;
+  return s;
+}
+
+constexpr std::array<const char*, 8> kPresetNames = {
+    "gpt-oss-20b", "gpt-oss-120b",  "deepseek-v4-flash", "deepseek-v4-flash-hash",
+    "deepseek-v3", "qwen3-30b-a3b", "mixtral-8x7b",      "tiny"};
 
 }  // namespace
 
@@ -98,6 +112,7 @@ LayerSpec preset(std::string_view name) {
   if (name == "gpt-oss-20b") return gpt_oss("gpt-oss-20b", 32);
   if (name == "gpt-oss-120b") return gpt_oss("gpt-oss-120b", 128);
   if (name == "deepseek-v4-flash") return deepseek_v4_flash();
+  if (name == "deepseek-v4-flash-hash") return deepseek_v4_flash_hash();
   if (name == "deepseek-v3") return deepseek_v3();
   if (name == "qwen3-30b-a3b")
     return softmax_family("qwen3-30b-a3b", Family::qwen3_moe, 128, 8, 2048, 768);

@@ -20,7 +20,8 @@ void require_block_multiple(const LayerSpec& s, const char* field, int v) {
 }
 
 bool uses_scores_with_bias(RoutingMethod m) {
-  return m == RoutingMethod::sigmoid_group_topk || m == RoutingMethod::sqrtsoftplus_topk;
+  return m == RoutingMethod::sigmoid_group_topk || m == RoutingMethod::sqrtsoftplus_topk ||
+         m == RoutingMethod::softmax_topk;
 }
 
 }  // namespace
@@ -40,8 +41,8 @@ void validate(const LayerSpec& s) {
     fail(s, "routing_params.routed_scaling_factor must be finite and > 0");
   if (r.selection_bias && !uses_scores_with_bias(s.routing))
     fail(s,
-         "routing_params.selection_bias is only used by sigmoid_group_topk and "
-         "sqrtsoftplus_topk, not " +
+         "routing_params.selection_bias is only used by sigmoid_group_topk, "
+         "sqrtsoftplus_topk and softmax_topk, not " +
              std::string(to_string(s.routing)));
   if (r.n_group < 1 || s.num_experts % r.n_group != 0)
     fail(s, "routing_params.n_group = " + std::to_string(r.n_group) +
@@ -58,6 +59,17 @@ void validate(const LayerSpec& s) {
     fail(s, "routing_params.n_group/topk_group apply to sigmoid_group_topk only (must be 1)");
   }
 
+  if (s.routing == RoutingMethod::hash) {
+    if (s.vocab < 1 || s.vocab > kMaxVocab)
+      fail(s, "vocab = " + std::to_string(s.vocab) + " must lie in [1, " +
+                  std::to_string(kMaxVocab) + "] for hash routing (token ids lie in [0, vocab))");
+  } else if (s.vocab != 0) {
+    fail(s, "vocab = " + std::to_string(s.vocab) + " is only used by hash routing (must be 0)");
+  }
+  if (s.weight_format != WeightFormat::mxfp4)
+    fail(s, "weight_format = " + std::string(to_string(s.weight_format)) +
+                ": routed experts must be mxfp4");
+
   const ActivationParams& a = s.activation_params;
   if (s.activation == ActivationFn::swiglu_oai && (!std::isfinite(a.alpha) || a.alpha <= 0))
     fail(s, "activation_params.alpha must be finite and > 0");
@@ -70,6 +82,9 @@ void validate(const LayerSpec& s) {
   } else if (s.shared_intermediate != 0) {
     fail(s, "shared_intermediate = " + std::to_string(s.shared_intermediate) +
                 " without shared experts (shared_experts = 0)");
+  } else if (s.shared_weight_format != WeightFormat::mxfp4) {
+    fail(s, "shared_weight_format = " + std::string(to_string(s.shared_weight_format)) +
+                " without shared experts (leave it mxfp4)");
   }
 }
 

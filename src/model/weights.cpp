@@ -9,6 +9,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "model/dense_view.hpp"
+
 namespace mxmoe {
 
 float DenseView::at(std::int64_t i) const noexcept {
@@ -16,16 +18,13 @@ float DenseView::at(std::int64_t i) const noexcept {
   return bf16_to_f32(static_cast<const std::uint16_t*>(data)[i]);
 }
 
-namespace {
-
-Mxfp4View slice_mxfp4(const Mxfp4View& v, ExpertRange r) {
-  if (v.empty()) return v;
-  Mxfp4View s = v;
-  s.blocks = v.blocks + static_cast<std::size_t>(r.begin * v.rows * v.row_bytes());
-  s.scales = v.scales + static_cast<std::size_t>(r.begin * v.rows * v.row_scales());
-  s.experts = r.size();
-  return s;
+std::vector<float> to_floats(const DenseView& v) {
+  std::vector<float> out(static_cast<std::size_t>(v.empty() ? 0 : v.rows * v.cols));
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = v.at(static_cast<std::int64_t>(i));
+  return out;
 }
+
+namespace {
 
 DenseView slice_dense_rows(const DenseView& v, ExpertRange r) {
   if (v.empty()) return v;
@@ -59,18 +58,109 @@ void check_dense(const char* name, const DenseView& v, bool required, std::int64
 void check_mxfp4(const char* name, const Mxfp4View& v, std::int64_t experts, std::int64_t rows,
                  std::int64_t cols) {
   const std::string want = fmt::format("[{}, {}, {}]", experts, rows, cols);
-  if (v.empty() || v.scales == nullptr)
+  if (v.empty())
     throw std::invalid_argument(fmt::format("{} is missing (the spec needs {})", name, want));
   if (v.experts != experts || v.rows != rows || v.cols != cols)
     throw std::invalid_argument(fmt::format("{} has shape [{}, {}, {}], the spec needs {}", name,
                                             v.experts, v.rows, v.cols, want));
-  const auto count = static_cast<std::size_t>(experts * rows * v.row_scales());
-  if (const void* nan = std::memchr(v.scales, kE8m0Nan, count)) {
-    const auto at = static_cast<std::int64_t>(static_cast<const std::uint8_t*>(nan) - v.scales);
-    const std::int64_t per_expert = rows * v.row_scales();
+  if (v.parts < 1 || rows % v.parts != 0 ||
+      v.segments->size() < static_cast<std::size_t>((v.first + experts) * v.parts))
     throw std::invalid_argument(
-        fmt::format("{} has the NaN scale 0xFF at expert {}, row {}, block {}", name,
-                    at / per_expert, at % per_expert / v.row_scales(), at % v.row_scales()));
+        fmt::format("{}: {} segments per expert do not split its {} rows", name, v.parts, rows));
+  const std::int64_t seg_rows = v.segment_rows();
+  const auto count = static_cast<std::size_t>(seg_rows * v.row_scales());
+  for (std::int64_t e = 0; e < experts; ++e) {
+    for (int part = 0; part < v.parts; ++part) {
+      const Mxfp4Segment& g = v.segment(e, part);
+      if (g.blocks == nullptr || g.scales == nullptr)
+        throw std::invalid_argument(
+            fmt::format("{}: expert {} (rows from {}) has no data", name, e, part * seg_rows));
+      if (const void* nan = std::memchr(g.scales, kE8m0Nan, count)) {
+        const auto at = static_cast<std::int64_t>(static_cast<const std::uint8_t*>(nan) - g.scales);
+        throw std::invalid_argument(
+            fmt::format("{} has the NaN scale 0xFF at expert {}, row {}, block {}", name, e,
+                        part * seg_rows + at / v.row_scales(), at % v.row_scales()));
+      }
+    }
+  }
+}
+
+void check_dense_matrix(const char* name, const DenseMatrixView& v, std::int64_t rows,
+                        std::int64_t cols) {
+  if (v.empty())
+    throw std::invalid_argument(
+        fmt::format("{} is missing (the spec needs {})", name, shape_text(rows, cols)));
+  if (v.rows != rows || v.cols != cols)
+    throw std::invalid_argument(fmt::format("{} has shape {}, the spec needs {}", name,
+                                            shape_text(v.rows, v.cols), shape_text(rows, cols)));
+  if ((v.parts != 1 && v.parts != 2) || rows % v.parts != 0)
+    throw std::invalid_argument(
+        fmt::format("{}: {} segments do not split its {} rows", name, v.parts, rows));
+  const std::int64_t seg_rows = v.segment_rows();
+  const auto n = static_cast<std::size_t>(seg_rows * cols);
+  for (int part = 0; part < v.parts; ++part) {
+    const DenseMatrixView::Segment& g = v.segment[part];
+    if (g.data == nullptr || (v.element == DenseElement::e4m3 && g.scales == nullptr))
+      throw std::invalid_argument(
+          fmt::format("{}: rows from {} have no data", name, part * seg_rows));
+    const auto bad = [&](std::size_t i, const char* what) {
+      const auto flat = static_cast<std::int64_t>(i);
+      throw std::invalid_argument(fmt::format("{} holds {} at row {}, column {}", name, what,
+                                              part * seg_rows + flat / cols, flat % cols));
+    };
+    switch (v.element) {
+      case DenseElement::f32:
+        for (std::size_t i = 0; i < n; ++i)
+          if (!std::isfinite(static_cast<const float*>(g.data)[i])) bad(i, "NaN or Inf");
+        break;
+      case DenseElement::bf16:
+        for (std::size_t i = 0; i < n; ++i)
+          if ((static_cast<const std::uint16_t*>(g.data)[i] & 0x7F80u) == 0x7F80u)
+            bad(i, "NaN or Inf");
+        break;
+      case DenseElement::e4m3: {
+        const auto* codes = static_cast<const std::uint8_t*>(g.data);
+        for (std::size_t i = 0; i < n; ++i)
+          if ((codes[i] & 0x7Fu) == 0x7Fu) bad(i, "the E4M3 NaN code");
+        const auto blocks = static_cast<std::size_t>(v.scale_rows() * v.scale_cols());
+        for (std::size_t b = 0; b < blocks; ++b) {
+          const bool nan = v.scale_e8m0 ? static_cast<const std::uint8_t*>(g.scales)[b] == kE8m0Nan
+                                        : !std::isfinite(static_cast<const float*>(g.scales)[b]);
+          if (nan) {
+            const auto sc = static_cast<std::size_t>(v.scale_cols());
+            throw std::invalid_argument(fmt::format(
+                "{} has a NaN or Inf block scale at rows from {}, columns from {}", name,
+                part * seg_rows + static_cast<std::int64_t>(b / sc) * DenseMatrixView::kScaleBlock,
+                static_cast<std::int64_t>(b % sc) * DenseMatrixView::kScaleBlock));
+          }
+        }
+        break;
+      }
+    }
+  }
+}
+
+void check_token_experts(const TokenExpertTable& t, std::int64_t vocab, std::int64_t top_k,
+                         std::int64_t experts) {
+  if (t.empty())
+    throw std::invalid_argument(fmt::format(
+        "token_experts (tid2eid) is missing (the spec needs {})", shape_text(vocab, top_k)));
+  if (t.vocab != vocab || t.top_k != top_k)
+    throw std::invalid_argument(fmt::format("token_experts has shape {}, the spec needs {}",
+                                            shape_text(t.vocab, t.top_k),
+                                            shape_text(vocab, top_k)));
+  for (std::int64_t token = 0; token < vocab; ++token) {
+    for (std::int64_t j = 0; j < top_k; ++j) {
+      const std::int64_t id = t.at(token, j);
+      if (id < 0 || id >= experts)
+        throw std::invalid_argument(
+            fmt::format("token_experts: token {} slot {} names expert {}, outside [0, {})", token,
+                        j, id, experts));
+      for (std::int64_t i = 0; i < j; ++i)
+        if (t.at(token, i) == id)
+          throw std::invalid_argument(fmt::format(
+              "token_experts: token {} names expert {} twice (slots {} and {})", token, id, i, j));
+    }
   }
 }
 
@@ -107,26 +197,113 @@ class Builder {
 
   // Random E2M1 codes (all 16 equally likely) and E8M0 scales spread over 2^(c-1)..2^(c+1)
   // where 2^c ~ 1 / (rms(E2M1) * sqrt(cols)): a row's dot product with a unit-variance input
-  // is then O(1) whatever the width.
-  Mxfp4View mxfp4(std::int64_t experts, std::int64_t rows, std::int64_t cols) {
-    Mxfp4View v{nullptr, nullptr, experts, rows, cols};
+  // is then O(1) whatever the width. With parts = 2 each expert's two row halves are separate
+  // segments, stored second half first, so a reader that assumed one contiguous tensor fails;
+  // the values of each logical row are the same whatever `parts` (the stream is drawn in
+  // logical row order).
+  Mxfp4View mxfp4(std::int64_t experts, std::int64_t rows, std::int64_t cols, int parts = 1) {
     const std::int64_t count = experts * rows;
-    auto* blocks = alloc<std::uint8_t>(count * v.row_bytes());
-    auto* scales = alloc<std::uint8_t>(count * v.row_scales());
-    const std::int64_t nbytes = count * v.row_bytes();
-    for (std::int64_t i = 0; i < nbytes; i += 8) {
+    const std::int64_t row_bytes = cols / 2, row_scales = cols / 32;
+    auto* blocks = alloc<std::uint8_t>(count * row_bytes);
+    auto* scales = alloc<std::uint8_t>(count * row_scales);
+    const std::int64_t seg_rows = rows / parts;
+    // Physical row of logical row `row` (expert-major): segment p of expert e sits at slot
+    // (parts - 1 - p) * experts + e of the buffer.
+    const auto physical = [&](std::int64_t row) {
+      const std::int64_t e = row / rows, r = row % rows, p = r / seg_rows;
+      return ((parts - 1 - p) * experts + e) * seg_rows + r % seg_rows;
+    };
+    const std::int64_t nbytes = count * row_bytes;
+    for (std::int64_t i = 0; i < nbytes; i += 8) {  // 8 | row_bytes: a draw never spans rows
       const std::uint64_t r = rng_.next();
       const auto n = static_cast<std::size_t>(std::min<std::int64_t>(8, nbytes - i));
-      std::memcpy(blocks + i, &r, n);
+      std::memcpy(blocks + physical(i / row_bytes) * row_bytes + i % row_bytes, &r, n);
     }
     constexpr double kE2m1Rms = 2.9261;  // sqrt(mean of the 16 codes' squared values)
     const int center =
         static_cast<int>(std::lround(-std::log2(kE2m1Rms * std::sqrt(static_cast<double>(cols)))));
-    for (std::int64_t i = 0; i < count * v.row_scales(); ++i)
-      scales[i] = static_cast<std::uint8_t>(127 + center - 1 + static_cast<int>(rng_.next() % 3));
-    v.blocks = blocks;
-    v.scales = scales;
+    for (std::int64_t i = 0; i < count * row_scales; ++i)
+      scales[physical(i / row_scales) * row_scales + i % row_scales] =
+          static_cast<std::uint8_t>(127 + center - 1 + static_cast<int>(rng_.next() % 3));
+    std::vector<Mxfp4Segment> table(static_cast<std::size_t>(experts * parts));
+    for (std::int64_t e = 0; e < experts; ++e)
+      for (int p = 0; p < parts; ++p) {
+        const std::int64_t first_row = physical(e * rows + p * seg_rows);
+        table[static_cast<std::size_t>(e * parts + p)] = {blocks + first_row * row_bytes,
+                                                          scales + first_row * row_scales};
+      }
+    return Mxfp4View::segmented(std::move(table), parts, experts, rows, cols);
+  }
+
+  // A dense [rows, cols] matrix of values ~ U(-1, 1) / sqrt(cols) (a unit-variance input
+  // gives O(1) outputs) in `format`; FP8 gets E8M0 block scales chosen by the round-up rule.
+  DenseMatrixView dense_matrix(WeightFormat format, std::int64_t rows, std::int64_t cols,
+                               int parts) {
+    DenseMatrixView v;
+    v.rows = rows;
+    v.cols = cols;
+    v.parts = parts;
+    const std::int64_t seg_rows = rows / parts;
+    const float amplitude = static_cast<float>(1.0 / std::sqrt(static_cast<double>(cols)));
+    for (int p = 0; p < parts; ++p) {
+      std::vector<float> values(static_cast<std::size_t>(seg_rows * cols));
+      for (float& x : values) x = amplitude * rng_.symmetric();
+      DenseMatrixView::Segment& g = v.segment[p];
+      if (format == WeightFormat::f32) {
+        v.element = DenseElement::f32;
+        float* d = alloc<float>(seg_rows * cols);
+        std::copy(values.begin(), values.end(), d);
+        g.data = d;
+      } else if (format == WeightFormat::bf16) {
+        v.element = DenseElement::bf16;
+        auto* d = alloc<std::uint16_t>(seg_rows * cols);
+        for (std::size_t i = 0; i < values.size(); ++i) d[i] = f32_to_bf16(values[i]);
+        g.data = d;
+      } else {
+        v.element = DenseElement::e4m3;
+        v.scale_e8m0 = true;
+        auto* d = alloc<std::uint8_t>(seg_rows * cols);
+        auto* sc = alloc<std::uint8_t>(v.scale_rows() * v.scale_cols());
+        const std::int64_t b = DenseMatrixView::kScaleBlock;
+        for (std::int64_t br = 0; br < v.scale_rows(); ++br) {
+          for (std::int64_t bc = 0; bc < v.scale_cols(); ++bc) {
+            const std::int64_t r1 = std::min(seg_rows, (br + 1) * b);
+            const std::int64_t c1 = std::min(cols, (bc + 1) * b);
+            float amax = 0;
+            for (std::int64_t r = br * b; r < r1; ++r)
+              for (std::int64_t c = bc * b; c < c1; ++c)
+                amax = std::max(amax, std::fabs(values[static_cast<std::size_t>(r * cols + c)]));
+            int exp2 = 0;  // the smallest 2^k with amax <= 448 * 2^k
+            while (std::ldexp(448.0, exp2) < static_cast<double>(amax)) ++exp2;
+            while (exp2 > -127 && std::ldexp(448.0, exp2 - 1) >= static_cast<double>(amax)) --exp2;
+            sc[br * v.scale_cols() + bc] = static_cast<std::uint8_t>(127 + exp2);
+            for (std::int64_t r = br * b; r < r1; ++r)
+              for (std::int64_t c = bc * b; c < c1; ++c)
+                d[r * cols + c] = e4m3_encode(static_cast<float>(std::ldexp(
+                    static_cast<double>(values[static_cast<std::size_t>(r * cols + c)]), -exp2)));
+          }
+        }
+        g.data = d;
+        g.scales = sc;
+      }
+    }
     return v;
+  }
+
+  // tid2eid [vocab, top_k]: distinct random experts per token (a partial shuffle).
+  TokenExpertTable token_experts(std::int64_t vocab, int top_k, int experts) {
+    auto* ids = alloc<std::int32_t>(vocab * top_k);
+    std::vector<std::int32_t> order(static_cast<std::size_t>(experts));
+    for (int e = 0; e < experts; ++e) order[static_cast<std::size_t>(e)] = e;
+    for (std::int64_t t = 0; t < vocab; ++t)
+      for (int j = 0; j < top_k; ++j) {
+        const auto pick =
+            static_cast<std::size_t>(j) +
+            static_cast<std::size_t>(rng_.next() % static_cast<std::uint64_t>(experts - j));
+        std::swap(order[static_cast<std::size_t>(j)], order[pick]);
+        ids[t * top_k + j] = order[static_cast<std::size_t>(j)];
+      }
+    return TokenExpertTable{ids, false, vocab, top_k};
   }
 
  private:
@@ -141,6 +318,74 @@ class Builder {
 
 }  // namespace
 
+Mxfp4View Mxfp4View::contiguous(const std::uint8_t* blocks, const std::uint8_t* scales,
+                                std::int64_t experts, std::int64_t rows, std::int64_t cols) {
+  std::vector<Mxfp4Segment> table(static_cast<std::size_t>(experts));
+  for (std::int64_t e = 0; e < experts; ++e)
+    table[static_cast<std::size_t>(e)] = {blocks + e * rows * (cols / 2),
+                                          scales + e * rows * (cols / 32)};
+  return segmented(std::move(table), 1, experts, rows, cols);
+}
+
+Mxfp4View Mxfp4View::segmented(std::vector<Mxfp4Segment> table, int parts, std::int64_t experts,
+                               std::int64_t rows, std::int64_t cols) {
+  if (parts < 1 || rows % parts != 0 || table.size() != static_cast<std::size_t>(experts * parts))
+    throw std::invalid_argument(
+        fmt::format("Mxfp4View: {} segments for {} experts x {} parts of {} rows", table.size(),
+                    experts, parts, rows));
+  Mxfp4View v;
+  v.experts = experts;
+  v.rows = rows;
+  v.cols = cols;
+  v.parts = parts;
+  v.segments = std::make_shared<const std::vector<Mxfp4Segment>>(std::move(table));
+  return v;
+}
+
+Mxfp4View Mxfp4View::slice(ExpertRange range) const noexcept {
+  if (empty()) return *this;
+  Mxfp4View s = *this;
+  s.first = first + range.begin;
+  s.experts = range.size();
+  return s;
+}
+
+double DenseMatrixView::value(std::int64_t r, std::int64_t c) const noexcept {
+  const std::int64_t n = segment_rows();
+  const Segment& g = segment[r / n];
+  const std::int64_t row = r % n;
+  const std::int64_t i = row * cols + c;
+  switch (element) {
+    case DenseElement::f32:
+      return static_cast<const float*>(g.data)[i];
+    case DenseElement::bf16:
+      return bf16_to_f32(static_cast<const std::uint16_t*>(g.data)[i]);
+    case DenseElement::e4m3: {
+      const std::int64_t b = row / kScaleBlock * scale_cols() + c / kScaleBlock;
+      const double scale =
+          scale_e8m0
+              ? static_cast<double>(e8m0_decode(static_cast<const std::uint8_t*>(g.scales)[b]))
+              : static_cast<double>(static_cast<const float*>(g.scales)[b]);
+      return static_cast<double>(e4m3_decode(static_cast<const std::uint8_t*>(g.data)[i])) * scale;
+    }
+  }
+  return 0;
+}
+
+std::size_t DenseMatrixView::bytes() const noexcept {
+  const auto n = static_cast<std::size_t>(rows * cols);
+  switch (element) {
+    case DenseElement::f32:
+      return 4 * n;
+    case DenseElement::bf16:
+      return 2 * n;
+    case DenseElement::e4m3:
+      return n +
+             static_cast<std::size_t>(parts * scale_rows() * scale_cols()) * (scale_e8m0 ? 1 : 4);
+  }
+  return 0;
+}
+
 void validate(const LayerSpec& spec, const LayerWeights& w) {
   validate(spec);
   const std::int64_t e = spec.num_experts, h = spec.hidden, i = spec.intermediate;
@@ -151,17 +396,49 @@ void validate(const LayerSpec& spec, const LayerWeights& w) {
     check_dense("router_bias", w.router_bias, spec.router_bias, 1, e);
   }
   check_dense("selection_bias", w.selection_bias, spec.routing_params.selection_bias, 1, e);
+  if (spec.routing == RoutingMethod::hash)
+    check_token_experts(w.token_experts, spec.vocab, spec.top_k, e);
+  else if (!w.token_experts.empty())
+    throw std::invalid_argument(
+        "token_experts (tid2eid) is present but the layer is not hash-routed");
   check_mxfp4("w1", w.w1, e, 2 * i, h);
   check_dense("b1", w.b1, spec.expert_bias, e, 2 * i);
   check_mxfp4("w2", w.w2, e, h, i);
   check_dense("b2", w.b2, spec.expert_bias, e, h);
-  if (spec.shared_experts > 0) {
-    check_mxfp4("shared_w1", w.shared_w1, 1, 2 * std::int64_t{spec.shared_intermediate}, h);
-    check_mxfp4("shared_w2", w.shared_w2, 1, h, spec.shared_intermediate);
-  } else if (!w.shared_w1.empty() || !w.shared_w2.empty()) {
+  const bool dense_shared = spec.shared_weight_format != WeightFormat::mxfp4;
+  const std::int64_t is = spec.shared_intermediate;
+  if (spec.shared_experts > 0 && !dense_shared) {
+    check_mxfp4("shared_w1", w.shared_w1, 1, 2 * is, h);
+    check_mxfp4("shared_w2", w.shared_w2, 1, h, is);
+  } else if (spec.shared_experts > 0) {
+    check_dense_matrix("shared_w1", w.shared_dense_w1, 2 * is, h);
+    check_dense_matrix("shared_w2", w.shared_dense_w2, h, is);
+    const DenseElement want = spec.shared_weight_format == WeightFormat::bf16  ? DenseElement::bf16
+                              : spec.shared_weight_format == WeightFormat::f32 ? DenseElement::f32
+                                                                               : DenseElement::e4m3;
+    if (w.shared_dense_w1.element != want || w.shared_dense_w2.element != want)
+      throw std::invalid_argument(
+          fmt::format("shared_w1/shared_w2 are not stored as the spec's shared_weight_format {}",
+                      to_string(spec.shared_weight_format)));
+    if (spec.gate_up_layout == GateUpLayout::interleaved && w.shared_dense_w1.parts != 1)
+      throw std::invalid_argument("shared_w1 in two segments needs the halves gate/up layout");
+  }
+  if (spec.shared_experts == 0 && (!w.shared_w1.empty() || !w.shared_w2.empty() ||
+                                   !w.shared_dense_w1.empty() || !w.shared_dense_w2.empty()))
     throw std::invalid_argument(
         "shared_w1/shared_w2 are present but the spec has no shared expert");
-  }
+  if (spec.shared_experts > 0 && dense_shared && (!w.shared_w1.empty() || !w.shared_w2.empty()))
+    throw std::invalid_argument(
+        "MXFP4 shared_w1/shared_w2 are present but the spec's shared "
+        "expert is " +
+        std::string(to_string(spec.shared_weight_format)));
+  if (spec.shared_experts > 0 && !dense_shared &&
+      (!w.shared_dense_w1.empty() || !w.shared_dense_w2.empty()))
+    throw std::invalid_argument(
+        "dense shared_w1/shared_w2 are present but the spec's shared "
+        "expert is mxfp4");
+  if (w.w1.parts != 1 && spec.gate_up_layout == GateUpLayout::interleaved)
+    throw std::invalid_argument("w1 in separate gate/up segments needs the halves gate/up layout");
 }
 
 LayerStorage LayerStorage::random(const LayerSpec& spec, std::uint64_t seed) {
@@ -169,19 +446,28 @@ LayerStorage LayerStorage::random(const LayerSpec& spec, std::uint64_t seed) {
   LayerStorage s;
   Builder b(s.buffers_, seed);
   const std::int64_t e = spec.num_experts, h = spec.hidden, i = spec.intermediate;
+  const int halves = spec.gate_up_layout == GateUpLayout::halves ? 2 : 1;
   LayerWeights& w = s.views_;
   // Router: logits ~ O(1) for unit-variance inputs (uniform weights of variance 1/H), so
   // the routing is spread over the experts and rarely tied.
   w.router_weight = b.dense(e, h, static_cast<float>(std::sqrt(3.0 / static_cast<double>(h))));
   if (spec.router_bias) w.router_bias = b.dense(1, e, 0.1f);
   if (spec.routing_params.selection_bias) w.selection_bias = b.dense(1, e, 0.05f);
-  w.w1 = b.mxfp4(e, 2 * i, h);
+  if (spec.routing == RoutingMethod::hash)
+    w.token_experts = b.token_experts(spec.vocab, spec.top_k, spec.num_experts);
+  w.w1 = b.mxfp4(e, 2 * i, h, halves);
   if (spec.expert_bias) w.b1 = b.dense(e, 2 * i, 0.1f);
   w.w2 = b.mxfp4(e, h, i);
   if (spec.expert_bias) w.b2 = b.dense(e, h, 0.1f);
   if (spec.shared_experts > 0) {
-    w.shared_w1 = b.mxfp4(1, 2 * std::int64_t{spec.shared_intermediate}, h);
-    w.shared_w2 = b.mxfp4(1, h, spec.shared_intermediate);
+    const std::int64_t is = spec.shared_intermediate;
+    if (spec.shared_weight_format == WeightFormat::mxfp4) {
+      w.shared_w1 = b.mxfp4(1, 2 * is, h, halves);
+      w.shared_w2 = b.mxfp4(1, h, is);
+    } else {
+      w.shared_dense_w1 = b.dense_matrix(spec.shared_weight_format, 2 * is, h, halves);
+      w.shared_dense_w2 = b.dense_matrix(spec.shared_weight_format, h, is, 1);
+    }
   }
   return s;
 }
@@ -195,8 +481,8 @@ LayerWeights slice_experts(const LayerWeights& w, ExpertRange range) {
         fmt::format("slice_experts: experts [{}, {}) do not lie within the layer's {} experts",
                     range.begin, range.end, experts));
   LayerWeights s = w;
-  s.w1 = slice_mxfp4(w.w1, range);
-  s.w2 = slice_mxfp4(w.w2, range);
+  s.w1 = w.w1.slice(range);
+  s.w2 = w.w2.slice(range);
   s.b1 = slice_dense_rows(w.b1, range);
   s.b2 = slice_dense_rows(w.b2, range);
   return s;

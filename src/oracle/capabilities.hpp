@@ -22,12 +22,13 @@ struct BackendCapabilities {
   // per-token outputs whatever the batch; batch_invariant requests need one of these.
   std::vector<ActivationFormat> batch_invariant_activations;
   // Every expert nonlinearity and routing method by default: routing runs in the runtime
-  // before any kernel, and the activations share src/model/activation.hpp.
+  // before any kernel (hash routing too: a table lookup by token id, the same for every
+  // backend), and the activations share src/model/activation.hpp.
   std::vector<ActivationFn> activation_fns{ActivationFn::swiglu_oai, ActivationFn::silu_glu,
                                            ActivationFn::silu_glu_clamp};
   std::vector<RoutingMethod> routing_methods{
       RoutingMethod::topk_softmax, RoutingMethod::softmax_topk, RoutingMethod::sigmoid_group_topk,
-      RoutingMethod::sqrtsoftplus_topk};
+      RoutingMethod::sqrtsoftplus_topk, RoutingMethod::hash};
   std::vector<WeightFormat> weight_formats{WeightFormat::mxfp4};
   int dim_multiple = 32;    // H and I must be multiples of this
   bool needs_cuda = false;  // no_device when Hardware has no CUDA device

@@ -10,9 +10,9 @@
 namespace mxmoe {
 namespace {
 
-constexpr std::array<RoutingMethod, 4> kRoutings = {
+constexpr std::array<RoutingMethod, 5> kRoutings = {
     RoutingMethod::topk_softmax, RoutingMethod::softmax_topk, RoutingMethod::sigmoid_group_topk,
-    RoutingMethod::sqrtsoftplus_topk};
+    RoutingMethod::sqrtsoftplus_topk, RoutingMethod::hash};
 constexpr std::array<ActivationFn, 3> kActivationFns = {
     ActivationFn::swiglu_oai, ActivationFn::silu_glu, ActivationFn::silu_glu_clamp};
 
@@ -58,6 +58,7 @@ Deployment cell_deployment(const Deployment& base, const Cell& c) {
     d.layer.routing_params.n_group = 4;
     d.layer.routing_params.topk_group = 2;
   }
+  if (c.routing == RoutingMethod::hash) d.layer.vocab = 1000;
   return d;
 }
 

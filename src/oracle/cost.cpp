@@ -20,9 +20,16 @@ CallWork call_work(const Deployment& d, double packed_bytes_per_weight) {
   const double bias_bytes = l.expert_bias ? 4.0 * (2.0 * inter + hidden) : 0.0;
   const double shared_weights = l.shared_experts > 0 ? 3.0 * hidden * l.shared_intermediate : 0.0;
 
+  // A shared expert that is not MXFP4 runs on the dense kernel every backend shares, which
+  // reads bf16 weights (fp8_e4m3 and bf16 sources) or float32 ones.
+  const double shared_bytes_per_weight = l.shared_weight_format == WeightFormat::mxfp4
+                                             ? packed_bytes_per_weight
+                                         : l.shared_weight_format == WeightFormat::f32 ? 4.0
+                                                                                       : 2.0;
+
   CallWork w;
   w.weight_bytes = touched * (weights_per_expert * packed_bytes_per_weight + bias_bytes) +
-                   shared_weights * packed_bytes_per_weight;
+                   shared_weights * shared_bytes_per_weight;
   w.flops = 2.0 * (local_slots * weights_per_expert + tokens * shared_weights);
   w.threads = r.threads > 0 ? r.threads : std::max(1, d.hardware.logical_cpus);
   return w;

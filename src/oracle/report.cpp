@@ -105,10 +105,15 @@ std::string format_selection_table(const Selection& s) {
   for (const Verdict& v : s.candidates) width = std::max(width, v.name.size());
 
   std::string out;
-  out +=
-      fmt::format("layer      {} ({}): E={} top_k={} H={} I={} routing={} activation_fn={}\n",
-                  l.name.empty() ? "unnamed" : l.name, to_string(l.family), l.num_experts, l.top_k,
-                  l.hidden, l.intermediate, to_string(l.routing), to_string(l.activation));
+  out += fmt::format(
+      "layer      {} ({}): E={} top_k={} H={} I={} routing={}{} activation_fn={}{}\n",
+      l.name.empty() ? "unnamed" : l.name, to_string(l.family), l.num_experts, l.top_k, l.hidden,
+      l.intermediate, to_string(l.routing),
+      l.routing == RoutingMethod::hash ? fmt::format(" (token ids < {})", l.vocab) : "",
+      to_string(l.activation),
+      l.shared_experts > 0 ? fmt::format(" shared={}x{} {}", l.shared_experts,
+                                         l.shared_intermediate, to_string(l.shared_weight_format))
+                           : "");
   out +=
       fmt::format("request    activation={} batch_invariant={} ep={}/{} threads={} tokens={}{}{}\n",
                   r.activation ? to_string(*r.activation) : "unset", r.batch_invariant, r.ep_rank,

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "mxmoe/perf.hpp"
+#include "perf/stats.hpp"
 
 namespace mxmoe::perf {
 
@@ -28,6 +29,9 @@ Json machine_json(const MachineLimits& m) {
           {"dram_buffer_bytes", m.dram_buffer_bytes},
           {"dram_gbps_one_thread", m.dram_gbps_one_thread},
           {"dram_gbps_all_threads", m.dram_gbps_all_threads},
+          {"dram_passes_one_thread", m.dram_passes_one_thread},
+          {"dram_passes_all_threads", m.dram_passes_all_threads},
+          {"dram_measurements", m.dram_measurements},
           {"peaks", peaks},
           {"measure_seconds", m.measure_seconds}};
 }
@@ -35,6 +39,14 @@ Json machine_json(const MachineLimits& m) {
 // A figure for a table cell: "-" when unknown (NaN or not measured).
 std::string cell(double v, int decimals = 1) {
   return std::isfinite(v) ? fmt::format("{:.{}f}", v, decimals) : std::string("-");
+}
+
+// "best of 10 passes in 2 measurements: 18.2-24.0 GB/s, median 22.1" ("" without passes).
+std::string spread_text(const std::vector<double>& passes, int measurements) {
+  if (passes.empty()) return {};
+  const Summary s = summarize(passes);
+  return fmt::format("{} passes in {} measurement{}: {:.1f}-{:.1f}, median {:.1f}", passes.size(),
+                     measurements, measurements == 1 ? "" : "s", s.min, s.max, s.median);
 }
 
 std::string csv_number(double v) {
@@ -57,14 +69,24 @@ std::string to_json(const BenchReport& report) {
                        {"activation", r.activation},
                        {"threads", r.threads},
                        {"tokens", r.tokens},
+                       {"layers", r.layers},
+                       {"reps", r.reps},
                        {"us_median", r.us_median},
                        {"us_sd", r.us_sd},
+                       {"us_p10", r.us_p10},
+                       {"us_p90", r.us_p90},
+                       {"first_call_us", r.first_call_us},
                        {"tokens_per_s", r.tokens_per_s},
+                       {"touched_bytes", r.touched_bytes},
                        {"weight_gbps", r.weight_gbps},
                        {"gflops", r.gflops},
                        {"pct_bw", r.pct_bw},
                        {"pct_peak", r.pct_peak}});
-  const Json doc = {{"machine", machine_json(report.machine)}, {"results", results}};
+  const Json doc = {{"machine", machine_json(report.machine)},
+                    {"layer", report.layer},
+                    {"mode", report.mode},
+                    {"results", results},
+                    {"notes", report.notes}};
   return doc.dump(2) + "\n";  // nlohmann writes NaN as null
 }
 
@@ -74,11 +96,16 @@ std::string format_limits_markdown(const MachineLimits& m) {
       "noisy):\n\n| limit | 1 thread | {} threads | unit | note |\n|---|---:|---:|---|---|\n",
       m.cpu.empty() ? "this CPU" : m.cpu, m.measure_seconds, m.threads);
   out += fmt::format(
-      "| DRAM read ({:.2f} GB buffer, {:.1f}x LLC) | {} | {} | GB/s | |\n",
+      "| DRAM read ({:.2f} GB buffer, {:.1f}x LLC) | {} | {} | GB/s | {} |\n",
       static_cast<double>(m.dram_buffer_bytes) / 1e9,
       m.l3_bytes > 0 ? static_cast<double>(m.dram_buffer_bytes) / static_cast<double>(m.l3_bytes)
                      : 0.0,
-      cell(m.dram_gbps_one_thread), cell(m.dram_gbps_all_threads));
+      cell(m.dram_gbps_one_thread), cell(m.dram_gbps_all_threads),
+      m.dram_passes_one_thread.empty()
+          ? std::string()
+          : fmt::format("best pass; 1 thread: {}; {} threads: {}",
+                        spread_text(m.dram_passes_one_thread, m.dram_measurements), m.threads,
+                        spread_text(m.dram_passes_all_threads, m.dram_measurements)));
   for (const Peak& p : m.peaks) {
     const double nan = std::nan("");
     out +=
@@ -94,15 +121,18 @@ std::string to_markdown(const BenchReport& report) {
     out += fmt::format("\nLayer: {}; {}\n", report.layer, report.mode);
   if (!report.rows.empty()) {
     out +=
-        "\n| backend | activation | threads | tokens | us/call (median ± sd) | reps | tokens/s | "
-        "weight GB/s | GFLOP/s | % DRAM bw | % peak | peak class |\n"
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
+        "\n| backend | activation | threads | tokens | layers | us/call median (p10-p90) | reps | "
+        "first call us | tokens/s | MB/call | weight GB/s | GFLOP/s | % DRAM bw | % peak | peak "
+        "class |\n"
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
     for (const BenchRow& r : report.rows)
-      out += fmt::format("| {} | {} | {} | {} | {} ± {} | {} | {} | {} | {} | {} | {} | {} |\n",
-                         r.backend, r.activation, r.threads, r.tokens, cell(r.us_median),
-                         cell(r.us_sd), r.reps, cell(r.tokens_per_s, 0), cell(r.weight_gbps, 2),
-                         cell(r.gflops, 1), cell(r.pct_bw), cell(r.pct_peak),
-                         r.peak_class.empty() ? "-" : r.peak_class);
+      out += fmt::format(
+          "| {} | {} | {} | {} | {} | {} ({}-{}) | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+          r.backend, r.activation, r.threads, r.tokens, r.layers, cell(r.us_median), cell(r.us_p10),
+          cell(r.us_p90), r.reps, cell(r.first_call_us, 0),
+          cell(r.tokens_per_s, r.tokens_per_s < 100 ? 2 : 0), cell(r.touched_bytes / 1e6, 1),
+          cell(r.weight_gbps, 2), cell(r.gflops, 1), cell(r.pct_bw), cell(r.pct_peak),
+          r.peak_class.empty() ? "-" : r.peak_class);
   }
   if (!report.notes.empty()) {
     out += "\nNotes:\n";
@@ -114,12 +144,14 @@ std::string to_markdown(const BenchReport& report) {
 std::string to_csv(const BenchReport& report) {
   std::string out =
       "backend,activation,threads,tokens,reps,us_median,us_sd,tokens_per_s,weight_gbps,gflops,"
-      "pct_bw,pct_peak,peak_class\n";
+      "pct_bw,pct_peak,peak_class,layers,us_p10,us_p90,first_call_us,touched_bytes\n";
   for (const BenchRow& r : report.rows)
-    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.backend, r.activation,
-                       r.threads, r.tokens, r.reps, csv_number(r.us_median), csv_number(r.us_sd),
-                       csv_number(r.tokens_per_s), csv_number(r.weight_gbps), csv_number(r.gflops),
-                       csv_number(r.pct_bw), csv_number(r.pct_peak), r.peak_class);
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.backend,
+                       r.activation, r.threads, r.tokens, r.reps, csv_number(r.us_median),
+                       csv_number(r.us_sd), csv_number(r.tokens_per_s), csv_number(r.weight_gbps),
+                       csv_number(r.gflops), csv_number(r.pct_bw), csv_number(r.pct_peak),
+                       r.peak_class, r.layers, csv_number(r.us_p10), csv_number(r.us_p90),
+                       csv_number(r.first_call_us), csv_number(r.touched_bytes));
   return out;
 }
 

@@ -14,7 +14,9 @@ namespace mxmoe::perf {
 
 // MXFP4 bytes (E2M1 blocks + E8M0 scales) of one routed expert: W1 [2I, H] and W2 [H, I].
 std::uint64_t expert_weight_bytes(const LayerSpec& spec);
-// The same for the fused shared experts (0 when the layer has none); read on every call.
+// The same for the fused shared experts (0 when the layer has none); read on every call. A
+// shared expert that is not MXFP4 counts the bytes the dense kernel reads: 2 per weight for
+// bf16 and FP8 sources (kept as exact bf16), 4 for f32.
 std::uint64_t shared_weight_bytes(const LayerSpec& spec);
 // Expert weight bytes a call reads when `distinct_experts` routed experts receive tokens.
 std::uint64_t touched_weight_bytes(const LayerSpec& spec, int distinct_experts);

@@ -52,10 +52,6 @@ void top_k(const float* select, float* taken, int num, int k, std::int32_t* ids)
   }
 }
 
-float softplus(float x) {  // log(1 + e^x) without overflow; softplus(-inf) = 0
-  return std::max(x, 0.0f) + std::log1p(std::exp(-std::fabs(x)));
-}
-
 void route_topk_softmax(const LayerSpec& spec, const float* logits, TokenScratch s,
                         std::int32_t* ids, float* weights) {
   const int k = spec.top_k;
@@ -74,30 +70,78 @@ void route_topk_softmax(const LayerSpec& spec, const float* logits, TokenScratch
     weights[j] = static_cast<float>(static_cast<double>(weights[j]) / sum);
 }
 
-void route_softmax_topk(const LayerSpec& spec, const float* logits, TokenScratch s,
-                        std::int32_t* ids, float* weights) {
-  const int num = spec.num_experts, k = spec.top_k;
+// p = softmax(logits) over all `num` experts (1/num each when every logit is -inf).
+void softmax_scores(const float* logits, int num, float* score) {
   float top = kNegInf;
   for (int e = 0; e < num; ++e) top = std::max(top, logits[e]);
   if (top == kNegInf) {
-    for (int e = 0; e < num; ++e) s.score[e] = 1.0f / static_cast<float>(num);
-  } else {
-    double sum = 0;
-    for (int e = 0; e < num; ++e) {
-      s.score[e] = std::exp(logits[e] - top);
-      sum += static_cast<double>(s.score[e]);
-    }
-    for (int e = 0; e < num; ++e)
-      s.score[e] = static_cast<float>(static_cast<double>(s.score[e]) / sum);
+    for (int e = 0; e < num; ++e) score[e] = 1.0f / static_cast<float>(num);
+    return;
   }
-  top_k(s.score, s.taken, num, k, ids);
-  double chosen = 0;
-  for (int j = 0; j < k; ++j) chosen += static_cast<double>(s.score[ids[j]]);
+  double sum = 0;
+  for (int e = 0; e < num; ++e) {
+    score[e] = std::exp(logits[e] - top);
+    sum += static_cast<double>(score[e]);
+  }
+  for (int e = 0; e < num; ++e) score[e] = static_cast<float>(static_cast<double>(score[e]) / sum);
+}
+
+float softplus(float x) {  // log(1 + e^x) without overflow; softplus(-inf) = 0
+  return std::max(x, 0.0f) + std::log1p(std::exp(-std::fabs(x)));
+}
+
+// The score of every expert by one of DeepSeek's score functions.
+void scores(ScoreFunction f, const float* logits, int num, float* score) {
+  switch (f) {
+    case ScoreFunction::softmax:
+      softmax_scores(logits, num, score);
+      return;
+    case ScoreFunction::sigmoid:
+      for (int e = 0; e < num; ++e) score[e] = 1.0f / (1.0f + std::exp(-logits[e]));
+      return;
+    case ScoreFunction::sqrtsoftplus:
+      for (int e = 0; e < num; ++e) score[e] = std::sqrt(softplus(logits[e]));
+      return;
+  }
+}
+
+// weights[j] = score[ids[j]] (divided by their sum + 1e-20 when renormalize, DeepSeek's guard
+// against an all-zero sum) x routed_scaling_factor; the sum is accumulated in double.
+void gather_weights(const RoutingParams& p, const float* score, const std::int32_t* ids, int k,
+                    float* weights) {
+  double sum = 0;
+  for (int j = 0; j < k; ++j) sum += static_cast<double>(score[ids[j]]);
   for (int j = 0; j < k; ++j) {
-    const float p = s.score[ids[j]];
-    weights[j] =
-        spec.routing_params.renormalize ? static_cast<float>(static_cast<double>(p) / chosen) : p;
+    double w = score[ids[j]];
+    if (p.renormalize) w /= sum + 1e-20;
+    weights[j] = static_cast<float>(w * static_cast<double>(p.routed_scaling_factor));
   }
+}
+
+// Mixtral / Qwen3 (and DeepSeek-V4 with scoring_func softmax, which adds a selection bias
+// and a scaling factor): softmax over all experts, top-k of p (+ bias), weights from p.
+void route_softmax_topk(const LayerSpec& spec, const float* logits, const float* bias,
+                        TokenScratch s, std::int32_t* ids, float* weights) {
+  const int num = spec.num_experts, k = spec.top_k;
+  const RoutingParams& p = spec.routing_params;
+  softmax_scores(logits, num, s.score);
+  const float* select = s.score;
+  if (p.selection_bias) {
+    for (int e = 0; e < num; ++e) s.select[e] = s.score[e] + bias[e];
+    select = s.select;
+  }
+  top_k(select, s.taken, num, k, ids);
+  if (!p.selection_bias && p.routed_scaling_factor == 1.0f) {
+    // Mixtral / Qwen3: p / sum(chosen p), no guard (the sum is at least the largest p).
+    double chosen = 0;
+    for (int j = 0; j < k; ++j) chosen += static_cast<double>(s.score[ids[j]]);
+    for (int j = 0; j < k; ++j) {
+      const float v = s.score[ids[j]];
+      weights[j] = p.renormalize ? static_cast<float>(static_cast<double>(v) / chosen) : v;
+    }
+    return;
+  }
+  gather_weights(p, s.score, ids, k, weights);
 }
 
 // DeepSeek-V3 (sigmoid scores, n_group groups) and V4 (sqrt(softplus) scores, no groups):
@@ -144,13 +188,13 @@ void route_deepseek(const LayerSpec& spec, const float* logits, const float* bia
     s.taken[best] = 1.0f;
     ids[j] = best;
   }
-  double sum = 0;
-  for (int j = 0; j < k; ++j) sum += static_cast<double>(s.score[ids[j]]);
-  for (int j = 0; j < k; ++j) {
-    double w = s.score[ids[j]];
-    if (p.renormalize) w /= sum + 1e-20;  // DeepSeek's guard against an all-zero sum
-    weights[j] = static_cast<float>(w * static_cast<double>(p.routed_scaling_factor));
-  }
+  gather_weights(p, s.score, ids, k, weights);
+}
+
+void check_logits(const float* row, int num, std::int64_t token) {
+  for (int e = 0; e < num; ++e)
+    if (std::isnan(row[e]) || row[e] == std::numeric_limits<float>::infinity())
+      bad_logit(token, e, row[e]);
 }
 
 }  // namespace
@@ -167,9 +211,11 @@ void route_logits(const LayerSpec& spec, const float* logits, const float* selec
   const int num = spec.num_experts, k = spec.top_k;
   if (scratch.size() < routing_scratch_floats(spec))
     throw std::invalid_argument("route_logits: scratch too small");
-  if (spec.routing_params.selection_bias && selection_bias == nullptr &&
-      (spec.routing == RoutingMethod::sigmoid_group_topk ||
-       spec.routing == RoutingMethod::sqrtsoftplus_topk))
+  if (spec.routing == RoutingMethod::hash)
+    throw std::invalid_argument("layer '" + spec.name +
+                                "' is hash-routed (experts by token id): route with route_hash and "
+                                "the tokens' ids");
+  if (spec.routing_params.selection_bias && selection_bias == nullptr)
     throw std::invalid_argument("route_logits: the spec uses a selection bias but none was given");
   const auto n = static_cast<std::size_t>(num);
   const auto groups = static_cast<std::size_t>(std::max(spec.routing_params.n_group, 1));
@@ -177,9 +223,7 @@ void route_logits(const LayerSpec& spec, const float* logits, const float* selec
                  scratch.data() + 3 * n + groups};
   for (std::int64_t t = 0; t < tokens; ++t) {
     const float* row = logits + t * num;
-    for (int e = 0; e < num; ++e)
-      if (std::isnan(row[e]) || row[e] == std::numeric_limits<float>::infinity())
-        bad_logit(t, e, row[e]);
+    check_logits(row, num, t);
     std::int32_t* tid = ids + t * k;
     float* tw = weights + t * k;
     switch (spec.routing) {
@@ -187,13 +231,49 @@ void route_logits(const LayerSpec& spec, const float* logits, const float* selec
         route_topk_softmax(spec, row, s, tid, tw);
         break;
       case RoutingMethod::softmax_topk:
-        route_softmax_topk(spec, row, s, tid, tw);
+        route_softmax_topk(spec, row, selection_bias, s, tid, tw);
         break;
       case RoutingMethod::sigmoid_group_topk:
       case RoutingMethod::sqrtsoftplus_topk:
         route_deepseek(spec, row, selection_bias, t, s, tid, tw);
         break;
+      case RoutingMethod::hash:  // refused above
+        break;
     }
+  }
+}
+
+void validate_token_ids(const LayerSpec& spec, const std::int32_t* token_ids, std::int64_t tokens) {
+  if (token_ids == nullptr)
+    throw std::invalid_argument("layer '" + spec.name +
+                                "' is hash-routed (DeepSeek-V4 tid2eid): it needs the tokens' ids");
+  for (std::int64_t t = 0; t < tokens; ++t)
+    if (token_ids[t] < 0 || token_ids[t] >= spec.vocab)
+      throw std::invalid_argument("token id " + std::to_string(token_ids[t]) + " of token " +
+                                  std::to_string(t) + " is out of range [0, " +
+                                  std::to_string(spec.vocab) + ")");
+}
+
+void route_hash(const LayerSpec& spec, const float* logits, const TokenExpertTable& table,
+                const std::int32_t* token_ids, std::int64_t tokens, std::int32_t* ids,
+                float* weights, std::span<float> scratch) {
+  const int num = spec.num_experts, k = spec.top_k;
+  if (spec.routing != RoutingMethod::hash)
+    throw std::invalid_argument("route_hash: layer '" + spec.name + "' routes by " +
+                                std::string(to_string(spec.routing)) + ", not hash");
+  if (scratch.size() < routing_scratch_floats(spec))
+    throw std::invalid_argument("route_hash: scratch too small");
+  if (table.empty() || table.vocab != spec.vocab || table.top_k != k)
+    throw std::invalid_argument("route_hash: the tid2eid table does not match the spec");
+  validate_token_ids(spec, token_ids, tokens);
+  float* score = scratch.data();
+  for (std::int64_t t = 0; t < tokens; ++t) {
+    const float* row = logits + t * num;
+    check_logits(row, num, t);
+    scores(spec.routing_params.score_function, row, num, score);
+    std::int32_t* tid = ids + t * k;
+    for (int j = 0; j < k; ++j) tid[j] = static_cast<std::int32_t>(table.at(token_ids[t], j));
+    gather_weights(spec.routing_params, score, tid, k, weights + t * k);
   }
 }
 

@@ -8,22 +8,19 @@
 #include <string>
 #include <vector>
 
+#include "backends/common/dense_expert.hpp"
 #include "backends/expert_batch.hpp"
 #include "backends/kernel.hpp"
 #include "base/dot.hpp"
 #include "base/thread_pool.hpp"
 #include "base/workspace.hpp"
+#include "model/dense_view.hpp"
 #include "mxmoe/format.hpp"
 #include "mxmoe/routing.hpp"
+#include "routing/router_logits.hpp"
 
 namespace mxmoe {
 namespace {
-
-std::vector<float> to_floats(const DenseView& v) {
-  std::vector<float> out(static_cast<std::size_t>(v.empty() ? 0 : v.rows * v.cols));
-  for (std::size_t i = 0; i < out.size(); ++i) out[i] = v.at(static_cast<std::int64_t>(i));
-  return out;
-}
 
 // The shared experts as a one-expert layer every token is routed to (weight 1, no bias).
 LayerSpec shared_expert_spec(const LayerSpec& s) {
@@ -135,17 +132,9 @@ struct MoeLayer::Impl {
     if (router_weight.empty())
       throw std::invalid_argument("layer '" + s.name +
                                   "' has no router weights: use forward_logits or forward_routed");
-    const auto h = static_cast<std::size_t>(s.hidden);
-    const int e = s.num_experts;
-    pool->parallel_for(tokens, [&](std::int64_t t, int) {
-      for (int j = 0; j < e; ++j) {
-        double v =
-            dot_f64(router_weight.data() + static_cast<std::size_t>(j) * h, x + t * s.hidden, h);
-        if (!router_bias.empty())
-          v += static_cast<double>(router_bias[static_cast<std::size_t>(j)]);
-        logits[t * e + j] = static_cast<float>(v);
-      }
-    });
+    // Over (token, block of experts): at decode the E dot products share the threads.
+    compute_router_logits(router_weight.data(), router_bias.empty() ? nullptr : router_bias.data(),
+                          x, tokens, s.num_experts, s.hidden, logits, pool);
   }
 
   // Everything after routing: group, compute, combine.
@@ -198,12 +187,24 @@ struct MoeLayer::Impl {
     });
   }
 
-  void route_and_run(const float* x, const float* logits, std::int64_t tokens, float* y,
-                     Buffers& b) {
+  // token_ids: [tokens] for a hash layer (ignored by the other methods).
+  void route_and_run(const float* x, const float* logits, const std::int32_t* token_ids,
+                     std::int64_t tokens, float* y, Buffers& b) {
     const LayerSpec& s = spec();
-    route_logits(s, logits, selection_bias.empty() ? nullptr : selection_bias.data(), tokens, b.ids,
-                 b.weights, {b.routing_scratch, routing_scratch_floats(s)});
+    const std::span<float> scratch{b.routing_scratch, routing_scratch_floats(s)};
+    if (s.routing == RoutingMethod::hash)
+      route_hash(s, logits, weights.token_experts, token_ids, tokens, b.ids, b.weights, scratch);
+    else
+      route_logits(s, logits, selection_bias.empty() ? nullptr : selection_bias.data(), tokens,
+                   b.ids, b.weights, scratch);
     run_routed(x, b.ids, b.weights, tokens, y, b);
+  }
+
+  // A hash layer routes by token id: the calls without ids refuse it before any work.
+  void require_not_hash(const char* call) const {
+    if (spec().routing == RoutingMethod::hash)
+      throw std::invalid_argument(std::string(call) + ": layer '" + spec().name +
+                                  "' is hash-routed (DeepSeek-V4 tid2eid): pass the tokens' ids");
   }
 };
 
@@ -239,10 +240,16 @@ MoeLayer::MoeLayer(const LayerWeights& weights, Selection selection, Runtime& ru
     sd.layer = shared_expert_spec(s);
     sd.request.ep_size = 1;
     sd.request.ep_rank = 0;
-    LayerWeights sw;
-    sw.w1 = weights.shared_w1;
-    sw.w2 = weights.shared_w2;
-    m.shared_kernel = backend->create(sd, sw);
+    if (s.shared_weight_format == WeightFormat::mxfp4) {
+      LayerWeights sw;
+      sw.w1 = weights.shared_w1;
+      sw.w2 = weights.shared_w2;
+      m.shared_kernel = backend->create(sd, sw);
+    } else {
+      // Not MXFP4 (DeepSeek-V4's FP8 shared expert): the one dense path every backend shares.
+      m.shared_kernel =
+          make_dense_expert_kernel(sd, weights.shared_dense_w1, weights.shared_dense_w2);
+    }
     m.adds_shared = rank == 0;
   }
   m.router_weight = to_floats(weights.router_weight);
@@ -256,18 +263,27 @@ MoeLayer::MoeLayer(MoeLayer&&) noexcept = default;
 MoeLayer& MoeLayer::operator=(MoeLayer&&) noexcept = default;
 
 void MoeLayer::forward(const float* x, std::int64_t tokens, float* y) {
+  impl_->require_not_hash("forward");
+  forward(x, nullptr, tokens, y);
+}
+
+void MoeLayer::forward(const float* x, const std::int32_t* token_ids, std::int64_t tokens,
+                       float* y) {
   impl_->check_tokens("forward", tokens);
   if (tokens == 0) return;
+  if (impl_->spec().routing == RoutingMethod::hash)
+    validate_token_ids(impl_->spec(), token_ids, tokens);
   Impl::Buffers b = impl_->buffers(tokens, false);
   impl_->router_logits(x, tokens, b.logits);
-  impl_->route_and_run(x, b.logits, tokens, y, b);
+  impl_->route_and_run(x, b.logits, token_ids, tokens, y, b);
 }
 
 void MoeLayer::forward_logits(const float* x, const float* logits, std::int64_t tokens, float* y) {
   impl_->check_tokens("forward_logits", tokens);
+  impl_->require_not_hash("forward_logits");
   if (tokens == 0) return;
   Impl::Buffers b = impl_->buffers(tokens, false);
-  impl_->route_and_run(x, logits, tokens, y, b);
+  impl_->route_and_run(x, logits, nullptr, tokens, y, b);
 }
 
 void MoeLayer::forward_routed(const float* x, const std::int32_t* ids, const float* weights,
@@ -280,19 +296,27 @@ void MoeLayer::forward_routed(const float* x, const std::int32_t* ids, const flo
 }
 
 void MoeLayer::forward_bf16(const std::uint16_t* x, std::int64_t tokens, std::uint16_t* y) {
+  impl_->require_not_hash("forward_bf16");
+  forward_bf16(x, nullptr, tokens, y);
+}
+
+void MoeLayer::forward_bf16(const std::uint16_t* x, const std::int32_t* token_ids,
+                            std::int64_t tokens, std::uint16_t* y) {
   impl_->check_tokens("forward_bf16", tokens);
   if (tokens == 0) return;
+  if (impl_->spec().routing == RoutingMethod::hash)
+    validate_token_ids(impl_->spec(), token_ids, tokens);
   Impl::Buffers b = impl_->buffers(tokens, true);
   const std::int64_t n = tokens * impl_->spec().hidden;
   for (std::int64_t i = 0; i < n; ++i) b.x_f32[i] = bf16_to_f32(x[i]);
   impl_->router_logits(b.x_f32, tokens, b.logits);
-  impl_->route_and_run(b.x_f32, b.logits, tokens, b.y_f32, b);
+  impl_->route_and_run(b.x_f32, b.logits, token_ids, tokens, b.y_f32, b);
   for (std::int64_t i = 0; i < n; ++i) y[i] = f32_to_bf16(b.y_f32[i]);
 }
 
 void MoeLayer::forward_routed_bf16(const std::uint16_t* x, const std::int32_t* ids,
                                    const float* weights, std::int64_t tokens, std::uint16_t* y) {
-  if (tokens < 0) throw std::invalid_argument("forward_routed_bf16: tokens < 0");
+  impl_->check_tokens("forward_routed_bf16", tokens);
   if (tokens == 0) return;
   validate_routing(impl_->spec(), ids, weights, tokens);
   Impl::Buffers b = impl_->buffers(tokens, true);

@@ -1,5 +1,6 @@
 #include "verify/evaluate_f64.hpp"
 
+#include <algorithm>
 #include <span>
 
 #include "base/thread_pool.hpp"
@@ -10,17 +11,24 @@
 namespace mxmoe {
 namespace {
 
+std::size_t row_width(const LayerSpec& s) {
+  return static_cast<std::size_t>(std::max({s.hidden, s.intermediate, s.shared_intermediate}));
+}
+
 class ExpertEvaluator {
  public:
   ExpertEvaluator(const LayerSpec& spec, std::optional<ActivationFormat> format)
       : spec_(spec),
         format_(format),
-        row_(static_cast<std::size_t>(std::max(spec.hidden, spec.intermediate))),
+        row_f32_(row_width(spec)),
+        row_(row_width(spec)),
         scratch_(rounding_scratch_bytes(row_.size()) + sizeof(float)) {}
 
-  // out += scale * (W2 . Q(act(W1 . xq + b1)) + b2) for expert e of (w1, b1, w2, b2).
-  void add(const Mxfp4View& w1, const DenseView& b1, const Mxfp4View& w2, const DenseView& b2,
-           std::int64_t e, const float* xq, double scale, double* out) {
+  // out += scale * (W2 . Q(act(W1 . xq + b1)) + b2) for expert e of (w1, b1, w2, b2);
+  // W is an Mxfp4View or (one expert, e = 0) a DenseMatrixView.
+  template <class W>
+  void add(const W& w1, const DenseView& b1, const W& w2, const DenseView& b2, std::int64_t e,
+           const float* xq, double scale, double* out) {
     const std::int64_t inter = w2.cols, hidden = w2.rows;
     std::vector<double> h(static_cast<std::size_t>(2 * inter));
     for (std::int64_t r = 0; r < 2 * inter; ++r) {
@@ -42,8 +50,7 @@ class ExpertEvaluator {
       double v = 0;
       dequantize(w2, e, r);
       for (std::int64_t i = 0; i < inter; ++i)
-        v +=
-            static_cast<double>(row_[static_cast<std::size_t>(i)]) * a[static_cast<std::size_t>(i)];
+        v += row_[static_cast<std::size_t>(i)] * a[static_cast<std::size_t>(i)];
       if (!b2.empty()) v += static_cast<double>(b2.at(e * hidden + r));
       out[r] += scale * v;
     }
@@ -58,22 +65,32 @@ class ExpertEvaluator {
   }
 
  private:
+  // row_ = row r of expert e's weights, exactly (E2M1 x 2^k is exact in float32; a dense
+  // value is exact in double).
   void dequantize(const Mxfp4View& w, std::int64_t e, std::int64_t r) {
     dequantize_mxfp4({w.row_blocks(e, r), static_cast<std::size_t>(w.row_bytes())},
                      {w.row_scale(e, r), static_cast<std::size_t>(w.row_scales())},
-                     {row_.data(), static_cast<std::size_t>(w.cols)});
+                     {row_f32_.data(), static_cast<std::size_t>(w.cols)});
+    for (std::int64_t i = 0; i < w.cols; ++i)
+      row_[static_cast<std::size_t>(i)] =
+          static_cast<double>(row_f32_[static_cast<std::size_t>(i)]);
   }
-  double row_dot(const Mxfp4View& w, std::int64_t e, std::int64_t r, const float* v) {
+  void dequantize(const DenseMatrixView& w, std::int64_t /*e*/, std::int64_t r) {
+    for (std::int64_t i = 0; i < w.cols; ++i) row_[static_cast<std::size_t>(i)] = w.value(r, i);
+  }
+  template <class W>
+  double row_dot(const W& w, std::int64_t e, std::int64_t r, const float* v) {
     dequantize(w, e, r);
     double acc = 0;
     for (std::int64_t i = 0; i < w.cols; ++i)
-      acc += static_cast<double>(row_[static_cast<std::size_t>(i)]) * static_cast<double>(v[i]);
+      acc += row_[static_cast<std::size_t>(i)] * static_cast<double>(v[i]);
     return acc;
   }
 
   const LayerSpec& spec_;
   std::optional<ActivationFormat> format_;
-  std::vector<float> row_;
+  std::vector<float> row_f32_;
+  std::vector<double> row_;
   std::vector<std::byte> scratch_;
 };
 
@@ -97,8 +114,13 @@ std::vector<double> evaluate_f64(const LayerSpec& spec, const LayerWeights& w, c
       if (!local.contains(e)) continue;
       eval.add(w.w1, w.b1, w.w2, w.b2, e, xq.data(), static_cast<double>(weights[t * k + j]), yt);
     }
-    if (spec.shared_experts > 0 && ep_rank == 0)
-      eval.add(w.shared_w1, DenseView{}, w.shared_w2, DenseView{}, 0, xq.data(), 1.0, yt);
+    if (spec.shared_experts > 0 && ep_rank == 0) {
+      if (spec.shared_weight_format == WeightFormat::mxfp4)
+        eval.add(w.shared_w1, DenseView{}, w.shared_w2, DenseView{}, 0, xq.data(), 1.0, yt);
+      else
+        eval.add(w.shared_dense_w1, DenseView{}, w.shared_dense_w2, DenseView{}, 0, xq.data(), 1.0,
+                 yt);
+    }
   };
   if (pool != nullptr)
     pool->parallel_for(tokens, [&](std::int64_t t, int) { token(t); });

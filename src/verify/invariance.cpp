@@ -33,7 +33,7 @@ void gather_rows(const std::vector<T>& src, std::int64_t width,
 
 struct Batch {
   std::vector<float> x, logits, weights, y;
-  std::vector<std::int32_t> ids;
+  std::vector<std::int32_t> ids, token_ids;
 };
 
 void run_batch(MoeLayer& layer, const InvarianceInputs& in, const std::vector<std::int64_t>& picked,
@@ -44,7 +44,12 @@ void run_batch(MoeLayer& layer, const InvarianceInputs& in, const std::vector<st
   b.y.assign(b.x.size(), 0.0f);
   switch (in.routing) {
     case InvarianceRouting::router:
-      layer.forward(b.x.data(), tokens, b.y.data());
+      if (in.token_ids.empty()) {
+        layer.forward(b.x.data(), tokens, b.y.data());
+      } else {
+        gather_rows(in.token_ids, 1, picked, b.token_ids);
+        layer.forward(b.x.data(), b.token_ids.data(), tokens, b.y.data());
+      }
       break;
     case InvarianceRouting::logits:
       gather_rows(in.logits, s.num_experts, picked, b.logits);
@@ -73,6 +78,7 @@ void check_inputs(const LayerSpec& s, const InvarianceInputs& in, const Invarian
     need(in.ids.size(), s.top_k, "ids");
     need(in.route_weights.size(), s.top_k, "route_weights");
   }
+  if (!in.token_ids.empty()) need(in.token_ids.size(), 1, "token_ids");
 }
 
 }  // namespace
@@ -155,6 +161,11 @@ InvarianceInputs random_invariance_inputs(const LayerSpec& spec, InvarianceRouti
   std::normal_distribution<float> normal(0.0f, 1.0f);
   in.x.resize(to_size(tokens * spec.hidden));
   for (float& v : in.x) v = normal(rng);
+  if (routing == InvarianceRouting::router && spec.routing == RoutingMethod::hash) {
+    std::uniform_int_distribution<std::int32_t> id(0, spec.vocab - 1);
+    in.token_ids.resize(to_size(tokens));
+    for (std::int32_t& v : in.token_ids) v = id(rng);
+  }
   if (routing == InvarianceRouting::logits) {
     in.logits.resize(to_size(tokens * spec.num_experts));
     for (float& v : in.logits) v = normal(rng);

@@ -16,7 +16,8 @@ namespace mxmoe {
 
 // How the layer routes the probe tokens.
 enum class InvarianceRouting : std::uint8_t {
-  router,  // forward(): the layer's own router GEMM (+ bias) and routing
+  router,  // forward(): the layer's own router GEMM (+ bias) and routing (with the tokens'
+           // ids for a hash layer)
   logits,  // forward_logits(): given router logits (crafted ties, one hot expert, ...)
   routed,  // forward_routed(): given expert ids and weights
 };
@@ -26,10 +27,11 @@ enum class InvarianceRouting : std::uint8_t {
 struct InvarianceInputs {
   InvarianceRouting routing = InvarianceRouting::routed;
   std::int64_t tokens = 0;
-  std::vector<float> x;              // [tokens, H]
-  std::vector<float> logits;         // [tokens, E] for logits
-  std::vector<std::int32_t> ids;     // [tokens, top_k] for routed
-  std::vector<float> route_weights;  // [tokens, top_k] for routed
+  std::vector<float> x;                 // [tokens, H]
+  std::vector<float> logits;            // [tokens, E] for logits
+  std::vector<std::int32_t> ids;        // [tokens, top_k] for routed
+  std::vector<float> route_weights;     // [tokens, top_k] for routed
+  std::vector<std::int32_t> token_ids;  // [tokens] for router on a hash layer, else empty
 };
 
 struct InvarianceOptions {
@@ -66,8 +68,9 @@ InvarianceReport check_batch_invariance(const std::function<MoeLayer(Runtime&)>&
                                         const InvarianceInputs& inputs,
                                         const InvarianceOptions& options);
 
-// Random unit-variance tokens with the given routing: router (needs router weights),
-// logits (normal logits), or routed (random distinct experts, random positive weights).
+// Random unit-variance tokens with the given routing: router (needs router weights; random
+// token ids in [0, vocab) for a hash layer), logits (normal logits), or routed (random
+// distinct experts, random positive weights).
 InvarianceInputs random_invariance_inputs(const LayerSpec& spec, InvarianceRouting routing,
                                           std::int64_t tokens, std::uint64_t seed);
 

@@ -34,6 +34,7 @@
 #include "backends/amx_bf16/bf16_amx_kernels.hpp"
 #include "backends/common/group16_pack.hpp"
 #include "hw/amx_permission.hpp"
+#include "mxfp4_copy.hpp"
 #include "mxmoe/format.hpp"
 #include "mxmoe/hardware.hpp"
 #include "mxmoe/layer.hpp"
@@ -597,13 +598,16 @@ constexpr double kLayerTolerance = 1e-5;
 struct Projection {
   std::int64_t experts, rows, cols;
   std::vector<std::uint8_t> blocks, scales;
-  explicit Projection(const Mxfp4View& v)
-      : experts(v.experts),
-        rows(v.rows),
-        cols(v.cols),
-        blocks(v.blocks, v.blocks + v.experts * v.rows * v.row_bytes()),
-        scales(v.scales, v.scales + v.experts * v.rows * v.row_scales()) {}
-  Mxfp4View view() const { return {blocks.data(), scales.data(), experts, rows, cols}; }
+  explicit Projection(const Mxfp4View& v) : Projection(testing::Mxfp4Copy(v)) {}
+  explicit Projection(testing::Mxfp4Copy c)
+      : experts(c.experts),
+        rows(c.rows),
+        cols(c.cols),
+        blocks(std::move(c.blocks)),
+        scales(std::move(c.scales)) {}
+  Mxfp4View view() const {
+    return Mxfp4View::contiguous(blocks.data(), scales.data(), experts, rows, cols);
+  }
   std::int64_t nblocks() const { return cols / 32; }
   std::size_t block_index(std::int64_t e, std::int64_t row, std::int64_t b) const {
     return static_cast<std::size_t>((e * rows + row) * nblocks() + b);

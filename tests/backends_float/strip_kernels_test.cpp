@@ -35,7 +35,7 @@ void check_ops(const strip::StripOps& ops, const Case& c, std::uint64_t seed) {
   std::uniform_int_distribution<int> byte(0, 255), code(c.scale_lo, c.scale_hi);
   for (auto& b : blocks) b = static_cast<std::uint8_t>(byte(rng));
   for (auto& s : scales) s = static_cast<std::uint8_t>(code(rng));
-  const Mxfp4View view{blocks.data(), scales.data(), 1, rows, c.cols};
+  const Mxfp4View view = Mxfp4View::contiguous(blocks.data(), scales.data(), 1, rows, c.cols);
   const strip::PackedProjection packed = strip::pack_projection(
       view, DenseView{}, strip::RowMap::identity, ops.order, ops.element_bytes == 2);
 
@@ -163,7 +163,7 @@ TEST(StripKernels, Bf16PackingMarksUnfoldableScales) {
   // One row-block with code 1 (a bf16 subnormal once scaled) marks its strip only.
   std::vector<std::uint8_t> blocks(8 * 64 / 2, 0x77), scales(8 * 2, 127);
   scales[5 * 2 + 1] = 1;  // row 5 -> strip 1
-  const Mxfp4View view{blocks.data(), scales.data(), 1, 8, 64};
+  const Mxfp4View view = Mxfp4View::contiguous(blocks.data(), scales.data(), 1, 8, 64);
   const auto packed = strip::pack_projection(view, DenseView{}, strip::RowMap::identity,
                                              strip::NibbleOrder::row_words, true);
   EXPECT_FALSE(packed.strip(0, 0).scale_outside);

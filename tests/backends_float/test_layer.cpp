@@ -29,8 +29,8 @@ RandomLayer::RandomLayer(const LayerSpec& spec, std::uint64_t seed, ScaleRange w
   const std::int64_t e = spec.num_experts, h = spec.hidden, i = spec.intermediate;
   fill_mxfp4(w1_blocks_, w1_scales_, e, 2 * i, h, w1_scales, rng);
   fill_mxfp4(w2_blocks_, w2_scales_, e, h, i, w2_scales, rng);
-  views_.w1 = Mxfp4View{w1_blocks_.data(), w1_scales_.data(), e, 2 * i, h};
-  views_.w2 = Mxfp4View{w2_blocks_.data(), w2_scales_.data(), e, h, i};
+  views_.w1 = Mxfp4View::contiguous(w1_blocks_.data(), w1_scales_.data(), e, 2 * i, h);
+  views_.w2 = Mxfp4View::contiguous(w2_blocks_.data(), w2_scales_.data(), e, h, i);
   if (spec.expert_bias) {
     std::uniform_real_distribution<float> u(-0.5f, 0.5f);
     b1_.resize(static_cast<std::size_t>(e * 2 * i));

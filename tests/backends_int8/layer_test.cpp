@@ -12,6 +12,7 @@
 
 #include "hw/amx_permission.hpp"
 #include "int8_test_support.hpp"
+#include "mxfp4_copy.hpp"
 #include "mxmoe/hardware.hpp"
 
 namespace mxmoe::int8_test {
@@ -126,18 +127,17 @@ TEST(Int8Backends, TinyScaleCodesAreNotFlushed) {
   // Copies of W1/W2 scales where one block in 8 has an E8M0 code 0..3 (2^-127 .. 2^-124:
   // subnormal weights), and W1 rows of expert 1 have ALL scales at 103..106 so their h is
   // small (~2^-22) but normal: a flushed or mis-built 2^(e-128) would change them.
-  std::vector<std::uint8_t> s1(w.w1.scales,
-                               w.w1.scales + w.w1.experts * w.w1.rows * w.w1.row_scales());
-  std::vector<std::uint8_t> s2(w.w2.scales,
-                               w.w2.scales + w.w2.experts * w.w2.rows * w.w2.row_scales());
+  testing::Mxfp4Copy c1(w.w1), c2(w.w2);
+  std::vector<std::uint8_t>& s1 = c1.scales;
+  std::vector<std::uint8_t>& s2 = c2.scales;
   std::mt19937 rng(4);
   for (std::size_t i = 0; i < s1.size(); i += 8) s1[i] = static_cast<std::uint8_t>(rng() % 4);
   for (std::size_t i = 3; i < s2.size(); i += 8) s2[i] = static_cast<std::uint8_t>(rng() % 4);
   const std::size_t per_expert = static_cast<std::size_t>(w.w1.rows * w.w1.row_scales());
   for (std::size_t i = per_expert; i < 2 * per_expert; ++i)
     s1[i] = static_cast<std::uint8_t>(103 + rng() % 4);
-  w.w1.scales = s1.data();
-  w.w2.scales = s2.data();
+  w.w1 = c1.view();
+  w.w2 = c2.view();
   const Deployment d = int8_deployment(spec);
   const Routing routing = random_routing(20, spec.top_k, spec.num_experts, rng);
   const auto x = random_input(20, spec.hidden, rng);
@@ -206,10 +206,10 @@ TEST(Int8Backends, YmmBackendsGiveTheAvx512VnniBits) {
     const LayerSpec spec = small_spec(c.fn, c.layout, c.bias);
     const LayerStorage storage = LayerStorage::random(spec, 41);
     LayerWeights w = storage.weights();
-    std::vector<std::uint8_t> s1(w.w1.scales,
-                                 w.w1.scales + w.w1.experts * w.w1.rows * w.w1.row_scales());
-    for (std::size_t i = 0; i < s1.size(); i += 7) s1[i] = static_cast<std::uint8_t>(rng() % 4);
-    w.w1.scales = s1.data();
+    mxmoe::testing::Mxfp4Copy w1(w.w1);
+    for (std::size_t i = 0; i < w1.scales.size(); i += 7)
+      w1.scales[i] = static_cast<std::uint8_t>(rng() % 4);
+    w.w1 = w1.view();
     const Deployment d = int8_deployment(spec);
     const Routing routing = random_routing(c.tokens, spec.top_k, spec.num_experts, rng);
     auto x = random_input(c.tokens, spec.hidden, rng);

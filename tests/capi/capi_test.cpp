@@ -68,6 +68,17 @@ std::vector<float> random_x(int tokens, int hidden, unsigned seed) {
   return x;
 }
 
+// A checkpoint's layer through the C++ API, on the reference backend in f32: what the C
+// layers are compared with.
+mxmoe::MoeLayer reference_cpp_layer(const mxmoe::Checkpoint& c, int layer,
+                                    mxmoe::Runtime& runtime) {
+  mxmoe::Request r;
+  r.activation = mxmoe::ActivationFormat::f32;
+  r.forced_backend = "reference";
+  return mxmoe::make_layer(c.layer_spec(layer), c.layer_weights(layer), mxmoe::probe_hardware(), r,
+                           runtime);
+}
+
 TEST(CApi, VersionAndDefaults) {
   EXPECT_STREQ(mxmoe_version(), "0.1.0");
   const mxmoe_request_params p = mxmoe_request_default_params();
@@ -103,11 +114,7 @@ TEST(CApi, SameBitsAsTheCppApi) {
   // The same layer through the C++ API.
   const mxmoe::Checkpoint cc = mxmoe::Checkpoint::open(checkpoint_dir());
   mxmoe::Runtime runtime(2);
-  mxmoe::Request r;
-  r.activation = mxmoe::ActivationFormat::f32;
-  r.forced_backend = "reference";
-  mxmoe::MoeLayer cpp =
-      mxmoe::make_layer(cc.layer_spec(1), cc.layer_weights(1), mxmoe::probe_hardware(), r, runtime);
+  mxmoe::MoeLayer cpp = reference_cpp_layer(cc, 1, runtime);
 
   constexpr int kTokens = 9;
   const std::vector<float> x = random_x(kTokens, info.hidden, 1);
@@ -148,6 +155,63 @@ TEST(CApi, SameBitsAsTheCppApi) {
   EXPECT_EQ(selection.at("chosen"), "reference");
   EXPECT_EQ(selection.at("candidates").size(), mxmoe::registered_backends().size());
   mxmoe_layer_destroy(layer);
+}
+
+// DeepSeek-V4's hash layers take the tokens' ids: the C API's forward_tokens gives the C++
+// forward's bits; without ids (or with an id out of range) a status and the reason.
+TEST(CApi, HashLayersTakeTokenIds) {
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("mxmoe_capi_v4_" + std::to_string(::getpid())))
+          .string();
+  const std::string cmd = std::string(MXMOE_CLI_PATH) +
+                          " generate --preset deepseek-v4-flash --experts 8 --top-k 2 "
+                          "--hidden 64 --intermediate 32 --layers 2 --hash-layers 1 --vocab 100 "
+                          "--force --out " +
+                          dir + " 2>/dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  mxmoe_checkpoint* c = nullptr;
+  ASSERT_EQ(mxmoe_checkpoint_open(dir.c_str(), &c), MXMOE_OK) << mxmoe_last_error();
+  const mxmoe_request_params p = reference_f32();
+  mxmoe_layer *hash = nullptr, *routed = nullptr;
+  ASSERT_EQ(mxmoe_layer_create(c, 0, &p, &hash), MXMOE_OK) << mxmoe_last_error();
+  ASSERT_EQ(mxmoe_layer_create(c, 1, &p, &routed), MXMOE_OK) << mxmoe_last_error();
+  mxmoe_checkpoint_close(c);
+  int32_t vocab = -1;
+  ASSERT_EQ(mxmoe_layer_vocab(hash, &vocab), MXMOE_OK);
+  EXPECT_EQ(vocab, 100);
+  ASSERT_EQ(mxmoe_layer_vocab(routed, &vocab), MXMOE_OK);
+  EXPECT_EQ(vocab, 0);
+
+  constexpr int kTokens = 5;
+  const std::vector<float> x = random_x(kTokens, 64, 4);
+  std::vector<float> y(x.size()), y_cpp(x.size());
+  const int32_t ids[kTokens] = {0, 99, 42, 42, 7};
+  EXPECT_EQ(mxmoe_layer_forward_f32(hash, x.data(), kTokens, y.data()),
+            MXMOE_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(mxmoe_last_error(), HasSubstr("pass the tokens' ids"));
+  const int32_t bad[kTokens] = {0, 100, 1, 2, 3};
+  EXPECT_EQ(mxmoe_layer_forward_tokens_f32(hash, x.data(), bad, kTokens, y.data()),
+            MXMOE_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(mxmoe_last_error(), HasSubstr("token id 100 of token 1"));
+  ASSERT_EQ(mxmoe_layer_forward_tokens_f32(hash, x.data(), ids, kTokens, y.data()), MXMOE_OK)
+      << mxmoe_last_error();
+
+  const mxmoe::Checkpoint cc = mxmoe::Checkpoint::open(dir);
+  mxmoe::Runtime runtime(2);
+  mxmoe::MoeLayer cpp = reference_cpp_layer(cc, 0, runtime);
+  cpp.forward(x.data(), ids, kTokens, y_cpp.data());
+  EXPECT_EQ(std::memcmp(y.data(), y_cpp.data(), y.size() * sizeof(float)), 0);
+
+  std::vector<uint16_t> xb(x.size()), yb(x.size()), yb_cpp(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) xb[i] = mxmoe::f32_to_bf16(x[i]);
+  ASSERT_EQ(mxmoe_layer_forward_tokens_bf16(hash, xb.data(), ids, kTokens, yb.data()), MXMOE_OK);
+  cpp.forward_bf16(xb.data(), ids, kTokens, yb_cpp.data());
+  EXPECT_EQ(yb, yb_cpp);
+  // A routed layer accepts ids (ignored) and NULL.
+  ASSERT_EQ(mxmoe_layer_forward_tokens_f32(routed, x.data(), nullptr, kTokens, y.data()), MXMOE_OK);
+  mxmoe_layer_destroy(hash);
+  mxmoe_layer_destroy(routed);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(CApi, FailuresAreStatusesWithTheReason) {

@@ -382,20 +382,23 @@ TEST(CliReplay, ReplayedHardwareIsRefusedForRunningWhatThisCpuLacks) {
 }
 
 // The judge (reference, ~1.6 s per gpt-oss-20b call) is never chosen silently: the request
-// only it can serve is exit 3 with a suggestion naming it; allowed or forced, it runs.
+// only it can serve is exit 3 with a suggestion naming it; allowed or forced, it runs. With
+// the probe capped at AVX2, batch-invariant MXFP8 has no fast backend (avx512_bf16 and
+// amx_bf16 serve it where they run).
 TEST(CliReference, NeverAutoSelectedButAllowedOrForced) {
-  const Result r = run("", "explain --activation mxfp8 --batch-invariant");
+  const std::string avx2 = "MXMOE_MAX_ISA=avx2";
+  const Result r = run(avx2, "explain --activation mxfp8 --batch-invariant");
   EXPECT_EQ(r.rc, 3);
   EXPECT_THAT(r.err,
               AllOf(HasSubstr("judge_only"),
                     HasSubstr("allow_judge_only=true would allow reference (--allow-reference")));
   EXPECT_THAT(r.out, HasSubstr("suggestion: allow_judge_only=true would allow reference"));
-  const Result allowed = run("",
+  const Result allowed = run(avx2,
                              "explain --json --activation mxfp8 --batch-invariant "
                              "--allow-reference");
   EXPECT_EQ(allowed.rc, 0);
   EXPECT_EQ(Json::parse(allowed.out)["selected"], "reference");
-  const Result from_env = run("MXMOE_ALLOW_REFERENCE=1",
+  const Result from_env = run(avx2 + " MXMOE_ALLOW_REFERENCE=1",
                               "explain --json --activation mxfp8 "
                               "--batch-invariant");
   EXPECT_EQ(Json::parse(from_env.out)["selected"], "reference");

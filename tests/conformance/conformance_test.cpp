@@ -12,7 +12,10 @@
 
 #include "mxmoe/hardware.hpp"
 #include "mxmoe/layer.hpp"
+#include "mxmoe/routing.hpp"
 #include "test_runtime.hpp"
+#include "verify/accuracy.hpp"
+#include "verify/evaluate_f64.hpp"
 
 namespace {
 
@@ -172,6 +175,51 @@ TEST(Conformance, RouterPathMatchesTheReference) {
       EXPECT_LT(relative_l2(got, want), kTolerance);
     }
   }
+}
+
+// DeepSeek-V4: a hash layer (experts by token id) and a routed layer, both with the FP8
+// shared expert, through each backend's own router path, against the float64 evaluator
+// (src/verify/evaluate_f64.cpp) rounding the same way: within the format's budget against
+// the same rounding (docs/ACCURACY.md).
+TEST(Conformance, DeepSeekV4LayersMatchTheFloat64Evaluator) {
+  const mxmoe::Hardware hw = mxmoe::probe_hardware();
+  int checked = 0;
+  for (const bool hash : {true, false}) {
+    LayerSpec s = shape(hash ? "deepseek-v4-flash-hash" : "deepseek-v4-flash", 8, 3);
+    if (hash) s.vocab = 500;
+    const auto storage = mxmoe::LayerStorage::random(s, 301);
+    const std::int64_t tokens = 23;
+    const auto x = input(s, tokens, 302);
+    std::vector<std::int32_t> token_ids;
+    for (std::int64_t t = 0; t < tokens; ++t)
+      token_ids.push_back(static_cast<std::int32_t>((t * 131 + 7) % 500));
+    std::vector<std::int32_t> ids(static_cast<std::size_t>(tokens * s.top_k));
+    std::vector<float> weights(ids.size());
+    mxmoe::route_with_router(s, storage.weights(), x.data(), tokens, ids.data(), weights.data(),
+                             token_ids.data());
+    for (ActivationFormat f : mxmoe::all_activation_formats()) {
+      const std::vector<double> want = mxmoe::evaluate_f64(s, storage.weights(), x.data(), tokens,
+                                                           ids.data(), weights.data(), f);
+      for (const mxmoe::Backend* b : mxmoe::registered_backends()) {
+        const auto sel = selection(*b, s, hw, f, 2);
+        if (!b->check(sel.deployment).empty()) continue;
+        SCOPED_TRACE(std::string(b->name()) + " " + std::string(mxmoe::to_string(f)) + " " +
+                     s.name);
+        std::vector<float> got(x.size());
+        mxmoe::testing::test_layer(storage.weights(), sel)
+            .forward(x.data(), token_ids.data(), tokens, got.data());
+        double num = 0, den = 0;
+        for (std::size_t i = 0; i < got.size(); ++i) {
+          const double g = got[i];
+          num += (g - want[i]) * (g - want[i]);
+          den += want[i] * want[i];
+        }
+        EXPECT_LT(std::sqrt(num / den), mxmoe::accuracy_budget(f).against_same_format);
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GE(checked, 8);
 }
 
 }  // namespace

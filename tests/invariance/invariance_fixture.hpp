@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "layer/layer_fixture.hpp"
 #include "mxmoe/layer.hpp"
 
 namespace invariance_test {
@@ -22,7 +23,8 @@ inline const std::vector<Claim>& covered_claims() {
   using mxmoe::ActivationFormat;
   static const std::vector<Claim> claims{
       {"amx_int8", ActivationFormat::int8},    {"amx_bf16", ActivationFormat::bf16},
-      {"avx512_vnni", ActivationFormat::int8}, {"avx512_bf16", ActivationFormat::bf16},
+      {"amx_bf16", ActivationFormat::mxfp8},   {"avx512_vnni", ActivationFormat::int8},
+      {"avx512_bf16", ActivationFormat::bf16}, {"avx512_bf16", ActivationFormat::mxfp8},
       {"avx2_int8", ActivationFormat::int8},   {"avx_vnni_int8", ActivationFormat::int8},
       {"avx2", ActivationFormat::f32},         {"avx2", ActivationFormat::bf16},
       {"reference", ActivationFormat::f32},    {"reference", ActivationFormat::bf16},
@@ -44,6 +46,16 @@ inline mxmoe::LayerSpec small_spec(int experts = 8, int hidden = 96, int interme
   s.top_k = 2;
   s.hidden = hidden;
   s.intermediate = intermediate;
+  return s;
+}
+
+// DeepSeek-V4 at a small shape: sqrt-softplus routing with a selection bias or, with hash,
+// the first layers' token-id routing; clamped SiLU-GLU, gate/up halves (W1 in two segments
+// per expert) and the FP8 shared expert (the dense path every backend shares).
+inline mxmoe::LayerSpec small_v4_spec(bool hash) {
+  mxmoe::LayerSpec s =
+      layer_test::shrink(hash ? "deepseek-v4-flash-hash" : "deepseek-v4-flash", 8, 2, 96, 160);
+  if (hash) s.vocab = 1000;
   return s;
 }
 

@@ -120,6 +120,25 @@ TEST_P(Suite, LayerRouter) {
   expect_invariant(mxmoe::random_invariance_inputs(spec_, InvarianceRouting::router, kPool, 26));
 }
 
+// DeepSeek-V4: a hash layer routed by token id (forward with ids), and a routed layer with
+// the selection bias, both with the FP8 shared expert.
+TEST_P(Suite, DeepSeekV4HashAndRoutedLayers) {
+  for (const bool hash : {true, false}) {
+    SCOPED_TRACE(hash ? "hash layer" : "routed layer");
+    const LayerSpec spec = small_v4_spec(hash);
+    if (!runnable_here(spec, GetParam().backend, GetParam().format)) GTEST_SKIP();
+    const LayerStorage storage = LayerStorage::random(spec, 13);
+    const auto inputs = mxmoe::random_invariance_inputs(spec, InvarianceRouting::router, kPool, 28);
+    EXPECT_EQ(inputs.token_ids.empty(), !hash);
+    const mxmoe::Selection sel = forced_selection(spec, GetParam().backend, GetParam().format);
+    const auto report = mxmoe::check_batch_invariance(
+        [&](mxmoe::Runtime& rt) { return mxmoe::MoeLayer(storage.weights(), sel, rt); }, inputs,
+        InvarianceOptions{});
+    ASSERT_TRUE(report.identical()) << report.first_mismatch->describe();
+    EXPECT_EQ(report.rows_compared, 508 * 2 * 2 * 2);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Claims, Suite, ::testing::ValuesIn(covered_claims()),
                          [](const ::testing::TestParamInfo<Claim>& param) {
                            return claim_name(param.param.backend, param.param.format);

@@ -39,10 +39,11 @@ TEST(ConfigWriter, EveryPresetReadsBackAsItself) {
     SCOPED_TRACE(name);
     const LayerSpec spec = preset(name);
     const ModelConfig c = parse_model_config(model_config_json(spec, 3), "test", name);
-    EXPECT_EQ(c.moe, spec);
+    EXPECT_EQ(c.spec_of(0), spec);  // a hash preset: every layer is a hash layer
     EXPECT_EQ(c.num_layers, 3);
     for (const std::string& why : c.non_moe_reason) EXPECT_EQ(why, "");
-    EXPECT_EQ(parse_model_config(model_config_json(small(name), 1), "test", name).moe, small(name));
+    EXPECT_EQ(parse_model_config(model_config_json(small(name), 1), "test", name).spec_of(0),
+              small(name));
   }
 }
 

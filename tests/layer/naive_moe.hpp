@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <numeric>
 #include <optional>
 #include <vector>
@@ -22,13 +23,60 @@ inline constexpr double kE2m1[16] = {0,  0.5,  1,  1.5,  2,  3,  4,  6,
 // Row r of expert e, dequantized: element 2j in the low nibble of byte j, 2j+1 in the high.
 inline std::vector<double> row(const mxmoe::Mxfp4View& w, std::int64_t e, std::int64_t r) {
   std::vector<double> out(static_cast<std::size_t>(w.cols));
-  const std::uint8_t* bytes = w.blocks + (e * w.rows + r) * (w.cols / 2);
-  const std::uint8_t* scales = w.scales + (e * w.rows + r) * (w.cols / 32);
+  const std::uint8_t* bytes = w.row_blocks(e, r);  // where the row lives (a segment's row)
+  const std::uint8_t* scales = w.row_scale(e, r);
   for (std::int64_t i = 0; i < w.cols; ++i) {
     const std::uint8_t byte = bytes[i / 2];
     const int code = (i % 2 == 0) ? (byte & 0xF) : (byte >> 4);
     const double scale = std::ldexp(1.0, static_cast<int>(scales[i / 32]) - 127);
     out[static_cast<std::size_t>(i)] = kE2m1[code] * scale;
+  }
+  return out;
+}
+
+// E4M3 "fn": sign, 4 exponent bits (bias 7), 3 mantissa bits; exponent 0 is subnormal
+// (m/8 x 2^-6); S.1111.111 is NaN.
+inline double e4m3(std::uint8_t code) {
+  const double sign = (code & 0x80) ? -1.0 : 1.0;
+  const int exp = (code >> 3) & 0xF, man = code & 7;
+  if (exp == 0xF && man == 7) return std::nan("");
+  if (exp == 0) return sign * std::ldexp(man / 8.0, -6);
+  return sign * std::ldexp(1.0 + man / 8.0, exp - 7);
+}
+
+// Row r of a dense matrix (the shared expert), dequantized from its raw bytes: bf16 bits
+// shifted into a float, float32 as is, or E4M3 x the scale of its 128 x 128 block.
+inline std::vector<double> row(const mxmoe::DenseMatrixView& w, std::int64_t /*e*/,
+                               std::int64_t r) {
+  std::vector<double> out(static_cast<std::size_t>(w.cols));
+  const std::int64_t seg_rows = w.rows / w.parts, rr = r % seg_rows;
+  const auto& seg = w.segment[r / seg_rows];
+  const std::int64_t scale_cols = (w.cols + 127) / 128;
+  for (std::int64_t c = 0; c < w.cols; ++c) {
+    const std::int64_t i = rr * w.cols + c;
+    double v = 0;
+    switch (w.element) {
+      case mxmoe::DenseElement::f32:
+        v = static_cast<const float*>(seg.data)[i];
+        break;
+      case mxmoe::DenseElement::bf16: {
+        const std::uint32_t bits =
+            static_cast<std::uint32_t>(static_cast<const std::uint16_t*>(seg.data)[i]) << 16;
+        float f;
+        std::memcpy(&f, &bits, 4);
+        v = f;
+        break;
+      }
+      case mxmoe::DenseElement::e4m3: {
+        const std::int64_t b = rr / 128 * scale_cols + c / 128;
+        const double scale =
+            w.scale_e8m0 ? std::ldexp(1.0, static_cast<const std::uint8_t*>(seg.scales)[b] - 127)
+                         : static_cast<double>(static_cast<const float*>(seg.scales)[b]);
+        v = e4m3(static_cast<const std::uint8_t*>(seg.data)[i]) * scale;
+        break;
+      }
+    }
+    out[static_cast<std::size_t>(c)] = v;
   }
   return out;
 }
@@ -90,6 +138,20 @@ inline std::vector<int> top(const std::vector<double>& v, int k, const std::vect
   return idx;
 }
 
+// The chosen experts' scores, divided by their sum when renormalize, times the scaling factor.
+inline std::vector<double> chosen_weights(const mxmoe::RoutingParams& p,
+                                          const std::vector<double>& score,
+                                          const std::vector<int>& chosen) {
+  std::vector<double> w;
+  double sum = 0;
+  for (const int e : chosen) sum += score[static_cast<std::size_t>(e)];
+  for (const int e : chosen)
+    w.push_back((p.renormalize ? score[static_cast<std::size_t>(e)] / sum
+                               : score[static_cast<std::size_t>(e)]) *
+                static_cast<double>(p.routed_scaling_factor));
+  return w;
+}
+
 // Routing of one token's logits by the family math of FORMATS.md §4, in double.
 inline void route_token(const mxmoe::LayerSpec& s, const std::vector<double>& logit,
                         const std::vector<double>& bias, std::int32_t* ids, float* weights) {
@@ -109,17 +171,37 @@ inline void route_token(const mxmoe::LayerSpec& s, const std::vector<double>& lo
     for (double& x : w) x /= sum;
   } else if (s.routing == RoutingMethod::softmax_topk) {
     const double mx = *std::max_element(logit.begin(), logit.end());
-    std::vector<double> prob(logit.size());
+    std::vector<double> prob(logit.size()), sel(logit.size());
     double sum = 0;
     for (std::size_t i = 0; i < logit.size(); ++i) sum += prob[i] = std::exp(logit[i] - mx);
     for (double& x : prob) x /= sum;
-    chosen = top(prob, k, all);
-    double chosen_sum = 0;
-    for (int j = 0; j < k; ++j)
-      chosen_sum += w[static_cast<std::size_t>(j)] =
-          prob[static_cast<std::size_t>(chosen[static_cast<std::size_t>(j)])];
-    if (p.renormalize)
-      for (double& x : w) x /= chosen_sum;
+    for (std::size_t i = 0; i < logit.size(); ++i)
+      sel[i] = prob[i] + (p.selection_bias ? bias[i] : 0.0);
+    chosen = top(sel, k, all);
+    w = chosen_weights(p, prob, chosen);
+  } else if (s.routing == RoutingMethod::hash) {
+    // DeepSeek-V4's hash layers: the experts come from the table (given in ids by the
+    // caller); the weights are the score function at those experts, normalised, scaled.
+    std::vector<double> score(logit.size());
+    const double mx = *std::max_element(logit.begin(), logit.end());
+    double total = 0;
+    for (std::size_t i = 0; i < logit.size(); ++i) {
+      switch (p.score_function) {
+        case mxmoe::ScoreFunction::sqrtsoftplus:
+          score[i] = std::sqrt(std::log1p(std::exp(logit[i])));
+          break;
+        case mxmoe::ScoreFunction::sigmoid:
+          score[i] = sigmoid(logit[i]);
+          break;
+        case mxmoe::ScoreFunction::softmax:
+          total += score[i] = std::exp(logit[i] - mx);
+          break;
+      }
+    }
+    if (p.score_function == mxmoe::ScoreFunction::softmax)
+      for (double& x : score) x /= total;
+    for (int j = 0; j < k; ++j) chosen.push_back(ids[j]);
+    w = chosen_weights(p, score, chosen);
   } else {
     std::vector<double> score(logit.size()), sel(logit.size());
     for (std::size_t i = 0; i < logit.size(); ++i) {
@@ -143,12 +225,7 @@ inline void route_token(const mxmoe::LayerSpec& s, const std::vector<double>& lo
             std::find(kept.begin(), kept.end(), i / per) != kept.end();
     }
     chosen = top(sel, k, allowed);
-    double sum = 0;
-    for (int j = 0; j < k; ++j)
-      sum += w[static_cast<std::size_t>(j)] =
-          score[static_cast<std::size_t>(chosen[static_cast<std::size_t>(j)])];
-    for (double& x : w)
-      x = (p.renormalize ? x / sum : x) * static_cast<double>(p.routed_scaling_factor);
+    w = chosen_weights(p, score, chosen);
   }
   for (int j = 0; j < k; ++j) {
     ids[j] = chosen[static_cast<std::size_t>(j)];
@@ -156,12 +233,13 @@ inline void route_token(const mxmoe::LayerSpec& s, const std::vector<double>& lo
   }
 }
 
+// token_ids: [tokens] for a hash layer (its experts: the table's row of the token).
 inline Routing route(const mxmoe::LayerSpec& s, const mxmoe::LayerWeights& w, const float* x,
-                     std::int64_t tokens) {
+                     std::int64_t tokens, const std::int32_t* token_ids = nullptr) {
   const int e = s.num_experts;
   Routing r;
-  r.ids.resize(static_cast<std::size_t>(tokens * s.top_k));
-  r.weights.resize(r.ids.size());
+  r.ids.assign(static_cast<std::size_t>(tokens * s.top_k), 0);
+  r.weights.assign(r.ids.size(), 0.0f);
   std::vector<double> bias(static_cast<std::size_t>(e), 0.0);
   if (!w.selection_bias.empty())
     for (int i = 0; i < e; ++i) bias[static_cast<std::size_t>(i)] = w.selection_bias.at(i);
@@ -174,14 +252,19 @@ inline Routing route(const mxmoe::LayerSpec& s, const mxmoe::LayerWeights& w, co
              static_cast<double>(x[t * s.hidden + h]);
       logit[static_cast<std::size_t>(i)] = v;
     }
+    if (s.routing == mxmoe::RoutingMethod::hash)
+      for (int j = 0; j < s.top_k; ++j)
+        r.ids[static_cast<std::size_t>(t * s.top_k + j)] =
+            static_cast<std::int32_t>(w.token_experts.at(token_ids[t], j));
     route_token(s, logit, bias, r.ids.data() + t * s.top_k, r.weights.data() + t * s.top_k);
   }
   return r;
 }
 
-// out += scale * expert(xq), rounding the activation to `format` like the backends.
-inline void expert(const mxmoe::LayerSpec& s, const mxmoe::Mxfp4View& w1,
-                   const mxmoe::DenseView& b1, const mxmoe::Mxfp4View& w2,
+// out += scale * expert(xq), rounding the activation to `format` like the backends. W: an
+// Mxfp4View (expert e) or the shared expert's DenseMatrixView.
+template <class W>
+inline void expert(const mxmoe::LayerSpec& s, const W& w1, const mxmoe::DenseView& b1, const W& w2,
                    const mxmoe::DenseView& b2, std::int64_t e, const std::vector<float>& xq,
                    std::optional<mxmoe::ActivationFormat> format, double scale, double* out) {
   const std::int64_t inter = w2.cols, hidden = w2.rows;
@@ -230,9 +313,12 @@ inline std::vector<double> layer(const mxmoe::LayerSpec& s, const mxmoe::LayerWe
       expert(s, w.w1, w.b1, w.w2, w.b2, r.ids[slot], xq, format,
              static_cast<double>(r.weights[slot]), yt);
     }
-    if (s.shared_experts > 0)
+    if (s.shared_experts > 0 && s.shared_weight_format == mxmoe::WeightFormat::mxfp4)
       expert(s, w.shared_w1, mxmoe::DenseView{}, w.shared_w2, mxmoe::DenseView{}, 0, xq, format,
              1.0, yt);
+    else if (s.shared_experts > 0)
+      expert(s, w.shared_dense_w1, mxmoe::DenseView{}, w.shared_dense_w2, mxmoe::DenseView{}, 0, xq,
+             format, 1.0, yt);
   }
   return y;
 }

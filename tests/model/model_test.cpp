@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "mxfp4_copy.hpp"
 #include "mxmoe/format.hpp"
 #include "mxmoe/weights.hpp"
 
@@ -33,6 +34,8 @@ TEST(Presets, RealShapes) {
        ActivationFn::silu_glu},
       {"deepseek-v4-flash", 256, 6, 4096, 2048, 1, 2048, RoutingMethod::sqrtsoftplus_topk,
        ActivationFn::silu_glu_clamp},
+      {"deepseek-v4-flash-hash", 256, 6, 4096, 2048, 1, 2048, RoutingMethod::hash,
+       ActivationFn::silu_glu_clamp},
       {"tiny", 8, 2, 256, 256, 0, 0, RoutingMethod::topk_softmax, ActivationFn::swiglu_oai},
   };
   EXPECT_EQ(mxmoe::preset_names().size(), std::size(wants));
@@ -55,14 +58,22 @@ TEST(Presets, RealShapes) {
   EXPECT_EQ(oss.gate_up_layout, mxmoe::GateUpLayout::interleaved);
   EXPECT_FLOAT_EQ(oss.activation_params.alpha, 1.702f);
   EXPECT_FLOAT_EQ(oss.activation_params.limit, 7.0f);
+  // DeepSeek-V4-Flash as released: the shared expert in FP8; hash layers route by token id
+  // over the 129280-token vocabulary with the same sqrt(softplus) scores, no selection bias.
+  const LayerSpec v4 = mxmoe::preset("deepseek-v4-flash");
+  EXPECT_EQ(v4.shared_weight_format, mxmoe::WeightFormat::fp8_e4m3);
+  EXPECT_TRUE(v4.routing_params.selection_bias);
+  EXPECT_FLOAT_EQ(v4.routing_params.routed_scaling_factor, 1.5f);
+  EXPECT_FLOAT_EQ(v4.activation_params.limit, 10.0f);
+  const LayerSpec v4h = mxmoe::preset("deepseek-v4-flash-hash");
+  EXPECT_EQ(v4h.vocab, 129280);
+  EXPECT_FALSE(v4h.routing_params.selection_bias);
+  EXPECT_EQ(v4h.routing_params.score_function, mxmoe::ScoreFunction::sqrtsoftplus);
   const LayerSpec v3 = mxmoe::preset("deepseek-v3");
   EXPECT_EQ(v3.routing_params.n_group, 8);
   EXPECT_EQ(v3.routing_params.topk_group, 4);
   EXPECT_FLOAT_EQ(v3.routing_params.routed_scaling_factor, 2.5f);
   EXPECT_TRUE(v3.routing_params.selection_bias);
-  const LayerSpec v4 = mxmoe::preset("deepseek-v4-flash");
-  EXPECT_FLOAT_EQ(v4.routing_params.routed_scaling_factor, 1.5f);
-  EXPECT_FLOAT_EQ(v4.activation_params.limit, 10.0f);
   EXPECT_EQ(mxmoe::preset("mixtral-8x7b").gate_up_layout, mxmoe::GateUpLayout::halves);
 }
 
@@ -135,13 +146,14 @@ TEST(LayerStorage, RandomIsDeterministicValidAndExercisesTheFormat) {
   const auto c = mxmoe::LayerStorage::random(s, 8);
   EXPECT_NO_THROW(mxmoe::validate(s, a.weights()));
   const auto& w = a.weights();
-  const std::size_t n = static_cast<std::size_t>(w.w1.experts * w.w1.rows * w.w1.row_bytes());
-  EXPECT_EQ(std::memcmp(w.w1.blocks, b.weights().w1.blocks, n), 0);
-  EXPECT_NE(std::memcmp(w.w1.blocks, c.weights().w1.blocks, n), 0);
+  const mxmoe::testing::Mxfp4Copy wa(w.w1), wb(b.weights().w1), wc(c.weights().w1);
+  EXPECT_EQ(wa.blocks, wb.blocks);
+  EXPECT_EQ(wa.scales, wb.scales);
+  EXPECT_NE(wa.blocks, wc.blocks);
   bool seen[16] = {};
-  for (std::size_t i = 0; i < n; ++i) {
-    seen[w.w1.blocks[i] & 0xF] = true;
-    seen[w.w1.blocks[i] >> 4] = true;
+  for (const std::uint8_t byte : wa.blocks) {
+    seen[byte & 0xF] = true;
+    seen[byte >> 4] = true;
   }
   for (bool v : seen) EXPECT_TRUE(v);
   EXPECT_FALSE(w.selection_bias.empty());
@@ -172,12 +184,11 @@ TEST(ValidateWeights, NamesTheTensor) {
   w = storage.weights();
   w.router_weight.cols = 32;
   expect_error(w, "router_weight");
-  // A NaN scale (0xFF) in the expert weights.
-  std::vector<std::uint8_t> scales(w.w1.scales,
-                                   w.w1.scales + w.w1.experts * w.w1.rows * w.w1.row_scales());
-  scales[scales.size() - 1] = mxmoe::kE8m0Nan;
+  // A NaN scale (0xFF) in the expert weights: in the last block of the last row.
   w = storage.weights();
-  w.w1.scales = scales.data();
+  mxmoe::testing::Mxfp4Copy copy(w.w1);
+  copy.scales.back() = mxmoe::kE8m0Nan;
+  w.w1 = copy.view();
   expect_error(w, "0xFF");
 }
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "mxmoe/hardware.hpp"
 #include "mxmoe/log.hpp"
 #include "stub_backend.hpp"
 
@@ -283,6 +284,41 @@ TEST(Selection, DispatchPreferencesExistForEveryFamily) {
     EXPECT_THAT(p.source, HasSubstr(to_string(f)));
     EXPECT_FALSE(p.order.empty());
     EXPECT_EQ(p.order.back(), "reference");
+  }
+}
+
+}  // namespace
+}  // namespace mxmoe::testing
+
+namespace mxmoe::testing {
+namespace {
+
+// Issue 14: DeepSeek-V4-Flash (its routed and its hash-routed layers) with batch invariance
+// and MXFP8 activations selects a fast backend wherever one of the bf16 kernels runs:
+// amx_bf16 on a probe with AMX, avx512_bf16 with AVX-512 BF16. With AVX2 only, no backend
+// fits (reference is the judge, never chosen silently). The real registry, probes of this
+// machine with their features set by hand, so the test means the same on every CPU.
+TEST(Selection, DeepSeekV4FlashMxfp8BatchInvariantPicksAFastBackend) {
+  Hardware all = probe_hardware();
+  for (std::string_view f : isa_feature_names()) set_isa_feature(all.isa, f, true);
+  Request request;
+  request.activation = ActivationFormat::mxfp8;
+  request.batch_invariant = true;
+  for (const char* name : {"deepseek-v4-flash", "deepseek-v4-flash-hash"}) {
+    SCOPED_TRACE(name);
+    const LayerSpec spec = preset(name);
+    const std::pair<const char*, const char*> cases[] = {{"amx", "amx_bf16"},
+                                                         {"avx512", "avx512_bf16"}};
+    for (const auto& [cap, want] : cases) {
+      Hardware hw = all;
+      hw.isa = cap_isa(all.isa, cap);
+      const Selection s = select(Deployment{spec, hw, request}, preferences_for(spec.family));
+      EXPECT_EQ(s.chosen, want) << cap;
+    }
+    Hardware avx2 = all;
+    avx2.isa = cap_isa(all.isa, "avx2");
+    EXPECT_THROW((void)select(Deployment{spec, avx2, request}, preferences_for(spec.family)),
+                 NoBackendError);
   }
 }
 

@@ -37,6 +37,10 @@ BenchReport sample_report() {
   row.reps = 5;
   row.us_median = 1000;
   row.us_sd = 10;
+  row.us_p10 = 990;
+  row.us_p90 = 1020;
+  row.first_call_us = 25000;
+  row.touched_bytes = 12e3;
   row.tokens_per_s = 8000;
   row.weight_gbps = 12;
   row.gflops = 50;
@@ -53,23 +57,40 @@ BenchReport sample_report() {
 }
 
 TEST(Report, JsonHasExactlyTheDocumentedFields) {
-  const nlohmann::json j = nlohmann::json::parse(to_json(sample_report()));
+  BenchReport report = sample_report();
+  report.machine.dram_passes_one_thread = {11, 12};
+  report.machine.dram_passes_all_threads = {20, 24};
+  report.machine.dram_measurements = 1;
+  const nlohmann::json j = nlohmann::json::parse(to_json(report));
   ASSERT_TRUE(j.is_object());
-  EXPECT_EQ(j.size(), 2u);
+  EXPECT_EQ(j.size(), 5u);
+  EXPECT_EQ(j.at("layer"), "gpt-oss-20b");
+  EXPECT_EQ(j.at("mode"), "streaming: 5 copies");
+  EXPECT_EQ(j.at("notes").size(), 1u);
   EXPECT_EQ(j.at("machine").at("dram_gbps_all_threads").get<double>(), 24);
+  EXPECT_EQ(j.at("machine").at("dram_passes_all_threads"), nlohmann::json::array({20, 24}));
+  EXPECT_EQ(j.at("machine").at("dram_measurements"), 1);
   EXPECT_EQ(j.at("machine").at("peaks").size(), 2u);
   EXPECT_EQ(j.at("machine").at("peaks")[1].at("note"), "needs amx_tile");
   const auto& results = j.at("results");
   ASSERT_EQ(results.size(), 2u);
+  // The fields other tools read since the first version, then the spread, first call, layers
+  // and bytes of issue 15.
+  const std::vector<const char*> keys{
+      "backend",      "activation",    "threads", "tokens", "us_median",    "us_sd",
+      "tokens_per_s", "weight_gbps",   "gflops",  "pct_bw", "pct_peak",     "us_p10",
+      "us_p90",       "first_call_us", "layers",  "reps",   "touched_bytes"};
   for (const auto& row : results) {
-    EXPECT_EQ(row.size(), 11u);
-    for (const char* key : {"backend", "activation", "threads", "tokens", "us_median", "us_sd",
-                            "tokens_per_s", "weight_gbps", "gflops", "pct_bw", "pct_peak"})
-      EXPECT_TRUE(row.contains(key)) << key;
+    EXPECT_EQ(row.size(), keys.size());
+    for (const char* key : keys) EXPECT_TRUE(row.contains(key)) << key;
   }
   EXPECT_EQ(results[0].at("backend"), "reference");
   EXPECT_EQ(results[0].at("tokens"), 8);
+  EXPECT_EQ(results[0].at("layers"), 1);
   EXPECT_DOUBLE_EQ(results[0].at("us_median").get<double>(), 1000);
+  EXPECT_DOUBLE_EQ(results[0].at("us_p10").get<double>(), 990);
+  EXPECT_DOUBLE_EQ(results[0].at("us_p90").get<double>(), 1020);
+  EXPECT_DOUBLE_EQ(results[0].at("first_call_us").get<double>(), 25000);
   EXPECT_TRUE(results[1].at("pct_peak").is_null());  // unknown class: NaN -> null
 }
 
@@ -82,8 +103,11 @@ TEST(Report, CsvHasAHeaderAndOneLinePerRow) {
   std::getline(in, line2);
   EXPECT_FALSE(std::getline(in, extra));
   EXPECT_EQ(header.rfind("backend,activation,threads,tokens,", 0), 0u);
-  EXPECT_EQ(line1, "reference,bf16,2,8,5,1000,10,8000,12,50,50,25,fp32_fma_avx2");
-  EXPECT_EQ(line2, "mystery,bf16,2,8,5,1000,10,8000,12,50,50,,");  // NaN -> empty cell
+  EXPECT_EQ(line1,
+            "reference,bf16,2,8,5,1000,10,8000,12,50,50,25,fp32_fma_avx2,1,990,1020,25000,12000");
+  EXPECT_EQ(line2,
+            "mystery,bf16,2,8,5,1000,10,8000,12,50,50,,,1,990,1020,25000,12000");  // NaN
+                                                                                   // -> empty
 }
 
 TEST(Report, MarkdownShowsLimitsTableAndNotes) {
@@ -92,9 +116,24 @@ TEST(Report, MarkdownShowsLimitsTableAndNotes) {
             std::string::npos)
       << md;
   EXPECT_NE(md.find("| int8_amx | - | - | GOP/s | needs amx_tile |"), std::string::npos) << md;
-  EXPECT_NE(md.find("| reference | bf16 | 2 | 8 | 1000.0 ± 10.0 | 5 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| reference | bf16 | 2 | 8 | 1 | 1000.0 (990.0-1020.0) | 5 | 25000 | 8000 | "
+                    "0.0 | 12.00 |"),
+            std::string::npos)
+      << md;
   EXPECT_NE(md.find("streaming: 5 copies"), std::string::npos);
   EXPECT_NE(md.find("- backend=amx_int8"), std::string::npos);
+}
+
+TEST(Report, MarkdownShowsTheSpreadOfTheDramPasses) {
+  BenchReport report = sample_report();
+  report.machine.dram_passes_one_thread = {11, 12, 9, 10};  // median (10 + 11) / 2
+  report.machine.dram_passes_all_threads = {20, 24, 18, 22};
+  report.machine.dram_measurements = 2;
+  const std::string md = to_markdown(report);
+  EXPECT_NE(md.find("1 thread: 4 passes in 2 measurements: 9.0-12.0, median 10.5; 2 threads: 4 "
+                    "passes in 2 measurements: 18.0-24.0, median 21.0"),
+            std::string::npos)
+      << md;
 }
 
 TEST(Report, OutputFormatKeys) {

@@ -14,7 +14,8 @@ namespace {
 #if MXMOE_X86_KERNELS
 std::unique_ptr<ExpertKernel> create_amx_bf16(const Deployment& d, const LayerWeights& weights) {
   hw::require_amx_tile_permission("amx_bf16", "avx512_bf16");
-  return amx_bf16_backend::make_amx_bf16_kernel(d.layer, weights);
+  return amx_bf16_backend::make_amx_bf16_kernel(
+      d.layer, weights, d.request.activation.value_or(ActivationFormat::bf16));
 }
 #endif
 
@@ -23,13 +24,15 @@ BackendDescription amx_bf16_description() {
   b.name = "amx_bf16";
   b.description =
       "AMX bf16 tiles (TDPBF16PS, fp32 accumulators resident over K), MXFP4 decoded to bf16 "
-      "tiles; bf16 activations";
+      "tiles; bf16 or MXFP8 activations";
 #if MXMOE_X86_KERNELS
   b.create = &create_amx_bf16;
 #endif
   b.kernels = {KernelIsa::amx_bf16};
-  b.capabilities.activations = {ActivationFormat::bf16};
-  b.capabilities.batch_invariant_activations = {ActivationFormat::bf16};
+  // mxfp8 values are bf16 values (format/activation_rounding.hpp), rounded per token like bf16:
+  // the same one path, so the same invariance argument (untested on AMX hardware here).
+  b.capabilities.activations = {ActivationFormat::bf16, ActivationFormat::mxfp8};
+  b.capabilities.batch_invariant_activations = {ActivationFormat::bf16, ActivationFormat::mxfp8};
   // Per thread, from `mxmoe bench` at 2 threads on gpt-oss-20b (docs/PERFORMANCE.md): 18.1
   // GB/s at 1 token, 1,874 GFLOP/s at 512 tokens.
   b.throughput = {.weight_gb_per_s_per_thread = 9.0, .gflop_per_s_per_thread = 930.0};

@@ -8,6 +8,8 @@
 #include "backends/common/expert_tasks.hpp"
 #include "backends/common/group16_pack.hpp"
 #include "base/thread_pool.hpp"
+#include "format/activation_rounding.hpp"
+#include "model/activation.hpp"
 
 namespace mxmoe::amx_bf16_backend {
 namespace {
@@ -49,18 +51,24 @@ std::vector<std::uint8_t> foldable_groups(const std::uint8_t* groups, std::size_
 
 struct Layout {
   std::size_t tile_start, xb, ab, thread_base, per_thread, total;
-  std::size_t t_btiles, t_scales, t_h, t_c;  // offsets inside one thread's region
+  // Offsets inside one thread's region; t_row and t_round only for mxfp8 (a rounded row and
+  // the rounding scratch).
+  std::size_t t_btiles, t_scales, t_h, t_c, t_row, t_round;
 };
 
 class AmxBf16Kernel final : public ExpertKernel {
  public:
-  AmxBf16Kernel(const LayerSpec& spec, const LayerWeights& w)
-      : experts_(spec.num_experts),
+  AmxBf16Kernel(const LayerSpec& spec, const LayerWeights& w, ActivationFormat format)
+      : spec_(spec),
+        mxfp8_(format == ActivationFormat::mxfp8),
+        experts_(spec.num_experts),
         hidden_(spec.hidden),
         inter_(spec.intermediate),
         packed_(group16::pack_experts(spec, w, &arrange_bf16, "amx_bf16")) {
     static_assert(group16::kBlockBytes == k::kGroupBlockBytes &&
                   group16::kNibbleBytes == k::kGroupNibbleBytes);
+    if (format != ActivationFormat::bf16 && format != ActivationFormat::mxfp8)
+      throw std::invalid_argument("amx_bf16 implements bf16 and mxfp8 activations only");
     glu_.fn = spec.activation == ActivationFn::swiglu_oai ? simd::kGluSwigluOai
               : spec.activation == ActivationFn::silu_glu ? simd::kGluSilu
                                                           : simd::kGluSiluClamp;
@@ -105,11 +113,16 @@ class AmxBf16Kernel final : public ExpertKernel {
     l.t_scales = t, t += align_up(4 * nb * 16 * sizeof(float));
     l.t_h = t, t += align_up(kStep * 64 * sizeof(float));
     l.t_c = t, t += align_up(256 * sizeof(float));
+    const auto width = static_cast<std::size_t>(std::max(hidden_, 32));
+    l.t_row = t, t += mxfp8_ ? align_up(width * sizeof(std::uint16_t)) : 0;
+    l.t_round = t, t += mxfp8_ ? align_up(rounding_bf16_scratch_bytes(width)) : 0;
     l.per_thread = t;
     l.total = at + t * static_cast<std::size_t>(std::max(threads, 1));
     return l;
   }
 
+  LayerSpec spec_;
+  bool mxfp8_;
   int experts_, hidden_, inter_;
   group16::PackedExperts packed_;
   std::vector<std::uint8_t> w1_fold_, w2_fold_;  // per group of W1 / W2, all experts
@@ -144,7 +157,19 @@ void AmxBf16Kernel::run(const ExpertForward& f) const noexcept {
   // each of its copies); the tile's rows past the expert's last slot are zeroed in xb and ab,
   // since whole 16-row tiles are loaded and stale bytes could be NaN (their results are
   // dropped, but zeros keep the tiles' arithmetic ordinary).
-  f.pool->parallel_for(row_tiles, [&](std::int64_t tile, int) {
+  const auto thread_region = [&](int thread) {
+    return f.workspace + l.thread_base + l.per_thread * static_cast<std::size_t>(thread);
+  };
+  // mxfp8: the token's MXFP8 values as bf16 (exact) into the tiles: element 32 b + i of the
+  // row goes to row[b * kATileElems + i], the layout round_row_to_tiles writes.
+  const auto mxfp8_row_to_tiles = [&](const float* x, int thread, std::uint16_t* row) {
+    auto* bits = reinterpret_cast<std::uint16_t*>(thread_region(thread) + l.t_row);
+    round_activations_bf16(ActivationFormat::mxfp8, {x, static_cast<std::size_t>(h)},
+                           {bits, static_cast<std::size_t>(h)}, thread_region(thread) + l.t_round);
+    for (std::int64_t b = 0; b < nbh; ++b)
+      std::memcpy(row + b * x_block, bits + 32 * b, 32 * sizeof(std::uint16_t));
+  };
+  f.pool->parallel_for(row_tiles, [&](std::int64_t tile, int thread) {
     const std::int64_t i =
         std::upper_bound(tile_start, tile_start + local_experts + 1, tile) - tile_start - 1;
     const std::int64_t e = i;
@@ -154,7 +179,10 @@ void AmxBf16Kernel::run(const ExpertForward& f) const noexcept {
       std::uint16_t* x_row = xb + tile * x_tile_stride + rr * 32;
       if (r0 + rr < count) {
         const std::int64_t row = batch.slot_rows[batch.order[offsets[e] + r0 + rr]];
-        k::round_row_to_tiles(f.x + row * h, nbh, x_row);
+        if (mxfp8_)
+          mxfp8_row_to_tiles(f.x + row * h, thread, x_row);
+        else
+          k::round_row_to_tiles(f.x + row * h, nbh, x_row);
         continue;
       }
       std::uint16_t* a_row = ab + tile * a_tile_stride + rr * 32;
@@ -239,9 +267,25 @@ void AmxBf16Kernel::run(const ExpertForward& f) const noexcept {
               xb + tile0 * x_tile_stride, x_tile_stride, count,
               // Init-captures: clang before 16 cannot capture structured bindings.
               [&, row_tile = jt](std::int64_t c0, int m, const float* acc) {
-                k::glu_to_bf16(acc, m, gate_bias, up_bias, glu_,
-                               ab + (tile0 + c0 / 16) * a_tile_stride + row_tile * x_block,
-                               a_tile_stride);
+                std::uint16_t* a = ab + (tile0 + c0 / 16) * a_tile_stride + row_tile * x_block;
+                if (!mxfp8_) {
+                  k::glu_to_bf16(acc, m, gate_bias, up_bias, glu_, a, a_tile_stride);
+                  return;
+                }
+                // One 32-unit MX block per row: the portable activation, then MXFP8.
+                float block[32];
+                std::uint16_t bits[32];
+                for (int r = 0; r < m; ++r) {
+                  const float* row = acc + 64 * r;
+                  for (int j = 0; j < 32; ++j) {
+                    const int at = j < 16 ? j : 16 + j;  // [gate 0-15|up 0-15|gate 16-31|up 16-31]
+                    block[j] = activate(spec_.activation, spec_.activation_params,
+                                        row[at] + gate_bias[j], row[at + 16] + up_bias[j]);
+                  }
+                  round_activations_bf16(ActivationFormat::mxfp8, block, bits,
+                                         thread_region(thread) + l.t_round);
+                  std::memcpy(a + (r / 16) * a_tile_stride + (r % 16) * 32, bits, sizeof bits);
+                }
               });
   });
 
@@ -272,8 +316,9 @@ void AmxBf16Kernel::run(const ExpertForward& f) const noexcept {
 }  // namespace
 
 std::unique_ptr<ExpertKernel> make_amx_bf16_kernel(const LayerSpec& spec,
-                                                   const LayerWeights& weights) {
-  return std::make_unique<AmxBf16Kernel>(spec, weights);
+                                                   const LayerWeights& weights,
+                                                   ActivationFormat format) {
+  return std::make_unique<AmxBf16Kernel>(spec, weights, format);
 }
 
 }  // namespace mxmoe::amx_bf16_backend

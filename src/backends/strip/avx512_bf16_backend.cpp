@@ -26,19 +26,24 @@ std::unique_ptr<ExpertKernel> create_avx512_bf16(const Deployment& d, const Laye
 BackendDescription avx512_bf16_description() {
   BackendDescription b;
   b.name = "avx512_bf16";
-  b.description = "AVX-512 BF16: MXFP4 decoded to bf16 in registers, vdpbf16ps, bf16 activations";
+  b.description =
+      "AVX-512 BF16: MXFP4 decoded to bf16 in registers, vdpbf16ps, bf16 or MXFP8 activations";
 #if MXMOE_X86_KERNELS
   b.create = &create_avx512_bf16;
 #endif
   // The flags kernels/ is compiled with (the compiler may use any of them).
   b.kernels = {KernelIsa::avx512_bf16};
-  b.capabilities.activations = {ActivationFormat::bf16};
+  // MXFP8 activations are E4M3 x 2^k values, which are bf16 values: rounded per token (x) and
+  // per slot (a) before the same bf16 kernels (format/activation_rounding.hpp).
+  b.capabilities.activations = {ActivationFormat::bf16, ActivationFormat::mxfp8};
   // The fused few-token path and the decode-once path share one accumulation step, so a
   // (row, token) sum is the same whatever the batch and thread count (tests prove it).
-  b.capabilities.batch_invariant_activations = {ActivationFormat::bf16};
-  // Per thread, `mxmoe bench` at 2 threads on gpt-oss-20b (docs/PERFORMANCE.md): 15.5 GB/s
-  // at 1 token, 170 GFLOP/s at 512 tokens.
-  b.throughput = {.weight_gb_per_s_per_thread = 7.75, .gflop_per_s_per_thread = 85.0};
+  b.capabilities.batch_invariant_activations = {ActivationFormat::bf16, ActivationFormat::mxfp8};
+  // Per thread, gpt-oss-20b at 2 threads (docs/PERFORMANCE.md): 16.6-17.1 GB/s at 1 token in
+  // the layer loop after the round-the-experts task order (Sapphire Rapids guest), 170
+  // GFLOP/s at 512 tokens. Above avx2's 8.0 on purpose: on the Zen 4 guest, in one `mxmoe
+  // bench` run, avx512_bf16 moved 2.5x avx2's bytes at 1 token and 2.2x at 8 (issue 15 log).
+  b.throughput = {.weight_gb_per_s_per_thread = 8.5, .gflop_per_s_per_thread = 85.0};
   return b;
 }
 

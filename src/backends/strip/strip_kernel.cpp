@@ -7,6 +7,7 @@
 #include "backends/common/simd/bf16_fold.hpp"
 #include "base/huge_pages.hpp"
 #include "base/thread_pool.hpp"
+#include "format/activation_rounding.hpp"
 #include "model/activation.hpp"
 #include "mxmoe/format.hpp"
 
@@ -118,9 +119,11 @@ PackedProjection pack_projection(const Mxfp4View& w, const DenseView& bias, RowM
 }
 
 // Byte offsets into the workspace: rounded inputs [M, H], rounded activations [M*k, I]
-// (indexed by slot), then per thread a decoded strip and a dot-product tile.
+// (indexed by slot), for a block format (mxfp8) the unrounded activations [M*k, I] float,
+// then per thread a decoded strip, a dot-product tile and the rounding scratch.
 struct StripKernel::Layout {
-  std::size_t xq = 0, a = 0, thread0 = 0, decoded = 0, per_thread = 0, total = 0;
+  std::size_t xq = 0, a = 0, a_f32 = 0, thread0 = 0, decoded = 0, tile = 0, rounding = 0,
+              per_thread = 0, total = 0;
 };
 
 StripKernel::StripKernel(const Deployment& d, const LayerWeights& w, const StripOps& ops)
@@ -135,10 +138,12 @@ StripKernel::StripKernel(const Deployment& d, const LayerWeights& w, const Strip
       w2_(pack_projection(w.w2, w.b2, RowMap::identity, ops.order, ops.element_bytes == 2)) {
   if (ops.max_tokens < 1 || ops.max_tokens > kMaxTokensCap)
     throw std::invalid_argument("StripOps::max_tokens out of range");
-  if (format_ != ActivationFormat::f32 && format_ != ActivationFormat::bf16)
-    throw std::invalid_argument("strip kernels implement f32 and bf16 activations only");
-  if (ops.element_bytes == 2 && format_ != ActivationFormat::bf16)
-    throw std::invalid_argument("bf16 strip kernels need bf16 activations");
+  if (ops.element_bytes == 4 && format_ != ActivationFormat::f32 &&
+      format_ != ActivationFormat::bf16)
+    throw std::invalid_argument("float strip kernels implement f32 and bf16 activations only");
+  if (ops.element_bytes == 2 && format_ != ActivationFormat::bf16 &&
+      format_ != ActivationFormat::mxfp8)
+    throw std::invalid_argument("bf16 strip kernels need bf16 or mxfp8 activations");
 }
 
 StripKernel::Layout StripKernel::layout(std::int64_t rows, std::int64_t slots,
@@ -146,13 +151,21 @@ StripKernel::Layout StripKernel::layout(std::int64_t rows, std::int64_t slots,
   const auto m = static_cast<std::size_t>(rows);
   const auto eb = ops_.element_bytes;
   const auto kb = static_cast<std::size_t>(std::max(w1_.kblocks, w2_.kblocks));
+  const auto s = static_cast<std::size_t>(slots);
+  const auto hidden = static_cast<std::size_t>(spec_.hidden);
+  const auto inter = static_cast<std::size_t>(spec_.intermediate);
+  const bool block_format = format_ == ActivationFormat::mxfp8;
   Layout l;
   l.xq = 0;
-  l.a = align_up(m * static_cast<std::size_t>(spec_.hidden) * eb);
-  l.thread0 = l.a + align_up(static_cast<std::size_t>(slots) *
-                             static_cast<std::size_t>(spec_.intermediate) * eb);
-  l.decoded = align_up(kb * kStripRows * (kBlockElems * eb + sizeof(float)));
-  l.per_thread = l.decoded + align_up(kStripRows * kMaxTokensCap * sizeof(float));
+  l.a = align_up(m * hidden * eb);
+  l.a_f32 = l.a + align_up(s * inter * eb);
+  l.thread0 = l.a_f32 + (block_format ? align_up(s * inter * sizeof(float)) : 0);
+  l.decoded = 0;
+  l.tile = align_up(kb * kStripRows * (kBlockElems * eb + sizeof(float)));
+  l.rounding = l.tile + align_up(kStripRows * kMaxTokensCap * sizeof(float));
+  l.per_thread =
+      l.rounding +
+      (block_format ? align_up(rounding_bf16_scratch_bytes(std::max(hidden, inter))) : 0);
   l.total = l.thread0 + l.per_thread * static_cast<std::size_t>(std::max(threads, 1));
   return l;
 }
@@ -172,8 +185,15 @@ void StripKernel::run(const ExpertForward& f) const noexcept {
   const std::int64_t hidden = spec_.hidden, inter = spec_.intermediate;
   const std::size_t eb = ops_.element_bytes;
   const bool round_bf16 = format_ == ActivationFormat::bf16;
+  // mxfp8 rounds 32-element blocks: x row by row, and the activations once a slot's whole row
+  // is computed (GEMM1 produces it strip by strip), into the bf16 inputs of the kernels.
+  const bool block_format = format_ == ActivationFormat::mxfp8;
   std::byte* xq = f.workspace + l.xq;
   std::byte* a = f.workspace + l.a;
+  auto* a_f32 = reinterpret_cast<float*>(f.workspace + l.a_f32);
+  const auto thread_scratch = [&](int thread) {
+    return f.workspace + l.thread0 + l.per_thread * static_cast<std::size_t>(thread);
+  };
 
   // Stores v rounded to the activation format in the element type of the kernels.
   const auto store = [&](std::byte* base, std::int64_t index, float v) {
@@ -186,7 +206,14 @@ void StripKernel::run(const ExpertForward& f) const noexcept {
 
   // 1. Each input row rounded once, shared by its slots (f32 in float: used as is).
   const bool x_as_is = eb == 4 && !round_bf16;
-  if (!x_as_is) {
+  const auto hn = static_cast<std::size_t>(hidden), in = static_cast<std::size_t>(inter);
+  if (block_format) {
+    f.pool->parallel_for(f.rows, [&](std::int64_t t, int thread) {
+      round_activations_bf16(format_, {f.x + t * hidden, hn},
+                             {reinterpret_cast<std::uint16_t*>(xq) + t * hidden, hn},
+                             thread_scratch(thread) + l.rounding);
+    });
+  } else if (!x_as_is) {
     f.pool->parallel_for(f.rows, [&](std::int64_t t, int) {
       for (std::int64_t c = 0; c < hidden; ++c) store(xq, t * hidden + c, f.x[t * hidden + c]);
     });
@@ -222,9 +249,8 @@ void StripKernel::run(const ExpertForward& f) const noexcept {
       const auto e = static_cast<int>(local_e);
       const std::int32_t first = batch.expert_offsets[e], last = batch.expert_offsets[e + 1];
       if (first == last) return;
-      std::byte* scratch =
-          f.workspace + l.thread0 + l.per_thread * static_cast<std::size_t>(thread);
-      auto* out = reinterpret_cast<float*>(scratch + l.decoded);
+      std::byte* scratch = thread_scratch(thread) + l.decoded;
+      auto* out = reinterpret_cast<float*>(thread_scratch(thread) + l.tile);
       const std::int64_t s0 = within * kStripsPerTask;
       const std::int64_t s1 = std::min(s0 + kStripsPerTask, p.strips);
       const bool fused = ops_.fused_dot != nullptr && last - first <= ops_.max_tokens;
@@ -258,11 +284,22 @@ void StripKernel::run(const ExpertForward& f) const noexcept {
           gate += bias[2 * q];
           up += bias[2 * q + 1];
         }
-        store(a, slot * inter + 2 * s + q,
-              activate(spec_.activation, spec_.activation_params, gate, up));
+        const float act = activate(spec_.activation, spec_.activation_params, gate, up);
+        if (block_format)
+          a_f32[slot * inter + 2 * s + q] = act;
+        else
+          store(a, slot * inter + 2 * s + q, act);
       }
     }
   });
+  if (block_format) {
+    f.pool->parallel_for(positions, [&](std::int64_t p, int thread) {
+      const std::int64_t slot = batch.order[p];
+      round_activations_bf16(format_, {a_f32 + slot * inter, in},
+                             {reinterpret_cast<std::uint16_t*>(a) + slot * inter, in},
+                             thread_scratch(thread) + l.rounding);
+    });
+  }
 
   // 3. GEMM2 (+b2) into slot_out.
   for_each_strip(w2_, [&](std::int64_t s, const PackedStrip& strip, const std::byte* decoded,

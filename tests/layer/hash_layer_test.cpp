@@ -1,0 +1,88 @@
+// A hash-routed layer (DeepSeek-V4's first layers) through MoeLayer: token ids are an input
+// of forward, checked before any work; the other layers ignore them.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "layer/layer_fixture.hpp"
+#include "test_runtime.hpp"
+
+namespace {
+
+using mxmoe::ActivationFormat;
+using mxmoe::LayerSpec;
+
+LayerSpec hash_spec() {
+  LayerSpec s = layer_test::shrink("deepseek-v4-flash-hash", 8, 2, 64, 32);
+  s.vocab = 40;
+  return s;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(HashLayer, TokenIdsAreRequiredAndChecked) {
+  const LayerSpec s = hash_spec();
+  const auto storage = mxmoe::LayerStorage::random(s, 4);
+  mxmoe::MoeLayer layer = mxmoe::testing::test_layer(
+      storage.weights(), layer_test::reference_selection(s, ActivationFormat::f32));
+  const auto x = layer_test::random_input(s, 3, 1);
+  std::vector<float> y(x.size(), -7.0f), logits(3 * 8, 0.0f);
+  EXPECT_NE(error_of([&] { layer.forward(x.data(), 3, y.data()); }).find("pass the tokens' ids"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              layer.forward_logits(x.data(), logits.data(), 3, y.data());
+            }).find("hash-routed"),
+            std::string::npos);
+  const std::int32_t bad[3] = {0, 40, 2};
+  EXPECT_EQ(error_of([&] { layer.forward(x.data(), bad, 3, y.data()); }),
+            "token id 40 of token 1 is out of range [0, 40)");
+  EXPECT_EQ(y[0], -7.0f);  // refused before any work: y untouched
+  EXPECT_NE(error_of([&] { layer.forward(x.data(), nullptr, 3, y.data()); }).find("needs the"),
+            std::string::npos);
+  const std::int32_t ids[3] = {0, 39, 0};
+  layer.forward(x.data(), ids, 3, y.data());
+  // Token 0 and token 2 have the same id but different x; the same id, same x gives the same
+  // bits at any position.
+  std::vector<float> again(x.size());
+  std::vector<float> x2 = x;
+  std::copy(x.begin(), x.begin() + 64, x2.begin() + 128);
+  layer.forward(x2.data(), ids, 3, again.data());
+  EXPECT_EQ(std::memcmp(again.data() + 128, y.data(), 64 * sizeof(float)), 0);
+  // bf16 in and out with ids: the float path on bf16-rounded inputs, rounded.
+  std::vector<std::uint16_t> xb(x.size()), yb(x.size());
+  std::vector<float> xr(x.size()), yr(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    xb[i] = mxmoe::f32_to_bf16(x[i]);
+    xr[i] = mxmoe::bf16_to_f32(xb[i]);
+  }
+  layer.forward_bf16(xb.data(), ids, 3, yb.data());
+  layer.forward(xr.data(), ids, 3, yr.data());
+  for (std::size_t i = 0; i < x.size(); ++i) EXPECT_EQ(yb[i], mxmoe::f32_to_bf16(yr[i])) << i;
+}
+
+// Ids are an input every layer accepts, so a model can pass them to all layers: a routed
+// layer ignores them.
+TEST(HashLayer, RoutedLayersIgnoreTokenIds) {
+  const LayerSpec s = layer_test::shrink("deepseek-v4-flash", 8, 2, 64, 32);
+  const auto storage = mxmoe::LayerStorage::random(s, 5);
+  mxmoe::MoeLayer layer = mxmoe::testing::test_layer(
+      storage.weights(), layer_test::reference_selection(s, ActivationFormat::f32));
+  const auto x = layer_test::random_input(s, 2, 2);
+  std::vector<float> a(x.size()), b(x.size());
+  const std::int32_t ids[2] = {123456, -5};  // meaningless for a routed layer
+  layer.forward(x.data(), 2, a.data());
+  layer.forward(x.data(), ids, 2, b.data());
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
+}
+
+}  // namespace
