@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <string>
 #include <system_error>
+#include <type_traits>
 
 #include "base/file.hpp"
 #include "mxmoe/build_info.hpp"
@@ -96,7 +97,12 @@ char* copy_string(const std::string& s) {
   return p;
 }
 
-std::optional<mxmoe::ActivationFormat> activation(mxmoe_activation a) {
+// A C caller may store any integer in the enum field; reading it as mxmoe_activation would be
+// undefined behaviour for values outside the enumerators (UBSan: -fsanitize=enum), so the
+// field's bytes are read as its underlying integer.
+std::optional<mxmoe::ActivationFormat> activation(const mxmoe_activation& field) {
+  std::underlying_type_t<mxmoe_activation> a{};
+  std::memcpy(&a, &field, sizeof a);
   switch (a) {
     case MXMOE_ACTIVATION_DEFAULT:
       return std::nullopt;
@@ -108,9 +114,10 @@ std::optional<mxmoe::ActivationFormat> activation(mxmoe_activation a) {
       return mxmoe::ActivationFormat::int8;
     case MXMOE_ACTIVATION_MXFP8:
       return mxmoe::ActivationFormat::mxfp8;
+    default:
+      break;
   }
-  throw std::invalid_argument("params.activation: unknown value " +
-                              std::to_string(static_cast<int>(a)));
+  throw std::invalid_argument("params.activation: unknown value " + std::to_string(a));
 }
 
 // The request of PARAMS over the MXMOE_* variables, read by the library's one parser
@@ -121,7 +128,7 @@ std::optional<mxmoe::ActivationFormat> activation(mxmoe_activation a) {
 mxmoe::Request request_of(const mxmoe_request_params& p) {
   const mxmoe_request_params d = mxmoe_request_default_params();
   mxmoe::Request r = mxmoe::config_from_environment().request;
-  if (p.activation != d.activation) r.activation = activation(p.activation);
+  if (const auto a = activation(p.activation)) r.activation = a;  // DEFAULT leaves the variable's
   if (p.batch_invariant) r.batch_invariant = true;
   require(p.threads >= 0 && p.threads <= mxmoe::kMaxThreads,
           "params.threads must be 0 (every logical CPU) or 1..1024");

@@ -13,21 +13,7 @@
 #include <sstream>
 #include <string>
 
-// For a test about what the x86 backends are chosen for or compute: on another architecture
-// (scripts/cross-aarch64.sh) they are not compiled, the oracle says not_compiled, and only the
-// judge (`reference`, never chosen unasked) remains; the test is skipped there, saying so.
-#if defined(__x86_64__)
-#define MXMOE_REQUIRE_X86_BACKENDS() (void)0
-#else
-#define MXMOE_REQUIRE_X86_BACKENDS() \
-  GTEST_SKIP() << "needs the x86 backends, which are not compiled for this architecture"
-#endif
-
-// For a test that depends on timing (a signal sent mid-way): under the emulator of a cross
-// build every step is tens of times slower, and the test is skipped there, saying so.
-#define MXMOE_SKIP_UNDER_EMULATOR()                                  \
-  if (std::string(MXMOE_CLI_COMMAND) != std::string(MXMOE_CLI_PATH)) \
-  GTEST_SKIP() << "timing-dependent: not run under the emulator (" MXMOE_CLI_COMMAND ")"
+#include "test_platform.hpp"
 
 namespace mxmoe::cli_testing {
 
