@@ -12,8 +12,10 @@
 // (scripts/cross-aarch64.sh) they are not compiled, the oracle says not_compiled, and only the
 // judge (`reference`, never chosen unasked) remains; the test is skipped there, saying so.
 #if defined(__x86_64__)
+inline constexpr bool kX86BackendsCompiled = true;
 #define MXMOE_REQUIRE_X86_BACKENDS() (void)0
 #else
+inline constexpr bool kX86BackendsCompiled = false;
 #define MXMOE_REQUIRE_X86_BACKENDS() \
   GTEST_SKIP() << "needs the x86 backends, which are not compiled for this architecture"
 #endif

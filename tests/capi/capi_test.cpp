@@ -163,7 +163,7 @@ TEST(CApi, HashLayersTakeTokenIds) {
   const std::string dir =
       (std::filesystem::temp_directory_path() / ("mxmoe_capi_v4_" + std::to_string(::getpid())))
           .string();
-  const std::string cmd = std::string(MXMOE_CLI_PATH) +
+  const std::string cmd = std::string(MXMOE_CLI_COMMAND) +
                           " generate --preset deepseek-v4-flash --experts 8 --top-k 2 "
                           "--hidden 64 --intermediate 32 --layers 2 --hash-layers 1 --vocab 100 "
                           "--force --out " +

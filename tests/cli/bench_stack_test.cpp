@@ -39,6 +39,7 @@ void expect_row_fields(const Json& row) {
 }
 
 TEST(CliBench, StackOfGeneratedLayers) {
+  MXMOE_REQUIRE_X86_BACKENDS();
   const Result r = run("", "bench --preset tiny --layers 3 --tokens 1 --reps 2 --threads 1 --json");
   ASSERT_EQ(r.rc, 0) << r.err;
   const Json j = Json::parse(r.out);
@@ -54,6 +55,7 @@ TEST(CliBench, StackOfGeneratedLayers) {
 }
 
 TEST(CliBench, StackOfAModelsLayers) {
+  MXMOE_REQUIRE_X86_BACKENDS();
   TempDir dir;
   const std::string model = dir.path() + "/m";
   ASSERT_EQ(run("", "generate --preset tiny --layers 3 --out " + model).rc, 0);
@@ -76,6 +78,7 @@ TEST(CliBench, StackOfAModelsLayers) {
 // run --model DIR --layers: one step through the layers; the stacked output [L, M, H] holds,
 // at each layer's place, the same bits as `run --layer N` on the same input and seed.
 TEST(CliRunLayers, StackedOutputsEqualTheSingleLayerRuns) {
+  MXMOE_REQUIRE_X86_BACKENDS();
   TempDir dir;
   const std::string model = dir.path() + "/m";
   ASSERT_EQ(run("", "generate --preset tiny --layers 3 --out " + model).rc, 0);

@@ -8,6 +8,7 @@
 #include "mxmoe/hardware.hpp"
 #include "mxmoe/log.hpp"
 #include "stub_backend.hpp"
+#include "test_platform.hpp"
 
 namespace mxmoe::testing {
 namespace {
@@ -299,6 +300,7 @@ namespace {
 // fits (reference is the judge, never chosen silently). The real registry, probes of this
 // machine with their features set by hand, so the test means the same on every CPU.
 TEST(Selection, DeepSeekV4FlashMxfp8BatchInvariantPicksAFastBackend) {
+  MXMOE_REQUIRE_X86_BACKENDS();  // probes replayed here name x86 kernels
   Hardware all = probe_hardware();
   for (std::string_view f : isa_feature_names()) set_isa_feature(all.isa, f, true);
   Request request;
