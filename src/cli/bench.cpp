@@ -91,7 +91,7 @@ LayerSet build_stack_from_preset(const BenchOptions& o, const Hardware& hw, int 
   const std::uint64_t per_layer = perf::layer_weight_bytes(set.layers.spec);
   const std::uint64_t total = per_layer * static_cast<std::uint64_t>(count);
   require_memory(fmt::format("bench --layers {} of {}", count, set.layers.spec.name),
-                 {{"layer weights", static_cast<double>(total)}});
+                 {{"layer weights", static_cast<double>(total)}}, "use fewer layers");
   say(fmt::format("building {} random {} layers ({:.2f} GB)...", count, set.layers.spec.name,
                   static_cast<double>(total) / 1e9));
   for (int c = 0; c < count; ++c)

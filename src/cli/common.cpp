@@ -197,7 +197,8 @@ std::string bytes_text(double bytes) {
 }
 
 void require_memory(const std::string& what,
-                    const std::vector<std::pair<std::string, double>>& parts) {
+                    const std::vector<std::pair<std::string, double>>& parts,
+                    const std::string& remedy) {
   const std::uint64_t available = available_memory_bytes();
   double need = 0;
   std::string list;
@@ -208,8 +209,8 @@ void require_memory(const std::string& what,
   if (available == 0 || need <= static_cast<double>(available)) return;
   throw std::runtime_error(fmt::format(
       "{} needs {} ({:.0f} bytes: {}), more than the {} of memory available now (MemAvailable); "
-      "use fewer tokens",
-      what, bytes_text(need), need, list, bytes_text(static_cast<double>(available))));
+      "{}",
+      what, bytes_text(need), need, list, bytes_text(static_cast<double>(available)), remedy));
 }
 
 std::string NonFinite::describe(std::int64_t total_tokens) const {

@@ -95,9 +95,11 @@ void require_runnable_here(const Selection& s, const Hardware& live);
 // Bytes of memory the OS can give now (MemAvailable), or 0 when unknown.
 std::uint64_t available_memory_bytes();
 // Throws std::runtime_error (exit 1) when NEED bytes exceed the available memory, naming the
-// bytes of each PART ("input 11.5 GB, output 11.5 GB, workspace 2.1 GB").
+// bytes of each PART ("input 11.5 GB, output 11.5 GB, workspace 2.1 GB") and ending with
+// REMEDY.
 void require_memory(const std::string& what,
-                    const std::vector<std::pair<std::string, double>>& parts);
+                    const std::vector<std::pair<std::string, double>>& parts,
+                    const std::string& remedy = "use fewer tokens");
 
 // "1.23 GB" / "456.7 MB" / "12.0 KB".
 std::string bytes_text(double bytes);

@@ -184,7 +184,8 @@ int run_layers(const RunOptions& o, const Request& flags) {
   const auto count = static_cast<std::int64_t>(indices.size());
   require_memory(fmt::format("run: {} tokens through {} layers", tokens, count),
                  {{"input", o.input.empty() ? row_bytes * static_cast<double>(tokens) : 0},
-                  {"outputs", row_bytes * static_cast<double>(tokens * count)}});
+                  {"outputs", row_bytes * static_cast<double>(tokens * count)}},
+                 "use fewer tokens or layers");
   // The layers are judged for this token count (the Model's request carries the hint).
   Request request = flags;
   request.tokens_hint = static_cast<int>(tokens);
@@ -273,11 +274,16 @@ int run(const RunOptions& o, CLI::App& sub) {
     if (!o.layer.from_model()) throw UsageError("--layers needs --model DIR");
     if (sub.count("--layer") > 0) throw UsageError("--layer and --layers exclude each other");
     if (o.layers != "all") {
+      std::size_t listed = 0;
       try {
-        (void)perf::parse_int_list(o.layers, "--layers", 0, kMaxModelLayers - 1);
+        listed = perf::parse_int_list(o.layers, "--layers", 0, kMaxModelLayers - 1).size();
       } catch (const std::invalid_argument& e) {
         throw UsageError(std::string(e.what()) + " ('all' or layer indices)");
       }
+      // The stacked output has one slice per listed layer, in order: a repeat would shift
+      // every later slice, so it is refused rather than dropped.
+      if (listed != static_cast<std::size_t>(std::count(o.layers.begin(), o.layers.end(), ',')) + 1)
+        throw UsageError("--layers: a layer is listed twice (in '" + o.layers + "')");
     }
   }
   if (!o.output.empty()) files::check_can_create(o.output);

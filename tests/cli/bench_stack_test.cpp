@@ -118,6 +118,13 @@ TEST(CliRunLayers, StackedOutputsEqualTheSingleLayerRuns) {
 }
 
 // Bad --layers values are usage errors found before the machine is measured.
+TEST(CliRunLayers, ARepeatedLayerIsAUsageError) {
+  // One slice per listed layer: "0,0" must not silently become one slice.
+  const Result r = run("", "run --model /nonexistent --layers 1,0,1");
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("listed twice"));
+}
+
 TEST(CliBench, LayersFlagErrorsComeFirst) {
   for (const char* c : {"bench --preset tiny --layers all", "bench --preset tiny --layers 1,2",
                         "bench --preset tiny --layers 0",
