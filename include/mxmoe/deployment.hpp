@@ -32,11 +32,14 @@ std::vector<ActivationFormat> all_activation_formats();
 struct Request {
   std::optional<ActivationFormat> activation;  // unset: the family preference decides
   bool batch_invariant = false;
-  int ep_size = 1;          // expert-parallel world size
-  int ep_rank = 0;          // this process's rank in it
-  int threads = 0;          // 0: all logical CPUs of the Hardware
-  int tokens_hint = 1;      // expected tokens per call (ranks backends by estimated cost)
-  std::string forced_backend;            // "" = let the oracle choose
+  int ep_size = 1;  // expert-parallel world size
+  int ep_rank = 0;  // this process's rank in it
+  // The rank of each routed expert (Placement's table); empty: contiguous ranges. Read it
+  // through placement_of() (mxmoe/placement.hpp), never directly.
+  std::vector<int> placement;
+  int threads = 0;             // 0: all logical CPUs of the Hardware
+  int tokens_hint = 1;         // expected tokens per call (ranks backends by estimated cost)
+  std::string forced_backend;  // "" = let the oracle choose
   std::vector<std::string> excluded_backends;
   friend bool operator==(const Request&, const Request&) = default;
 };

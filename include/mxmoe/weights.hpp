@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "mxmoe/format.hpp"
@@ -65,6 +66,9 @@ LayerWeights slice_experts(const LayerWeights& w, ExpertRange range);
 // Throws std::invalid_argument naming the tensor when a view disagrees with the spec
 // (shape, presence, or an E8M0 scale byte 0xFF in the expert weights).
 void validate(const LayerSpec& spec, const LayerWeights& w);
+// The same, reading the scales of the routed experts in `scan` only (every shape is checked):
+// an expert-parallel rank checks the experts it holds and touches no page of the others.
+void validate(const LayerSpec& spec, const LayerWeights& w, std::span<const ExpertRange> scan);
 
 // Owns the bytes of a layer generated in memory (the embedded default, tests, benchmarks).
 class LayerStorage {

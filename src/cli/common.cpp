@@ -1,5 +1,7 @@
 #include "cli/common.hpp"
 
+#include <fmt/core.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -7,8 +9,10 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "io/mapped_file.hpp"
 #include "mxmoe/hardware.hpp"
 #include "mxmoe/layer_spec.hpp"
+#include "mxmoe/placement.hpp"
 #include "oracle/report.hpp"
 
 namespace mxmoe::cli {
@@ -72,6 +76,10 @@ void RequestOptions::add(CLI::App& app, bool with_tokens) {
   app.add_option("--ep-size", ep_size, "Expert-parallel world size")->check(CLI::PositiveNumber);
   app.add_option("--ep-rank", ep_rank, "Expert-parallel rank of this process")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--placement", placement,
+                 "Expert placement over the ranks: JSON {\"ranks\": N, \"owner\": [rank of "
+                 "each expert]} (default: contiguous ranges; sets --ep-size to N)")
+      ->check(CLI::ExistingFile);
 }
 
 Request RequestOptions::resolve(CLI::App& app) const {
@@ -100,6 +108,16 @@ Request RequestOptions::resolve(CLI::App& app) const {
   if (tokens > 0) r.tokens_hint = tokens;
   r.ep_size = ep_size;
   r.ep_rank = ep_rank;
+  if (!placement.empty()) {
+    const Placement p = placement_from_json(io::read_text_file(placement));
+    if (given("--ep-size") && ep_size != p.ranks())
+      throw std::invalid_argument(
+          fmt::format("--placement {} places experts on {} ranks, "
+                      "--ep-size is {}",
+                      placement, p.ranks(), ep_size));
+    r.ep_size = p.ranks();
+    r.placement = p.owners();
+  }
   return r;
 }
 

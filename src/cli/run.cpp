@@ -57,16 +57,15 @@ double touched_weight_bytes(const LayerSpec& s, const LayerWeights& w, const Req
   std::vector<std::int32_t> ids(static_cast<std::size_t>(tokens * s.top_k));
   std::vector<float> weights(ids.size());
   route_with_router(s, w, x.data(), tokens, ids.data(), weights.data());
-  const ExpertRange local =
-      contiguous_expert_range(s.num_experts, std::max(r.ep_size, 1), r.ep_rank);
+  const Placement placement = placement_of(r, s.num_experts);
   std::vector<bool> used(static_cast<std::size_t>(s.num_experts), false);
   for (std::int32_t id : ids) used[static_cast<std::size_t>(id)] = true;
   const double per_expert = static_cast<double>(w.w1.bytes() + w.w2.bytes()) / s.num_experts;
   double bytes = 0;
-  for (int e = local.begin; e < local.end; ++e)
+  for (int e : placement.experts_of(r.ep_rank))
     if (used[static_cast<std::size_t>(e)]) bytes += per_expert;
-  if (r.ep_rank == 0) bytes += static_cast<double>(w.shared_w1.bytes() + w.shared_w2.bytes());
-  return bytes;
+  // Each rank runs the shared expert of its own tokens.
+  return bytes + static_cast<double>(w.shared_w1.bytes() + w.shared_w2.bytes());
 }
 
 int run(const RunOptions& o, CLI::App& sub) {

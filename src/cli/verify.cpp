@@ -116,8 +116,8 @@ int verify(const VerifyOptions& o) {
   Runtime runtime(o.threads);
   ThreadPool& pool = runtime.pool();
   fmt::print(stderr, "mxmoe verify: float64 evaluation of the unquantized layer...\n");
-  const std::vector<double> exact = evaluate_f64(spec, w, x.data(), tokens, ids.data(),
-                                                 weights.data(), std::nullopt, 1, 0, &pool);
+  const std::vector<double> exact =
+      evaluate_f64(spec, w, x.data(), tokens, ids.data(), weights.data(), std::nullopt, &pool);
   std::map<ActivationFormat, std::vector<double>> same_format;
 
   fmt::print("layer: {} (E={}, top-{}, H={}, I={}), {} tokens\n", spec.name, spec.num_experts,
@@ -144,7 +144,7 @@ int verify(const VerifyOptions& o) {
       if (!same_format.contains(f)) {
         fmt::print(stderr, "mxmoe verify: float64 evaluation with {} rounding...\n", to_string(f));
         same_format[f] =
-            evaluate_f64(spec, w, x.data(), tokens, ids.data(), weights.data(), f, 1, 0, &pool);
+            evaluate_f64(spec, w, x.data(), tokens, ids.data(), weights.data(), f, &pool);
       }
       fmt::print(stderr, "mxmoe verify: {} {}...\n", b->name(), to_string(f));
       MoeLayer layer(w, sel, runtime);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <span>
 #include <stdexcept>
 #include <string>
 
@@ -56,21 +57,26 @@ void check_dense(const char* name, const DenseView& v, bool required, std::int64
                                             shape_text(v.rows, v.cols), shape_text(rows, cols)));
 }
 
+// Shapes always; the NaN scale 0xFF only in the experts of `scan` (a rank of an
+// expert-parallel group reads no page of the experts it does not hold).
 void check_mxfp4(const char* name, const Mxfp4View& v, std::int64_t experts, std::int64_t rows,
-                 std::int64_t cols) {
+                 std::int64_t cols, std::span<const ExpertRange> scan) {
   const std::string want = fmt::format("[{}, {}, {}]", experts, rows, cols);
   if (v.empty() || v.scales == nullptr)
     throw std::invalid_argument(fmt::format("{} is missing (the spec needs {})", name, want));
   if (v.experts != experts || v.rows != rows || v.cols != cols)
     throw std::invalid_argument(fmt::format("{} has shape [{}, {}, {}], the spec needs {}", name,
                                             v.experts, v.rows, v.cols, want));
-  const auto count = static_cast<std::size_t>(experts * rows * v.row_scales());
-  if (const void* nan = std::memchr(v.scales, kE8m0Nan, count)) {
-    const auto at = static_cast<std::int64_t>(static_cast<const std::uint8_t*>(nan) - v.scales);
-    const std::int64_t per_expert = rows * v.row_scales();
-    throw std::invalid_argument(
-        fmt::format("{} has the NaN scale 0xFF at expert {}, row {}, block {}", name,
-                    at / per_expert, at % per_expert / v.row_scales(), at % v.row_scales()));
+  const std::int64_t per_expert = rows * v.row_scales();
+  for (const ExpertRange& r : scan) {
+    const std::uint8_t* begin = v.scales + r.begin * per_expert;
+    const auto count = static_cast<std::size_t>(r.size() * per_expert);
+    if (const void* nan = std::memchr(begin, kE8m0Nan, count)) {
+      const auto at = static_cast<std::int64_t>(static_cast<const std::uint8_t*>(nan) - v.scales);
+      throw std::invalid_argument(
+          fmt::format("{} has the NaN scale 0xFF at expert {}, row {}, block {}", name,
+                      at / per_expert, at % per_expert / v.row_scales(), at % v.row_scales()));
+    }
   }
 }
 
@@ -142,7 +148,20 @@ class Builder {
 }  // namespace
 
 void validate(const LayerSpec& spec, const LayerWeights& w) {
+  const ExpertRange all{0, spec.num_experts};
+  validate(spec, w, std::span<const ExpertRange>(&all, 1));
+}
+
+void validate(const LayerSpec& spec, const LayerWeights& w, std::span<const ExpertRange> scan) {
   validate(spec);
+  for (const ExpertRange& r : scan)
+    if (r.begin < 0 || r.end < r.begin || r.end > spec.num_experts)
+      throw std::invalid_argument(
+          fmt::format("experts [{}, {}) to check do not lie within the "
+                      "layer's {} experts",
+                      r.begin, r.end, spec.num_experts));
+  const ExpertRange one{0, 1};
+  const std::span<const ExpertRange> shared(&one, 1);
   const std::int64_t e = spec.num_experts, h = spec.hidden, i = spec.intermediate;
   if (!w.router_weight.empty()) {
     check_dense("router_weight", w.router_weight, true, e, h);
@@ -151,13 +170,13 @@ void validate(const LayerSpec& spec, const LayerWeights& w) {
     check_dense("router_bias", w.router_bias, spec.router_bias, 1, e);
   }
   check_dense("selection_bias", w.selection_bias, spec.routing_params.selection_bias, 1, e);
-  check_mxfp4("w1", w.w1, e, 2 * i, h);
+  check_mxfp4("w1", w.w1, e, 2 * i, h, scan);
   check_dense("b1", w.b1, spec.expert_bias, e, 2 * i);
-  check_mxfp4("w2", w.w2, e, h, i);
+  check_mxfp4("w2", w.w2, e, h, i, scan);
   check_dense("b2", w.b2, spec.expert_bias, e, h);
   if (spec.shared_experts > 0) {
-    check_mxfp4("shared_w1", w.shared_w1, 1, 2 * std::int64_t{spec.shared_intermediate}, h);
-    check_mxfp4("shared_w2", w.shared_w2, 1, h, spec.shared_intermediate);
+    check_mxfp4("shared_w1", w.shared_w1, 1, 2 * std::int64_t{spec.shared_intermediate}, h, shared);
+    check_mxfp4("shared_w2", w.shared_w2, 1, h, spec.shared_intermediate, shared);
   } else if (!w.shared_w1.empty() || !w.shared_w2.empty()) {
     throw std::invalid_argument(
         "shared_w1/shared_w2 are present but the spec has no shared expert");

@@ -1,8 +1,8 @@
 // Activation format names, and Request / Deployment <-> JSON.
 #include <array>
 
-#include "mxmoe/deployment.hpp"
 #include "base/enum_names.hpp"
+#include "mxmoe/deployment.hpp"
 #include "oracle/json_io.hpp"
 
 namespace mxmoe {
@@ -33,6 +33,7 @@ Json request_to_json(const Request& r) {
               {"batch_invariant", r.batch_invariant},
               {"ep_size", r.ep_size},
               {"ep_rank", r.ep_rank},
+              {"placement", r.placement},
               {"threads", r.threads},
               {"tokens_hint", r.tokens_hint},
               {"forced_backend", r.forced_backend},
@@ -42,14 +43,15 @@ Json request_to_json(const Request& r) {
 Request request_from_json(const Json& j) {
   constexpr std::string_view what = "Request";
   json::expect_keys(j, what,
-                           {"activation", "batch_invariant", "ep_size", "ep_rank", "threads",
-                            "tokens_hint", "forced_backend", "excluded_backends"});
+                    {"activation", "batch_invariant", "ep_size", "ep_rank", "placement", "threads",
+                     "tokens_hint", "forced_backend", "excluded_backends"});
   Request r;
   if (!j.at("activation").is_null())
     r.activation = parse_activation_format(get<std::string>(j, what, "activation"));
   r.batch_invariant = get<bool>(j, what, "batch_invariant");
   r.ep_size = get<int>(j, what, "ep_size");
   r.ep_rank = get<int>(j, what, "ep_rank");
+  r.placement = get<std::vector<int>>(j, what, "placement");
   r.threads = get<int>(j, what, "threads");
   r.tokens_hint = get<int>(j, what, "tokens_hint");
   r.forced_backend = get<std::string>(j, what, "forced_backend");

@@ -111,15 +111,15 @@ TEST(CliExplain, ReplayedHardwareWithoutAvx512MatchesTheCap) {
 }
 
 TEST(CliExplain, NothingFitsExitsThreeWithTheFullMessage) {
-  // 32 experts cannot be split over 7 ranks: every backend refuses (expert_parallel).
-  const Result table = run("", "explain --ep-size 7");
+  // Rank 7 of a group of 2 does not exist: every backend refuses (expert_parallel).
+  const Result table = run("", "explain --ep-size 2 --ep-rank 7");
   EXPECT_EQ(table.rc, 3);
   EXPECT_THAT(table.err, HasSubstr("No MXFP4 MoE backend supports the deployment configuration. "
                                    "weight_key=mxfp4, activation_key=bf16, batch_invariant=false"));
   EXPECT_THAT(table.err, HasSubstr("reason: expert_parallel"));
   EXPECT_THAT(table.out, HasSubstr("ep_size=1 would allow"));
 
-  const Json j = explain_json("", "--ep-size 7", 3);
+  const Json j = explain_json("", "--ep-size 2 --ep-rank 7", 3);
   EXPECT_TRUE(j.at("selected").is_null());
   EXPECT_THAT(j.at("error").get<std::string>(), HasSubstr("Candidate backends were: ["));
   ASSERT_FALSE(j.at("suggestions").empty());
