@@ -300,13 +300,32 @@ Selection agree(std::span<const Selection> ranks, int self, const Preferences& p
              ? fmt::format("agreed by {} ranks (slowest rank's estimate)", ranks.size())
              : "");
   if (s.chosen.empty()) {
-    // The changes that would let some candidate run on every rank.
-    for (const Suggestion& g : first.suggestions)
-      if (std::all_of(ranks.begin(), ranks.end(), [&](const Selection& r) {
-            return std::any_of(r.suggestions.begin(), r.suggestions.end(),
-                               [&](const Suggestion& o) { return o.change == g.change; });
-          }))
-        s.suggestions.push_back(g);
+    // A change that removes the only reasons some candidate has on every rank would let it
+    // run (its rank-local suggestions cannot say so: a rank that could choose has none).
+    const Request& r = s.deployment.request;
+    const std::pair<ReasonCode, std::string> removable[] = {
+        {ReasonCode::not_forced, fmt::format("not forcing backend {}", r.forced_backend)},
+        {ReasonCode::batch_invariance, "batch_invariant=false"},
+    };
+    for (const auto& [code, change] : removable) {
+      std::vector<std::string> allowed;
+      for (const Verdict& v : s.candidates)
+        if (std::all_of(v.reasons.begin(), v.reasons.end(),
+                        [&](const Rejection& why) { return why.code == code; }))
+          allowed.push_back(v.name);
+      if (allowed.empty()) continue;
+      std::string text = fmt::format("{} would allow {}", change, allowed.front());
+      if (allowed.size() > 1)
+        text += " (also " + fmt::format("{}", fmt::join(allowed.begin() + 1, allowed.end(), ", ")) +
+                ")";
+      s.suggestions.push_back({change, allowed.front(), std::move(text)});
+    }
+    for (const Verdict& v : s.candidates)
+      if (!v.reasons.empty() &&
+          std::all_of(v.reasons.begin(), v.reasons.end(),
+                      [](const Rejection& why) { return why.code == ReasonCode::user_excluded; }))
+        s.suggestions.push_back({fmt::format("not excluding {}", v.name), v.name,
+                                 fmt::format("not excluding {} would allow {}", v.name, v.name)});
   }
   return s;
 }
