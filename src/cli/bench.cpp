@@ -8,8 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "cli/bench_ep.hpp"
 #include "cli/command.hpp"
 #include "cli/common.hpp"
+#include "cli/ep.hpp"
 #include "mxmoe/checkpoint.hpp"
 #include "mxmoe/hardware.hpp"
 #include "mxmoe/perf.hpp"
@@ -36,6 +38,8 @@ struct BenchOptions {
   std::uint64_t memory_budget_mb = 2048;
   double row_seconds = 0.3;
   double max_call_seconds = 5;
+  EpOptions ep;
+  std::string ep_tokens = "rank0";
 };
 
 void say(const std::string& line) {
@@ -97,6 +101,19 @@ LayerSet build_layers(const BenchOptions& o, const Hardware& hw) {
 }
 
 int run_bench_command(const BenchOptions& o, CLI::App& sub) {
+  if (const auto world = ep_world(o.ep.resolve(sub))) {
+    EpBenchOptions e;
+    e.layer = o.layer;
+    e.tokens = perf::parse_positive_int_list(o.tokens, "--tokens");
+    e.backend = o.backends;
+    e.activation = o.activations;
+    e.batch_invariant = o.batch_invariant;
+    e.reps = o.reps;
+    if (!o.threads.empty())
+      e.threads = perf::parse_positive_int_list(o.threads, "--threads").front();
+    e.tokens_on_every_rank = o.ep_tokens == "all";
+    return bench_expert_parallel(e, *world);
+  }
   const perf::OutputFormat format = perf::parse_output_format(o.output);
   perf::BenchConfig config;
   config.tokens = perf::parse_positive_int_list(o.tokens, "--tokens");
@@ -189,6 +206,12 @@ void add_bench(CLI::App& app, Action& action) {
                   "Skip rows predicted to take longer than this per call")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  o->ep.add(*sub);
+  sub->add_option("--ep-tokens", o->ep_tokens,
+                  "Under mpirun: where the tokens are, rank0 (as `mxmoe run`) or all (split "
+                  "evenly, as data-parallel attention feeds expert-parallel MoE)")
+      ->check(CLI::IsMember({"rank0", "all"}))
+      ->capture_default_str();
   sub->callback([&action, o, sub] { action = [o, sub] { return run_bench_command(*o, *sub); }; });
 }
 

@@ -8,7 +8,9 @@
 
 #include "cli/command.hpp"
 #include "cli/common.hpp"
+#include "cli/ep.hpp"
 #include "mxmoe/build_info.hpp"
+#include "mxmoe/communicator.hpp"
 #include "mxmoe/oracle.hpp"
 
 namespace {
@@ -47,17 +49,36 @@ int main(int argc, char** argv) {
     const int rc = app.exit(e);
     return rc == 0 ? 0 : mxmoe::cli::kExitUsage;
   }
+  // Under mpirun every rank runs the command; the expert-parallel ones talk to each other.
+  std::unique_ptr<mxmoe::cli::MpiScope> mpi;
+  try {
+    mpi = std::make_unique<mxmoe::cli::MpiScope>(&argc, &argv);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "mxmoe: error: {}\n", e.what());
+    return mxmoe::cli::kExitUsage;
+  }
+  const bool group = mpi->active() && mpi->world_size() > 1;
+  const std::string who = group ? fmt::format("rank {}: ", mpi->world_rank()) : "";
+  // A rank that fails alone (a bad file on rank 0, a rank that stopped answering) ends the
+  // whole job: the others would otherwise wait for it until their deadline.
+  const auto fail = [&](int code) { return group ? (mpi->abort(code), code) : code; };
   try {
     return action ? action() : mxmoe::cli::kExitUsage;
   } catch (const mxmoe::NoBackendError& e) {
-    fmt::print(stderr, "{}\n\n{}", mxmoe::format_selection_table(e.selection()), e.what());
-    fmt::print(stderr, "\n");
+    // Agreed on by every rank (the report gathers every rank's reasons): rank 0 prints it.
+    if (!group || mpi->world_rank() == 0) {
+      fmt::print(stderr, "{}\n\n{}", mxmoe::format_selection_table(e.selection()), e.what());
+      fmt::print(stderr, "\n");
+    }
     return mxmoe::cli::kExitNoBackend;
+  } catch (const mxmoe::CommError& e) {
+    fmt::print(stderr, "mxmoe: error: {}\n", e.what());
+    return fail(mxmoe::cli::kExitError);
   } catch (const std::invalid_argument& e) {
-    fmt::print(stderr, "mxmoe: error: {}\n", e.what());
-    return mxmoe::cli::kExitUsage;
+    fmt::print(stderr, "mxmoe: {}error: {}\n", who, e.what());
+    return fail(mxmoe::cli::kExitUsage);
   } catch (const std::exception& e) {
-    fmt::print(stderr, "mxmoe: error: {}\n", e.what());
-    return mxmoe::cli::kExitError;
+    fmt::print(stderr, "mxmoe: {}error: {}\n", who, e.what());
+    return fail(mxmoe::cli::kExitError);
   }
 }

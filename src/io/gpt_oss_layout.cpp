@@ -25,8 +25,12 @@ std::vector<std::uint64_t> dims(std::initializer_list<std::int64_t> d) {
 
 class LayerBinder {
  public:
-  LayerBinder(const TensorSet& set, int layer, bool check_values)
-      : set_(set), prefix_(fmt::format("model.layers.{}.mlp.", layer)), check_(check_values) {}
+  LayerBinder(const TensorSet& set, int layer, bool check_values,
+              const std::vector<ExpertRange>* scale_experts)
+      : set_(set),
+        prefix_(fmt::format("model.layers.{}.mlp.", layer)),
+        check_(check_values),
+        scale_experts_(scale_experts) {}
 
   const TensorRef& require(const std::string& suffix) const {
     const TensorRef* ref = set_.find(prefix_ + suffix);
@@ -58,9 +62,10 @@ class LayerBinder {
     return v;
   }
 
-  // blocks [E, rows, cols/32, 16] U8 and scales [E, rows, cols/32] U8.
+  // blocks [E, rows, cols/32, 16] U8 and scales [E, rows, cols/32] U8. `routed`: the
+  // scales scanned are those of scale_experts_ when set.
   Mxfp4View mxfp4(const std::string& stem, std::int64_t experts, std::int64_t rows,
-                  std::int64_t cols) const {
+                  std::int64_t cols, bool routed = true) const {
     const TensorRef& blocks = require(stem + "_blocks");
     const TensorRef& scales = require(stem + "_scales");
     for (const TensorRef* t : {&blocks, &scales})
@@ -70,7 +75,17 @@ class LayerBinder {
     const std::int64_t nb = cols / 32;
     expect_shape(blocks, dims({experts, rows, nb, 16}));
     expect_shape(scales, dims({experts, rows, nb}));
-    if (check_) check_scales(scales, rows, nb);
+    if (check_ && routed && scale_experts_ != nullptr) {
+      for (const ExpertRange& r : *scale_experts_) {
+        if (r.begin < 0 || r.end < r.begin || r.end > experts)
+          throw LoadError(fmt::format("experts [{}, {}) to check lie outside the {} experts of {}",
+                                      r.begin, r.end, experts, scales.info->name));
+        check_scales(scales, rows, nb, static_cast<std::size_t>(r.begin * rows * nb),
+                     static_cast<std::size_t>(r.end * rows * nb));
+      }
+    } else if (check_) {
+      check_scales(scales, rows, nb, 0, scales.data().size());
+    }
     Mxfp4View v;
     v.blocks = blocks.data().data();
     v.scales = scales.data().data();
@@ -85,9 +100,11 @@ class LayerBinder {
   }
 
  private:
-  static void check_scales(const TensorRef& t, std::int64_t rows, std::int64_t blocks_per_row) {
+  // Bytes [begin, end) of a scale tensor.
+  static void check_scales(const TensorRef& t, std::int64_t rows, std::int64_t blocks_per_row,
+                           std::size_t begin, std::size_t end) {
     const auto bytes = t.data();
-    for (std::size_t i = 0; i < bytes.size(); ++i) {
+    for (std::size_t i = begin; i < end && i < bytes.size(); ++i) {
       if (bytes[i] != kE8m0Nan) continue;
       const auto flat = static_cast<std::int64_t>(i);
       throw LoadError(fmt::format(
@@ -122,13 +139,14 @@ class LayerBinder {
   const TensorSet& set_;
   std::string prefix_;
   bool check_;
+  const std::vector<ExpertRange>* scale_experts_;
 };
 
 }  // namespace
 
 LayerWeights bind_gpt_oss_layer(const TensorSet& set, const LayerSpec& spec, int layer,
-                                bool check_values) {
-  const LayerBinder b(set, layer, check_values);
+                                bool check_values, const std::vector<ExpertRange>* scale_experts) {
+  const LayerBinder b(set, layer, check_values, scale_experts);
   const std::int64_t e = spec.num_experts, h = spec.hidden, i = spec.intermediate;
   LayerWeights w;
   w.router_weight = b.dense("router.weight", e, h, false);
@@ -149,8 +167,8 @@ LayerWeights bind_gpt_oss_layer(const TensorSet& set, const LayerSpec& spec, int
   }
   if (spec.shared_experts > 0) {
     const std::int64_t is = spec.shared_intermediate;
-    w.shared_w1 = b.mxfp4("shared_experts.gate_up_proj", 1, 2 * is, h);
-    w.shared_w2 = b.mxfp4("shared_experts.down_proj", 1, h, is);
+    w.shared_w1 = b.mxfp4("shared_experts.gate_up_proj", 1, 2 * is, h, false);
+    w.shared_w2 = b.mxfp4("shared_experts.down_proj", 1, h, is, false);
   }
   return w;
 }

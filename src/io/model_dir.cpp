@@ -49,10 +49,11 @@ const LayerSpec& ModelDir::moe_spec(int layer) const {
   return config.moe;
 }
 
-LayerWeights ModelDir::bind(int layer, bool check_values) const {
+LayerWeights ModelDir::bind(int layer, bool check_values,
+                            const std::vector<ExpertRange>* scale_experts) const {
   const LayerSpec& spec = moe_spec(layer);
   try {
-    return bind_gpt_oss_layer(tensors, spec, layer, check_values);
+    return bind_gpt_oss_layer(tensors, spec, layer, check_values, scale_experts);
   } catch (const LoadError& e) {
     throw LoadError(fmt::format("{}: layer {}: {}", dir, layer, e.what()));
   }

@@ -1,0 +1,142 @@
+#include "cli/ep.hpp"
+
+#include <fmt/core.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "cli/common.hpp"
+#if MXMOE_WITH_MPI
+#include "mxmoe/mpi.hpp"
+#endif
+
+namespace mxmoe::cli {
+
+bool launched_by_mpi() {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "PMI_RANK"})
+    if (!env(name).empty()) return true;
+  return false;
+}
+
+#if MXMOE_WITH_MPI
+struct MpiScope::Session {
+  Session(int* argc, char*** argv) : session(argc, argv) {}
+  mpi::Session session;
+};
+#else
+struct MpiScope::Session {};
+#endif
+
+MpiScope::MpiScope(int* argc, char*** argv) {
+  if (!launched_by_mpi()) return;
+#if MXMOE_WITH_MPI
+  session_ = std::make_unique<Session>(argc, argv);
+  active_ = true;
+  const auto world = mpi::world();
+  rank_ = world->rank();
+  size_ = world->size();
+#else
+  (void)argc;
+  (void)argv;
+  const std::string size =
+      env("OMPI_COMM_WORLD_SIZE").empty() ? env("PMI_SIZE") : env("OMPI_COMM_WORLD_SIZE");
+  if (!size.empty() && size != "1")
+    throw std::invalid_argument(
+        "mpirun started " + size +
+        " copies of an mxmoe built without MPI: install libopenmpi-dev (scripts/deps.sh) and "
+        "rebuild, or run one process");
+#endif
+}
+
+MpiScope::~MpiScope() = default;
+
+void MpiScope::abort(int code) const noexcept {
+#if MXMOE_WITH_MPI
+  if (active_) mpi::Session::abort(code);
+#endif
+  std::_Exit(code);
+}
+
+void EpOptions::add(CLI::App& app) {
+  app.add_option("--ep-deadline", deadline_s,
+                 "Under mpirun: seconds a rank waits for the others before it ends the run "
+                 "naming the silent rank (env MXMOE_EP_DEADLINE; default 30)")
+      ->check(CLI::PositiveNumber);
+}
+
+CommOptions EpOptions::resolve(CLI::App& app) const {
+  CommOptions o;
+  o.deadline_s = deadline_s;
+  if (app.count("--ep-deadline") == 0)
+    if (const std::string v = env("MXMOE_EP_DEADLINE"); !v.empty()) {
+      std::size_t used = 0;
+      double d = 0;
+      try {
+        d = std::stod(v, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used != v.size() || !(d > 0))
+        throw std::invalid_argument("MXMOE_EP_DEADLINE must be a number of seconds > 0, got '" + v +
+                                    "'");
+      o.deadline_s = d;
+    }
+  return o;
+}
+
+std::unique_ptr<Communicator> ep_world(const CommOptions& options) {
+  if (!launched_by_mpi()) return nullptr;
+#if MXMOE_WITH_MPI
+  return mpi::world(options);
+#else
+  (void)options;
+  return nullptr;
+#endif
+}
+
+std::int64_t from_rank0(Communicator& comm, std::int64_t value) {
+  std::vector<std::int64_t> all(static_cast<std::size_t>(comm.size()));
+  allgather(comm, &value, sizeof value, all.data());
+  return all.at(0);
+}
+
+double from_rank0(Communicator& comm, double value) {
+  const std::vector<double> all = gather(comm, value);
+  return all.at(0);
+}
+
+std::vector<double> gather(Communicator& comm, double value) {
+  std::vector<double> all(static_cast<std::size_t>(comm.size()));
+  allgather(comm, &value, sizeof value, all.data());
+  return all;
+}
+
+std::vector<ExpertParallelTimes> gather(Communicator& comm, const ExpertParallelTimes& times) {
+  std::vector<ExpertParallelTimes> all(static_cast<std::size_t>(comm.size()));
+  allgather(comm, &times, sizeof times, all.data());
+  return all;
+}
+
+int threads_per_rank(Communicator& comm, int logical_cpus) {
+#if MXMOE_WITH_MPI
+  const int here = mpi::ranks_on_this_node(comm);
+#else
+  const int here = comm.size();
+#endif
+  return std::max(1, logical_cpus / std::max(1, here));
+}
+
+std::uint64_t resident_bytes() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("VmRSS:", 0) == 0) {
+      std::istringstream in(line.substr(6));
+      std::uint64_t kb = 0;
+      in >> kb;
+      return kb * 1024;
+    }
+  return 0;
+}
+
+}  // namespace mxmoe::cli
