@@ -65,8 +65,11 @@ int main(int argc, char** argv) {
   try {
     return action ? action() : mxmoe::cli::kExitUsage;
   } catch (const mxmoe::NoBackendError& e) {
-    // Agreed on by every rank (the report gathers every rank's reasons): rank 0 prints it.
-    if (!group || mpi->world_rank() == 0) {
+    // In a group every rank agreed on it and its message gathers every rank's reasons:
+    // rank 0 prints it, once.
+    if (group) {
+      if (mpi->world_rank() == 0) fmt::print(stderr, "{}\n", e.what());
+    } else {
       fmt::print(stderr, "{}\n\n{}", mxmoe::format_selection_table(e.selection()), e.what());
       fmt::print(stderr, "\n");
     }

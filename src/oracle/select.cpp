@@ -343,7 +343,21 @@ std::string format_rank_reasons(std::span<const Selection> ranks) {
                                    [&](const Verdict& v) { return v.name == name; });
       per_rank.push_back(it == rank.candidates.end() ? nullptr : &*it);
     }
-    std::vector<Rejection> listed;
+    // First the reasons every rank gives (once), then each rank's own, rank by rank.
+    const auto everywhere = [&](const Rejection& reason) {
+      return ranks.size() > 1 &&
+             std::all_of(per_rank.begin(), per_rank.end(), [&](const Verdict* v) {
+               return v != nullptr &&
+                      std::find(v->reasons.begin(), v->reasons.end(), reason) != v->reasons.end();
+             });
+    };
+    for (const Verdict* v : per_rank) {
+      if (v == nullptr) continue;
+      for (const Rejection& reason : v->reasons)
+        if (everywhere(reason))
+          out += fmt::format("every rank: {} rejected: {}\n", name, describe_rejection(reason));
+      break;
+    }
     for (std::size_t r = 0; r < per_rank.size(); ++r) {
       if (per_rank[r] == nullptr) {
         out += fmt::format(
@@ -352,21 +366,9 @@ std::string format_rank_reasons(std::span<const Selection> ranks) {
             r, name);
         continue;
       }
-      for (const Rejection& reason : per_rank[r]->reasons) {
-        const bool everywhere =
-            ranks.size() > 1 &&
-            std::all_of(per_rank.begin(), per_rank.end(), [&](const Verdict* v) {
-              return v != nullptr &&
-                     std::find(v->reasons.begin(), v->reasons.end(), reason) != v->reasons.end();
-            });
-        if (everywhere) {
-          if (std::find(listed.begin(), listed.end(), reason) != listed.end()) continue;
-          listed.push_back(reason);
-        }
-        out += fmt::format("{}: {} rejected: {}\n",
-                           everywhere ? std::string("every rank") : fmt::format("rank {}", r), name,
-                           describe_rejection(reason));
-      }
+      for (const Rejection& reason : per_rank[r]->reasons)
+        if (!everywhere(reason))
+          out += fmt::format("rank {}: {} rejected: {}\n", r, name, describe_rejection(reason));
     }
   }
   return out;

@@ -35,33 +35,6 @@ mxmoe::LayerSpec family_spec(const Family& f) {
   return layer_test::shrink(f.preset, f.experts, 4, 64, 64);
 }
 
-struct Choice {
-  std::string backend;
-  ActivationFormat format;
-};
-
-// Every backend x format that accepts a batch-invariant request on this machine.
-std::vector<Choice> invariant_choices(const mxmoe::LayerSpec& spec, const mxmoe::Hardware& hw) {
-  std::vector<Choice> out;
-  for (const mxmoe::Backend* b : mxmoe::registered_backends())
-    for (ActivationFormat f : mxmoe::all_activation_formats()) {
-      mxmoe::Deployment d{spec, hw, {}};
-      d.request.activation = f;
-      d.request.batch_invariant = true;
-      if (b->check(d).empty()) out.push_back({std::string(b->name()), f});
-    }
-  return out;
-}
-
-mxmoe::Request request_for(const Choice& c) {
-  mxmoe::Request r;
-  r.activation = c.format;
-  r.batch_invariant = true;
-  r.forced_backend = c.backend;
-  r.threads = 1;
-  return r;
-}
-
 // One process, every expert: the reference bits.
 std::vector<float> single_process(const mxmoe::LayerSpec& spec, const mxmoe::LayerWeights& w,
                                   const mxmoe::Hardware& hw, const mxmoe::Request& r,
@@ -114,16 +87,6 @@ std::vector<float> expert_parallel(const mxmoe::LayerSpec& spec, const mxmoe::La
   return y;
 }
 
-// The first token whose bits differ, or -1.
-std::int64_t first_difference(const std::vector<float>& a, const std::vector<float>& b, int h) {
-  for (std::size_t t = 0; t * static_cast<std::size_t>(h) < a.size(); ++t)
-    if (std::memcmp(a.data() + t * static_cast<std::size_t>(h),
-                    b.data() + t * static_cast<std::size_t>(h),
-                    static_cast<std::size_t>(h) * sizeof(float)) != 0)
-      return static_cast<std::int64_t>(t);
-  return -1;
-}
-
 TEST(ExpertParallel, EveryTokensBitsMatchOneProcessForAnyEpSize) {
   const mxmoe::Hardware hw = mxmoe::probe_hardware();
   std::mt19937 rng(5);
@@ -133,8 +96,8 @@ TEST(ExpertParallel, EveryTokensBitsMatchOneProcessForAnyEpSize) {
     const mxmoe::LayerStorage storage = mxmoe::LayerStorage::random(spec, 11);
     const std::int64_t tokens = 23;
     const std::vector<float> x = layer_test::random_input(spec, tokens, 12);
-    for (const Choice& c : invariant_choices(spec, hw)) {
-      const mxmoe::Request r = request_for(c);
+    for (const dist_test::Choice& c : dist_test::invariant_choices(spec, hw)) {
+      const mxmoe::Request r = dist_test::request_for(c);
       const std::vector<float> want = single_process(spec, storage.weights(), hw, r, x);
       for (int n : {1, 2, 3, 4})
         for (bool only_rank0 : {true, false}) {
@@ -146,7 +109,7 @@ TEST(ExpertParallel, EveryTokensBitsMatchOneProcessForAnyEpSize) {
               spec, storage.weights(), hw, r, Placement::contiguous(spec.num_experts, n), x,
               split(tokens, n, only_rank0, rng), &chosen);
           for (const std::string& name : chosen) EXPECT_EQ(name, c.backend);
-          EXPECT_EQ(first_difference(got, want, spec.hidden), -1);
+          EXPECT_EQ(dist_test::first_difference(got, want, spec.hidden), -1);
           ++cases;
         }
     }
@@ -175,7 +138,7 @@ TEST(ExpertParallel, AnyPlacementGivesTheSameBits) {
     for (bool only_rank0 : {true, false}) {
       const auto got = expert_parallel(spec, storage.weights(), hw, r, p, x,
                                        split(tokens, p.ranks(), only_rank0, rng));
-      EXPECT_EQ(first_difference(got, want, spec.hidden), -1);
+      EXPECT_EQ(dist_test::first_difference(got, want, spec.hidden), -1);
     }
   }
 }
@@ -202,7 +165,7 @@ TEST(ExpertParallel, RepeatedCallsAndEmptyCallsKeepTheBitsAndStopAllocating) {
         EXPECT_EQ(layer.local().workspace_allocations(), before);
       }
       if (rank == 1) {
-        EXPECT_EQ(first_difference(y, want, spec.hidden), -1) << "call " << call;
+        EXPECT_EQ(dist_test::first_difference(y, want, spec.hidden), -1) << "call " << call;
       }
     }
     EXPECT_EQ(layer.times().calls, 8);
@@ -216,8 +179,8 @@ TEST(ExpertParallel, EachRankPacksOnlyItsExperts) {
   const mxmoe::Hardware hw = mxmoe::probe_hardware();
   const mxmoe::LayerSpec spec = family_spec(kFamilies[0]);
   const mxmoe::LayerStorage storage = mxmoe::LayerStorage::random(spec, 41);
-  for (const Choice& c : invariant_choices(spec, hw)) {
-    const mxmoe::Request r = request_for(c);
+  for (const dist_test::Choice& c : dist_test::invariant_choices(spec, hw)) {
+    const mxmoe::Request r = dist_test::request_for(c);
     mxmoe::Runtime runtime(1);
     const mxmoe::MoeLayer whole(storage.weights(),
                                 mxmoe::select({spec, hw, r}, mxmoe::preferences_for(spec.family)),
@@ -441,7 +404,7 @@ TEST(MoeLayerSteps, RouteComputeSharedCombineIsForward) {
     std::memcpy(out.data() + s * h, rev_out.data() + (slots - 1 - s) * h, h * sizeof(float));
   ASSERT_TRUE(layer.shared_expert(x.data(), tokens, shared.data()));
   layer.combine(w.data(), out.data(), shared.data(), tokens, y.data());
-  EXPECT_EQ(first_difference(y, want, spec.hidden), -1);
+  EXPECT_EQ(dist_test::first_difference(y, want, spec.hidden), -1);
 
   rev_ids[3] = spec.num_experts;
   EXPECT_THROW(layer.compute_slots(x.data(), tokens, rev_ids.data(), rev_rows.data(),
