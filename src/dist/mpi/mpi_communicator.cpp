@@ -136,15 +136,20 @@ class MpiCommunicator final : public Communicator {
     throw CommError(std::move(peers), fmt::format("rank {}: exchange {}: {}", rank_, round_, what));
   }
 
-  // Polls every request until done or the deadline. Spins for the first 50 us, then yields
-  // the core (ranks may share cores), then sleeps 100 us between polls: a waiting rank leaves
-  // the CPU to the ranks still computing.
+  // Polls every request until done or the deadline. A large message moves in fragments, each
+  // needing a progress call on both sides, so polling must not pause while data flows: it
+  // spins for 2 ms (latency: a small exchange between ready ranks takes microseconds), then
+  // yields the core between polls (ranks may share cores: sched_yield hands it to a rank still
+  // computing, and returns at once when none is). Only after 200 ms without any message
+  // completing (a peer computing a large batch, or a failed one) does it sleep 200 us between
+  // polls. bench_mpi_exchange measures the exchange (docs/DISTRIBUTED.md).
   void wait_all() {
     using Clock = std::chrono::steady_clock;
     const auto start = Clock::now();
     const auto deadline = start + std::chrono::duration_cast<Clock::duration>(
                                       std::chrono::duration<double>(options_.deadline_s));
     std::size_t left = requests_.size();
+    auto last_progress = start;
     indices_.resize(requests_.size());
     statuses_.resize(requests_.size());
     while (left > 0) {
@@ -157,6 +162,7 @@ class MpiCommunicator final : public Communicator {
       for (int i = 0; i < completed; ++i) {
         const auto at = static_cast<std::size_t>(indices_[static_cast<std::size_t>(i)]);
         const MPI_Status& st = statuses_[static_cast<std::size_t>(i)];
+        last_progress = Clock::now();
         const Pending p = pending_[at];
         pending_[at].bytes = kDone;
         --left;
@@ -180,12 +186,11 @@ class MpiCommunicator final : public Communicator {
         fail(peers, fmt::format("{} did not answer within {:.1f} s ({} of {} messages pending)",
                                 names, options_.deadline_s, left, requests_.size()));
       }
-      const auto waited = now - start;
-      if (waited < std::chrono::microseconds(50)) continue;
-      if (waited < std::chrono::milliseconds(2))
+      if (now - start < std::chrono::milliseconds(2)) continue;
+      if (now - last_progress < std::chrono::milliseconds(200))
         sched_yield();
       else
-        std::this_thread::sleep_for(std::chrono::microseconds(100));
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
   }
 
