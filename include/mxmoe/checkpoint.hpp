@@ -9,17 +9,18 @@
 #include <string>
 #include <vector>
 
+#include "mxmoe/export.h"
 #include "mxmoe/layer_spec.hpp"
 #include "mxmoe/weights.hpp"
 
 namespace mxmoe {
 
-class LoadError : public std::runtime_error {
+class MXMOE_API LoadError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
 
-class Checkpoint {
+class MXMOE_API Checkpoint {
  public:
   // Opens DIR: parses config.json into a LayerSpec template and maps the safetensors
   // file(s). Throws LoadError.
@@ -29,8 +30,14 @@ class Checkpoint {
   Checkpoint& operator=(Checkpoint&&) noexcept;
 
   int num_layers() const noexcept;
+  // "" when layer N is a MoE layer mxmoe runs, else why not (a dense layer, ...). Throws
+  // LoadError if N is out of range.
+  std::string non_moe_reason(int layer) const;
   // The spec of layer N (throws LoadError if N is out of range or not a MoE layer).
   LayerSpec layer_spec(int layer) const;
+  // The directory and its config.json text as read (validated JSON).
+  const std::string& dir() const noexcept;
+  const std::string& config_json() const noexcept;
   // Views of layer N's tensors, validated against layer_spec(N); valid while *this lives.
   LayerWeights layer_weights(int layer) const;
   // The same, reading the values (NaN scales) of the routed experts in `experts` only: an

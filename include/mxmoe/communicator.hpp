@@ -15,9 +15,11 @@
 #include <string_view>
 #include <vector>
 
+#include "mxmoe/export.h"
+
 namespace mxmoe {
 
-class CommError : public std::runtime_error {
+class MXMOE_API CommError : public std::runtime_error {
  public:
   CommError(std::vector<int> ranks, const std::string& message)
       : std::runtime_error(message), ranks_(std::move(ranks)) {}
@@ -45,7 +47,7 @@ struct RecvBuffer {
   std::size_t bytes = 0;
 };
 
-class Communicator {
+class MXMOE_API Communicator {
  public:
   virtual ~Communicator() = default;
   virtual int rank() const noexcept = 0;
@@ -64,15 +66,16 @@ class Communicator {
 // Collectives over exchange() (src/dist/collectives.cpp).
 // Every rank gives `bytes` bytes (the same count on every rank); out [size * bytes] gets rank
 // r's at r * bytes.
-void allgather(Communicator& comm, const void* in, std::size_t bytes, void* out);
+MXMOE_API void allgather(Communicator& comm, const void* in, std::size_t bytes, void* out);
 // Every rank gives a string of any length; the result holds rank r's at index r.
-std::vector<std::string> allgather_strings(Communicator& comm, std::string_view mine);
+MXMOE_API std::vector<std::string> allgather_strings(Communicator& comm, std::string_view mine);
 // Blocks until every rank calls it (bounded like every call).
-void barrier(Communicator& comm);
+MXMOE_API void barrier(Communicator& comm);
 
 // An in-process group: n communicators whose ranks are threads of this process (rank r is
 // group[r]); each must be driven by its own thread. For tests and for expert parallelism
 // inside one process. Throws std::invalid_argument unless n >= 1 and the deadline is > 0.
-std::vector<std::unique_ptr<Communicator>> make_thread_group(int n, CommOptions options = {});
+MXMOE_API std::vector<std::unique_ptr<Communicator>> make_thread_group(int n,
+                                                                       CommOptions options = {});
 
 }  // namespace mxmoe

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "mxmoe/export.h"
 #include "mxmoe/hardware.hpp"
 #include "mxmoe/layer_spec.hpp"
 
@@ -23,13 +24,13 @@ enum class ActivationFormat : std::uint8_t {
   int8,   // symmetric int8 per 32-element block, float32 scale per block
   mxfp8,  // E4M3 elements, E8M0 scale per 32 (round-up scale rule: never clips)
 };
-std::string_view to_string(ActivationFormat) noexcept;
-ActivationFormat parse_activation_format(std::string_view);  // throws, listing valid keys
-std::vector<ActivationFormat> all_activation_formats();
+MXMOE_API std::string_view to_string(ActivationFormat) noexcept;
+MXMOE_API ActivationFormat parse_activation_format(std::string_view);  // throws, listing valid keys
+MXMOE_API std::vector<ActivationFormat> all_activation_formats();
 
 // What the user asks for. Built at the edge from flags and environment variables
 // (flags win over MXMOE_* variables); pure data afterwards.
-struct Request {
+struct MXMOE_API Request {
   std::optional<ActivationFormat> activation;  // unset: the family preference decides
   bool batch_invariant = false;
   int ep_size = 1;  // expert-parallel world size
@@ -44,16 +45,17 @@ struct Request {
   friend bool operator==(const Request&, const Request&) = default;
 };
 
-struct Deployment {
+struct MXMOE_API Deployment {
   LayerSpec layer;
   Hardware hardware;
   Request request;
   friend bool operator==(const Deployment&, const Deployment&) = default;
 };
 
-std::string to_json(const Request&);
-Request request_from_json(std::string_view);
-std::string to_json(const Deployment&);
-Deployment deployment_from_json(std::string_view);  // strict; throws std::invalid_argument
+MXMOE_API std::string to_json(const Request&);
+MXMOE_API Request request_from_json(std::string_view);
+MXMOE_API std::string to_json(const Deployment&);
+MXMOE_API Deployment
+    deployment_from_json(std::string_view);  // strict; throws std::invalid_argument
 
 }  // namespace mxmoe

@@ -17,6 +17,7 @@
 #include <memory>
 
 #include "mxmoe/communicator.hpp"
+#include "mxmoe/export.h"
 #include "mxmoe/layer.hpp"
 #include "mxmoe/placement.hpp"
 
@@ -41,9 +42,10 @@ struct ExpertParallelTimes {
 // sentence and lists every rank's reasons ("rank 2: amx_bf16 rejected: unsupported_isa: ...").
 // A rank whose judge() throws (an unknown backend name) makes every rank throw
 // std::invalid_argument naming it. Throws CommError when a rank does not answer.
-Selection agree_selection(const Deployment& mine, const Preferences& prefs, Communicator& comm);
+MXMOE_API Selection agree_selection(const Deployment& mine, const Preferences& prefs,
+                                    Communicator& comm);
 
-class ExpertParallelLayer {
+class MXMOE_API ExpertParallelLayer {
  public:
   // Collective: agree_selection() over {spec, hw, request with this group's ep_size, ep_rank
   // and placement}, then this rank's part. Every rank passes the same spec, request and

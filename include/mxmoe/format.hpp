@@ -14,6 +14,8 @@
 #include <cstdint>
 #include <span>
 
+#include "mxmoe/export.h"
+
 namespace mxmoe {
 
 inline constexpr std::size_t kMxBlock = 32;          // elements per MX block
@@ -28,50 +30,53 @@ enum class ScaleRule : std::uint8_t {
 
 // ---- E2M1 -------------------------------------------------------------------------------
 // Value of a 4-bit E2M1 code (only the low nibble is read). 0x8 decodes to -0.0f.
-float e2m1_decode(std::uint8_t code) noexcept;
+MXMOE_API float e2m1_decode(std::uint8_t code) noexcept;
 // Nearest E2M1 code to v (ties to even mantissa), saturating at +-6; keeps the sign of zero.
 // NaN maps to +0 — callers that must preserve NaN check first (the MXFP4 quantizer does).
-std::uint8_t e2m1_encode(float v) noexcept;
+MXMOE_API std::uint8_t e2m1_encode(float v) noexcept;
 
 // ---- E8M0 -------------------------------------------------------------------------------
 // 2^(code-127) for code 0..254 (code 0 is the float32 subnormal 2^-127); NaN for 0xFF.
-float e8m0_decode(std::uint8_t code) noexcept;
+MXMOE_API float e8m0_decode(std::uint8_t code) noexcept;
 
 // ---- MXFP4 ------------------------------------------------------------------------------
 // Quantizes n floats (n % 32 == 0) into n/2 packed bytes and n/32 scale bytes.
 // All-zero block: scale 0, codes +0. A NaN or Inf anywhere in a block: scale 0xFF (the
 // whole block decodes to NaN), never a silent finite value.
-void quantize_mxfp4(std::span<const float> x, ScaleRule rule, std::span<std::uint8_t> packed,
-                    std::span<std::uint8_t> scales);
+MXMOE_API void quantize_mxfp4(std::span<const float> x, ScaleRule rule,
+                              std::span<std::uint8_t> packed, std::span<std::uint8_t> scales);
 // Dequantizes n = scales.size()*32 elements (scalar reference decoder).
-void dequantize_mxfp4(std::span<const std::uint8_t> packed, std::span<const std::uint8_t> scales,
-                      std::span<float> out);
+MXMOE_API void dequantize_mxfp4(std::span<const std::uint8_t> packed,
+                                std::span<const std::uint8_t> scales, std::span<float> out);
 // Same result bit for bit as dequantize_mxfp4, vectorized where the CPU allows.
-void dequantize_mxfp4_fast(std::span<const std::uint8_t> packed,
-                           std::span<const std::uint8_t> scales, std::span<float> out);
+MXMOE_API void dequantize_mxfp4_fast(std::span<const std::uint8_t> packed,
+                                     std::span<const std::uint8_t> scales, std::span<float> out);
 // Nibble-order permutations of one 16-byte block (inverse of each other).
-void mxfp4_block_to_ggml(const std::uint8_t* gpt_oss_order, std::uint8_t* ggml_order) noexcept;
-void mxfp4_block_from_ggml(const std::uint8_t* ggml_order, std::uint8_t* gpt_oss_order) noexcept;
+MXMOE_API void mxfp4_block_to_ggml(const std::uint8_t* gpt_oss_order,
+                                   std::uint8_t* ggml_order) noexcept;
+MXMOE_API void mxfp4_block_from_ggml(const std::uint8_t* ggml_order,
+                                     std::uint8_t* gpt_oss_order) noexcept;
 
 // ---- MXFP8 (E4M3 "fn") --------------------------------------------------------------------
-float e4m3_decode(std::uint8_t code) noexcept;        // 0x7F / 0xFF are NaN
-std::uint8_t e4m3_encode(float v) noexcept;           // RNE, saturating at +-448, NaN -> 0x7F
-void quantize_mxfp8(std::span<const float> x, ScaleRule rule, std::span<std::uint8_t> codes,
-                    std::span<std::uint8_t> scales);
-void dequantize_mxfp8(std::span<const std::uint8_t> codes, std::span<const std::uint8_t> scales,
-                      std::span<float> out);
+MXMOE_API float e4m3_decode(std::uint8_t code) noexcept;  // 0x7F / 0xFF are NaN
+MXMOE_API std::uint8_t e4m3_encode(float v) noexcept;     // RNE, saturating at +-448, NaN -> 0x7F
+MXMOE_API void quantize_mxfp8(std::span<const float> x, ScaleRule rule,
+                              std::span<std::uint8_t> codes, std::span<std::uint8_t> scales);
+MXMOE_API void dequantize_mxfp8(std::span<const std::uint8_t> codes,
+                                std::span<const std::uint8_t> scales, std::span<float> out);
 
 // ---- BF16 -------------------------------------------------------------------------------
-std::uint16_t f32_to_bf16(float v) noexcept;  // round to nearest even; NaN stays NaN (quiet)
-float bf16_to_f32(std::uint16_t v) noexcept;
+MXMOE_API std::uint16_t f32_to_bf16(
+    float v) noexcept;  // round to nearest even; NaN stays NaN (quiet)
+MXMOE_API float bf16_to_f32(std::uint16_t v) noexcept;
 
 // ---- int8 per 32-element block (activations) ----------------------------------------------
 // d = amax/127 per block; q = round_to_nearest_even(x * (1/d)) clamped to [-127, 127];
 // an all-zero block has d = 0 and q = 0. Exactly this arithmetic is the definition: every
 // backend that quantizes to int8 produces these bits.
-void quantize_int8_block32(std::span<const float> x, std::span<std::int8_t> q,
-                           std::span<float> d);
-void dequantize_int8_block32(std::span<const std::int8_t> q, std::span<const float> d,
-                             std::span<float> out);
+MXMOE_API void quantize_int8_block32(std::span<const float> x, std::span<std::int8_t> q,
+                                     std::span<float> d);
+MXMOE_API void dequantize_int8_block32(std::span<const std::int8_t> q, std::span<const float> d,
+                                       std::span<float> out);
 
 }  // namespace mxmoe

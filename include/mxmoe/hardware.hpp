@@ -9,11 +9,13 @@
 #include <string_view>
 #include <vector>
 
+#include "mxmoe/export.h"
+
 namespace mxmoe {
 
 // Instruction-set features, each true only if the CPU reports it (cpuid) AND the OS
 // enabled its register state (XCR0; for AMX also the arch_prctl permission).
-struct IsaFeatures {
+struct MXMOE_API IsaFeatures {
   bool avx2 = false, fma = false, f16c = false;
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false;
   bool avx512_vnni = false, avx_vnni = false, avx512_bf16 = false, avx512_fp16 = false;
@@ -22,19 +24,19 @@ struct IsaFeatures {
 };
 
 // Names as used in JSON and reports ("avx512_vnni", "amx_int8", ...), in a fixed order.
-std::vector<std::string_view> isa_feature_names();
+MXMOE_API std::vector<std::string_view> isa_feature_names();
 // Reads/writes one feature by name; std::nullopt / false for an unknown name.
-std::optional<bool> isa_feature(const IsaFeatures&, std::string_view name);
-bool set_isa_feature(IsaFeatures&, std::string_view name, bool value);
+MXMOE_API std::optional<bool> isa_feature(const IsaFeatures&, std::string_view name);
+MXMOE_API bool set_isa_feature(IsaFeatures&, std::string_view name, bool value);
 
-struct CudaDevice {
+struct MXMOE_API CudaDevice {
   std::string name;
   int sm = 0;  // compute capability, e.g. 90
   std::uint64_t memory_bytes = 0;
   friend bool operator==(const CudaDevice&, const CudaDevice&) = default;
 };
 
-struct Hardware {
+struct MXMOE_API Hardware {
   std::string vendor;  // "GenuineIntel"
   std::string model;   // brand string
   int logical_cpus = 0;
@@ -43,18 +45,18 @@ struct Hardware {
   std::vector<std::string> os_denied;  // features the CPU has but the OS refused (names)
   std::string isa_cap;                 // MXMOE_MAX_ISA applied at probe time ("" = none)
   std::vector<CudaDevice> cuda_devices;
-  std::string source = "probe";        // "probe" or the file it was loaded from
+  std::string source = "probe";  // "probe" or the file it was loaded from
   friend bool operator==(const Hardware&, const Hardware&) = default;
 };
 
 // Probes this machine (cpuid, xgetbv, AMX permission request, sysfs caches), then applies
 // the cap. cap: "" (none), "none", "avx2", "avx512", "amx"; throws std::invalid_argument
 // for other values.
-Hardware probe_hardware(std::string_view isa_cap = "");
+MXMOE_API Hardware probe_hardware(std::string_view isa_cap = "");
 // Clears the features above the cap (pure; used by probe_hardware and by tests).
-IsaFeatures cap_isa(IsaFeatures isa, std::string_view cap);
+MXMOE_API IsaFeatures cap_isa(IsaFeatures isa, std::string_view cap);
 
-std::string to_json(const Hardware&);
-Hardware hardware_from_json(std::string_view);  // strict; throws std::invalid_argument
+MXMOE_API std::string to_json(const Hardware&);
+MXMOE_API Hardware hardware_from_json(std::string_view);  // strict; throws std::invalid_argument
 
 }  // namespace mxmoe

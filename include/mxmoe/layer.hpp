@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "mxmoe/export.h"
 #include "mxmoe/oracle.hpp"
 #include "mxmoe/placement.hpp"
 #include "mxmoe/runtime.hpp"
@@ -18,7 +19,7 @@
 
 namespace mxmoe {
 
-class MoeLayer {
+class MXMOE_API MoeLayer {
  public:
   // The weights and the runtime must outlive the layer (views; the chosen backend may pack a
   // copy). With an expert-parallel Request (ep_size > 1) the layer packs, checks and computes
@@ -42,6 +43,8 @@ class MoeLayer {
                       std::int64_t tokens, float* y);
   // bf16 input/output (raw uint16 bits), computed in float32 inside.
   void forward_bf16(const std::uint16_t* x, std::int64_t tokens, std::uint16_t* y);
+  void forward_routed_bf16(const std::uint16_t* x, const std::int32_t* ids, const float* weights,
+                           std::int64_t tokens, std::uint16_t* y);
 
   // ---- The steps of forward() one by one, for expert parallelism (src/dist). ----
   // forward() = route, compute_slots on every (token, slot), shared_expert, combine; an
@@ -79,6 +82,10 @@ class MoeLayer {
   // placement().experts_of(ep_rank()) (every expert without expert parallelism).
   const Placement& placement() const noexcept;
   int ep_rank() const noexcept;
+  // The routed experts this layer holds as one range: all of them without expert
+  // parallelism, its range with contiguous placement; with a scattered placement, the
+  // smallest range that covers them ({0, 0} when it holds none).
+  ExpertRange experts() const noexcept;
   // Times the workspace grew (a test hook for "no allocation after warm-up").
   std::uint64_t workspace_allocations() const noexcept;
   // Bytes the chosen backend keeps resident for packed weights (0 when it reads the views).
@@ -91,7 +98,7 @@ class MoeLayer {
 
 // Convenience: judge with the family's preferences and build the layer (throws
 // NoBackendError when nothing fits).
-MoeLayer make_layer(const LayerSpec& spec, const LayerWeights& weights, const Hardware& hw,
-                    const Request& request, Runtime& runtime);
+MXMOE_API MoeLayer make_layer(const LayerSpec& spec, const LayerWeights& weights,
+                              const Hardware& hw, const Request& request, Runtime& runtime);
 
 }  // namespace mxmoe

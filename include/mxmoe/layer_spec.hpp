@@ -8,19 +8,21 @@
 #include <string_view>
 #include <vector>
 
+#include "mxmoe/export.h"
+
 namespace mxmoe {
 
 enum class Family : std::uint8_t { gpt_oss, mixtral, qwen3_moe, deepseek_v3, deepseek_v4 };
 
 // How router logits become (expert ids, weights) per token.
 enum class RoutingMethod : std::uint8_t {
-  topk_softmax,       // gpt-oss: top-k of the logits, softmax over those k
-  softmax_topk,       // Mixtral / Qwen3-MoE: softmax over all E, top-k, optional renormalise
-  sigmoid_group_topk, // DeepSeek-V3: sigmoid scores, selection bias, grouped top-k
-  sqrtsoftplus_topk,  // DeepSeek-V4: sqrt(softplus) scores, selection bias, no groups
+  topk_softmax,        // gpt-oss: top-k of the logits, softmax over those k
+  softmax_topk,        // Mixtral / Qwen3-MoE: softmax over all E, top-k, optional renormalise
+  sigmoid_group_topk,  // DeepSeek-V3: sigmoid scores, selection bias, grouped top-k
+  sqrtsoftplus_topk,   // DeepSeek-V4: sqrt(softplus) scores, selection bias, no groups
 };
 
-struct RoutingParams {
+struct MXMOE_API RoutingParams {
   bool renormalize = true;             // softmax_topk: divide by the sum of the chosen k
   bool selection_bias = false;         // DeepSeek: a per-expert bias used for selection only
   int n_group = 1;                     // sigmoid_group_topk: expert groups
@@ -36,7 +38,7 @@ enum class ActivationFn : std::uint8_t {
   silu_glu_clamp,  // DeepSeek-V4: g=min(g,limit), u=clamp(u,-limit,limit), silu(g)*u
 };
 
-struct ActivationParams {
+struct MXMOE_API ActivationParams {
   float alpha = 1.702f;  // swiglu_oai only
   float limit = 7.0f;    // swiglu_oai and silu_glu_clamp
   friend bool operator==(const ActivationParams&, const ActivationParams&) = default;
@@ -48,22 +50,22 @@ enum class GateUpLayout : std::uint8_t { interleaved, halves };
 
 enum class WeightFormat : std::uint8_t { mxfp4 };
 
-struct LayerSpec {
+struct MXMOE_API LayerSpec {
   std::string name;  // preset or model name, for reports
   Family family = Family::gpt_oss;
-  int num_experts = 0;    // E routed experts
-  int top_k = 0;          // experts per token
-  int hidden = 0;         // H (multiple of 32)
-  int intermediate = 0;   // I per routed expert (multiple of 32)
+  int num_experts = 0;   // E routed experts
+  int top_k = 0;         // experts per token
+  int hidden = 0;        // H (multiple of 32)
+  int intermediate = 0;  // I per routed expert (multiple of 32)
   RoutingMethod routing = RoutingMethod::topk_softmax;
   RoutingParams routing_params;
   ActivationFn activation = ActivationFn::swiglu_oai;
   ActivationParams activation_params;
-  bool expert_bias = false;    // b1 [E,2I] and b2 [E,H] present
-  bool router_bias = false;    // router bias [E] present
+  bool expert_bias = false;  // b1 [E,2I] and b2 [E,H] present
+  bool router_bias = false;  // router bias [E] present
   GateUpLayout gate_up_layout = GateUpLayout::interleaved;
-  int shared_experts = 0;          // count of always-on experts (weight 1, no bias)
-  int shared_intermediate = 0;     // total I of the shared experts (fused into one)
+  int shared_experts = 0;       // count of always-on experts (weight 1, no bias)
+  int shared_intermediate = 0;  // total I of the shared experts (fused into one)
   WeightFormat weight_format = WeightFormat::mxfp4;
 
   friend bool operator==(const LayerSpec&, const LayerSpec&) = default;
@@ -71,26 +73,26 @@ struct LayerSpec {
 
 // Throws std::invalid_argument naming the offending field (e.g. top_k > num_experts,
 // hidden not a multiple of 32, groups that do not divide the experts).
-void validate(const LayerSpec& spec);
+MXMOE_API void validate(const LayerSpec& spec);
 
 // Presets with the real shapes: gpt-oss-20b, gpt-oss-120b, deepseek-v4-flash, deepseek-v3,
 // qwen3-30b-a3b, mixtral-8x7b. Throws std::invalid_argument listing the valid names.
-LayerSpec preset(std::string_view name);
-std::vector<std::string> preset_names();
+MXMOE_API LayerSpec preset(std::string_view name);
+MXMOE_API std::vector<std::string> preset_names();
 
-std::string_view to_string(Family) noexcept;
-std::string_view to_string(RoutingMethod) noexcept;
-std::string_view to_string(ActivationFn) noexcept;
-std::string_view to_string(GateUpLayout) noexcept;
-std::string_view to_string(WeightFormat) noexcept;
+MXMOE_API std::string_view to_string(Family) noexcept;
+MXMOE_API std::string_view to_string(RoutingMethod) noexcept;
+MXMOE_API std::string_view to_string(ActivationFn) noexcept;
+MXMOE_API std::string_view to_string(GateUpLayout) noexcept;
+MXMOE_API std::string_view to_string(WeightFormat) noexcept;
 // Inverse of to_string; throw std::invalid_argument listing the valid names.
-Family parse_family(std::string_view);
-RoutingMethod parse_routing_method(std::string_view);
-ActivationFn parse_activation_fn(std::string_view);
-GateUpLayout parse_gate_up_layout(std::string_view);
-WeightFormat parse_weight_format(std::string_view);
+MXMOE_API Family parse_family(std::string_view);
+MXMOE_API RoutingMethod parse_routing_method(std::string_view);
+MXMOE_API ActivationFn parse_activation_fn(std::string_view);
+MXMOE_API GateUpLayout parse_gate_up_layout(std::string_view);
+MXMOE_API WeightFormat parse_weight_format(std::string_view);
 
-std::string to_json(const LayerSpec&);              // pretty JSON text
-LayerSpec layer_spec_from_json(std::string_view);   // strict: unknown/missing fields throw
+MXMOE_API std::string to_json(const LayerSpec&);             // pretty JSON text
+MXMOE_API LayerSpec layer_spec_from_json(std::string_view);  // strict: unknown/missing fields throw
 
 }  // namespace mxmoe

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "mxmoe/deployment.hpp"
+#include "mxmoe/export.h"
 
 namespace mxmoe {
 
@@ -31,12 +32,13 @@ enum class ReasonCode : std::uint8_t {
   user_excluded,      // the user excluded it (--exclude / MXMOE_EXCLUDE_BACKENDS)
   not_forced,         // another backend was forced (--backend / MXMOE_BACKEND)
 };
-std::string_view to_string(ReasonCode) noexcept;
-std::vector<ReasonCode> all_reason_codes();
-ReasonCode parse_reason_code(std::string_view);  // throws std::invalid_argument listing names
+MXMOE_API std::string_view to_string(ReasonCode) noexcept;
+MXMOE_API std::vector<ReasonCode> all_reason_codes();
+MXMOE_API ReasonCode
+    parse_reason_code(std::string_view);  // throws std::invalid_argument listing names
 
 // One failed predicate.
-struct Rejection {
+struct MXMOE_API Rejection {
   ReasonCode code;
   std::string detail;    // a sentence: what is wrong
   std::string required;  // what the backend needs ("avx512_vnni", "multiple of 32", ...)
@@ -49,7 +51,7 @@ class ExpertKernel;  // src/backends/kernel.hpp: a backend's packed weights + co
 struct LayerWeights;
 
 // A backend: a name, a description, an honest check() and a factory for its kernel.
-class Backend {
+class MXMOE_API Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string_view name() const noexcept = 0;
@@ -67,14 +69,14 @@ class Backend {
 
 // A model family's wishes, as data: the activation format used when the Request leaves it
 // unset, and an ordering that breaks ties between candidates of equal estimated cost.
-struct Preferences {
+struct MXMOE_API Preferences {
   std::string source = "default";  // "gpt_oss family", for reports
   ActivationFormat default_activation = ActivationFormat::bf16;
   std::vector<std::string> order;  // backend names, preferred first
 };
-Preferences preferences_for(Family family);
+MXMOE_API Preferences preferences_for(Family family);
 
-struct Verdict {
+struct MXMOE_API Verdict {
   std::string name;
   bool supported = false;
   std::vector<Rejection> reasons;  // all of them; empty when supported
@@ -86,14 +88,14 @@ struct Verdict {
 };
 
 // The single change of the Request that would let some candidate run.
-struct Suggestion {
+struct MXMOE_API Suggestion {
   std::string change;   // "batch_invariant=false", "activation=bf16", ...
   std::string backend;  // the candidate it would allow
   std::string text;     // "batch_invariant=false would allow amx_int8"
   friend bool operator==(const Suggestion&, const Suggestion&) = default;
 };
 
-struct Selection {
+struct MXMOE_API Selection {
   Deployment deployment;  // as judged (activation resolved from preferences)
   std::string preferences_source;
   std::vector<Verdict> candidates;      // every registered backend, excluded ones included
@@ -103,27 +105,27 @@ struct Selection {
   friend bool operator==(const Selection&, const Selection&) = default;
 };
 
-std::string to_json(const Selection&);
-Selection selection_from_json(std::string_view);
+MXMOE_API std::string to_json(const Selection&);
+MXMOE_API Selection selection_from_json(std::string_view);
 
 // The registered backends (the list in src/backends/backends.inc), immutable.
-std::span<const Backend* const> registered_backends();
-const Backend* find_backend(std::string_view name);  // nullptr when unknown
+MXMOE_API std::span<const Backend* const> registered_backends();
+MXMOE_API const Backend* find_backend(std::string_view name);  // nullptr when unknown
 
 // Judges every candidate. Never throws for lack of a backend: returns chosen == "" then.
 // Throws std::invalid_argument for an unknown forced/excluded backend name (message lists
 // the valid names).
-Selection judge(const Deployment& d, const Preferences& prefs,
-                std::span<const Backend* const> candidates = registered_backends());
+MXMOE_API Selection judge(const Deployment& d, const Preferences& prefs,
+                          std::span<const Backend* const> candidates = registered_backends());
 
 // judge(), then throws NoBackendError when nothing fits.
-Selection select(const Deployment& d, const Preferences& prefs,
-                 std::span<const Backend* const> candidates = registered_backends());
+MXMOE_API Selection select(const Deployment& d, const Preferences& prefs,
+                           std::span<const Backend* const> candidates = registered_backends());
 
 // Thrown by select(). what() starts with "No MXFP4 MoE backend supports the deployment
 // configuration." and carries every reason and the suggestions; selection() is the
 // structured report.
-class NoBackendError : public std::runtime_error {
+class MXMOE_API NoBackendError : public std::runtime_error {
  public:
   explicit NoBackendError(Selection s);
   // With its own message (an expert-parallel group's gathered report); it must start with
@@ -134,7 +136,7 @@ class NoBackendError : public std::runtime_error {
  private:
   Selection selection_;
 };
-std::string format_no_backend_message(const Selection& s);
+MXMOE_API std::string format_no_backend_message(const Selection& s);
 
 // An expert-parallel group's one selection, from every rank's judge() (ranks[r] is rank r's;
 // each rank judges its own Hardware). A candidate is supported when every rank supports it;
@@ -145,12 +147,12 @@ std::string format_no_backend_message(const Selection& s);
 // the group runs one backend (one numerics class, as a batch-invariant request needs).
 // Throws std::invalid_argument when the ranks judged different layers or requests (other than
 // ep_rank, threads and tokens_hint), naming the rank.
-Selection agree(std::span<const Selection> ranks, int self, const Preferences& prefs);
+MXMOE_API Selection agree(std::span<const Selection> ranks, int self, const Preferences& prefs);
 // The gathered reasons of such a group, one line per (rank, rejected candidate, reason):
 // "rank 2: amx_bf16 rejected: unsupported_isa: ..." ("every rank: ..." when all give it).
-std::string format_rank_reasons(std::span<const Selection> ranks);
+MXMOE_API std::string format_rank_reasons(std::span<const Selection> ranks);
 
 // A human table of the selection: one line per candidate with verdict and reasons.
-std::string format_selection_table(const Selection& s);
+MXMOE_API std::string format_selection_table(const Selection& s);
 
 }  // namespace mxmoe

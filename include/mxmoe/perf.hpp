@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "mxmoe/export.h"
 #include "mxmoe/hardware.hpp"
 #include "mxmoe/layer_spec.hpp"
 #include "mxmoe/weights.hpp"
@@ -16,7 +17,7 @@ namespace mxmoe::perf {
 
 // The peak of one instruction class, measured with independent dependency chains so that
 // only issue throughput limits it.
-struct Peak {
+struct MXMOE_API Peak {
   std::string name;        // "fp32_fma_avx512", "int8_vnni_avx512", "int8_amx", ...
   std::string unit;        // "GFLOP/s" or "GOP/s" (one multiply-add counts 2)
   bool measured = false;   // false: skipped, `note` says why
@@ -25,7 +26,7 @@ struct Peak {
   std::string note;
 };
 
-struct MachineLimits {
+struct MXMOE_API MachineLimits {
   std::string cpu;
   int threads = 0;  // "all threads" in the figures below
   std::uint64_t l3_bytes = 0;
@@ -41,31 +42,31 @@ struct MachineLimits {
   double peak(const std::string& name, int thread_count) const;
 };
 
-struct LimitsOptions {
+struct MXMOE_API LimitsOptions {
   std::uint64_t dram_buffer_bytes = 0;  // 0: 4 x the last-level cache (at least 256 MiB)
   int threads = 0;                      // 0: hw.logical_cpus
 };
 
 // Measures this machine (about 1-3 s). Each ISA loop runs only when `hw` says the
 // instruction set is usable; otherwise its Peak says why it was skipped.
-MachineLimits measure_limits(const Hardware& hw, const LimitsOptions& options = {});
+MXMOE_API MachineLimits measure_limits(const Hardware& hw, const LimitsOptions& options = {});
 
 // The peak class a backend's inner loop uses ("" when unknown): reference and avx2 ->
 // fp32_fma_avx2, avx512_bf16 -> bf16_dp_avx512, avx512_vnni -> int8_vnni_avx512,
 // amx_int8 -> int8_amx, amx_bf16 -> bf16_amx.
-std::string peak_class_for_backend(const std::string& backend);
+MXMOE_API std::string peak_class_for_backend(const std::string& backend);
 
 // ---- the bench driver -------------------------------------------------------------------
 
 // The layers to time: `copies` distinct weight sets of one spec (views that must outlive
 // the run). Calls cycle through them so that weights stream from DRAM.
-struct BenchLayers {
+struct MXMOE_API BenchLayers {
   LayerSpec spec;
   std::vector<LayerWeights> copies;
   std::string mode;  // "streaming: 5 copies, 2.1 GB (4.4x LLC)" or "cache-resident: ..."
 };
 
-struct BenchConfig {
+struct MXMOE_API BenchConfig {
   std::vector<int> tokens{1, 8, 64, 512};
   std::vector<std::string> backends{"auto"};  // "auto" = the oracle's choice
   std::vector<std::string> activations;       // keys; empty = the family's default
@@ -79,7 +80,7 @@ struct BenchConfig {
   std::function<void(const std::string&)> progress;  // one line per row; may be empty
 };
 
-struct BenchRow {
+struct MXMOE_API BenchRow {
   std::string backend, activation;
   int threads = 0, tokens = 0, reps = 0;
   double us_median = 0, us_sd = 0;
@@ -91,7 +92,7 @@ struct BenchRow {
   std::string peak_class;  // "" when the class is unknown (pct_peak is then NaN)
 };
 
-struct BenchReport {
+struct MXMOE_API BenchReport {
   MachineLimits machine;
   std::string layer;  // spec name
   std::string mode;
@@ -101,18 +102,18 @@ struct BenchReport {
 
 // Times every (backend, activation, threads, tokens) the oracle accepts on `hw`.
 // Throws std::invalid_argument for an unknown backend name or activation key.
-BenchReport run_bench(const BenchLayers& layers, const Hardware& hw, const MachineLimits& limits,
-                      const BenchConfig& config);
+MXMOE_API BenchReport run_bench(const BenchLayers& layers, const Hardware& hw,
+                                const MachineLimits& limits, const BenchConfig& config);
 
 enum class OutputFormat : std::uint8_t { md, json, csv };
-OutputFormat parse_output_format(const std::string& key);  // throws std::invalid_argument
+MXMOE_API OutputFormat parse_output_format(const std::string& key);  // throws std::invalid_argument
 
 // {"machine": {...}, "results": [{"backend", "activation", "threads", "tokens", "us_median",
 // "us_sd", "tokens_per_s", "weight_gbps", "gflops", "pct_bw", "pct_peak"}, ...]}
 // (a NaN is written as null).
-std::string to_json(const BenchReport& report);
-std::string to_markdown(const BenchReport& report);  // limits, mode, table, notes
-std::string to_csv(const BenchReport& report);       // header + one line per row
-std::string format_limits_markdown(const MachineLimits& limits);
+MXMOE_API std::string to_json(const BenchReport& report);
+MXMOE_API std::string to_markdown(const BenchReport& report);  // limits, mode, table, notes
+MXMOE_API std::string to_csv(const BenchReport& report);       // header + one line per row
+MXMOE_API std::string format_limits_markdown(const MachineLimits& limits);
 
 }  // namespace mxmoe::perf

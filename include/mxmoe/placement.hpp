@@ -7,12 +7,14 @@
 #include <string_view>
 #include <vector>
 
+#include "mxmoe/export.h"
+
 namespace mxmoe {
 
 struct Request;
 
 // Experts [begin, end) of a layer.
-struct ExpertRange {
+struct MXMOE_API ExpertRange {
   int begin = 0, end = 0;
   int size() const noexcept { return end - begin; }
   bool contains(int expert) const noexcept { return expert >= begin && expert < end; }
@@ -21,7 +23,7 @@ struct ExpertRange {
 
 // A table expert -> rank over `ranks` ranks. A rank may hold any set of experts (a balancer
 // may place hot experts apart), none at all, or every one; each expert has exactly one owner.
-class Placement {
+class MXMOE_API Placement {
  public:
   // One rank holding every expert of a layer with num_experts experts.
   explicit Placement(int num_experts = 0) : Placement(num_experts, 1) {}
@@ -56,10 +58,10 @@ class Placement {
 // The placement a deployment runs: Request::placement when it is set (checked against
 // num_experts and ep_size), else Placement::contiguous(num_experts, ep_size). Throws
 // std::invalid_argument naming the problem (the oracle reports it as expert_parallel).
-Placement placement_of(const Request& request, int num_experts);
+MXMOE_API Placement placement_of(const Request& request, int num_experts);
 
 // JSON form (strict dialect): {"ranks": N, "owner": [rank of expert 0, rank of expert 1, ...]}.
-std::string to_json(const Placement&);
-Placement placement_from_json(std::string_view text);  // throws std::invalid_argument
+MXMOE_API std::string to_json(const Placement&);
+MXMOE_API Placement placement_from_json(std::string_view text);  // throws std::invalid_argument
 
 }  // namespace mxmoe

@@ -10,6 +10,8 @@
 #include <memory>
 #include <vector>
 
+#include "mxmoe/export.h"
+
 namespace mxmoe {
 
 class ThreadPool;
@@ -18,14 +20,14 @@ class ThreadPool;
 // better) but each one costs a stack and a wake-up, so sizes are capped here.
 inline constexpr int kMaxThreads = 1024;
 
-struct RuntimeOptions {
-  int threads = 0;                // 0: every logical CPU of this machine; else 1..kMaxThreads
+struct MXMOE_API RuntimeOptions {
+  int threads = 0;  // 0: every logical CPU of this machine; else 1..kMaxThreads
   // Optional: worker t (1..threads-1) runs on CPU cpu_affinity[t % size()]. The calling
   // thread (t = 0) belongs to the host and is never pinned.
   std::vector<int> cpu_affinity;
 };
 
-class Runtime {
+class MXMOE_API Runtime {
  public:
   // Throws std::invalid_argument for threads outside [0, kMaxThreads] or a negative CPU.
   explicit Runtime(RuntimeOptions options = {});

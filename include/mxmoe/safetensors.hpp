@@ -13,6 +13,8 @@
 #include <string_view>
 #include <vector>
 
+#include "mxmoe/export.h"
+
 namespace mxmoe {
 
 enum class StDtype : std::uint8_t {
@@ -37,11 +39,11 @@ enum class StDtype : std::uint8_t {
   F64,
   C64,
 };
-std::string_view to_string(StDtype) noexcept;
-std::optional<StDtype> parse_st_dtype(std::string_view) noexcept;
-int dtype_bits(StDtype) noexcept;  // 4 for F4, 6 for F6_*, 8 for U8, ...
+MXMOE_API std::string_view to_string(StDtype) noexcept;
+MXMOE_API std::optional<StDtype> parse_st_dtype(std::string_view) noexcept;
+MXMOE_API int dtype_bits(StDtype) noexcept;  // 4 for F4, 6 for F6_*, 8 for U8, ...
 
-struct TensorInfo {
+struct MXMOE_API TensorInfo {
   std::string name;
   StDtype dtype = StDtype::U8;
   std::vector<std::uint64_t> shape;  // empty for a 0-rank (scalar) tensor
@@ -49,7 +51,7 @@ struct TensorInfo {
   std::uint64_t bytes() const noexcept { return end - begin; }
 };
 
-struct SafetensorsHeader {
+struct MXMOE_API SafetensorsHeader {
   std::vector<TensorInfo> tensors;              // sorted by data offset
   std::map<std::string, std::string> metadata;  // "__metadata__"
   std::uint64_t data_start = 0;                 // 8 + header length
@@ -57,10 +59,11 @@ struct SafetensorsHeader {
 
 // Parses and validates a whole file image (header + data buffer) held in memory; LABEL
 // names the file in errors. The fuzz target calls this directly.
-SafetensorsHeader parse_safetensors(std::span<const std::uint8_t> file, const std::string& label);
+MXMOE_API SafetensorsHeader parse_safetensors(std::span<const std::uint8_t> file,
+                                              const std::string& label);
 
 // A validated, memory-mapped safetensors file. Movable; views stay valid while it lives.
-class SafetensorsFile {
+class MXMOE_API SafetensorsFile {
  public:
   static SafetensorsFile open(const std::string& path);  // throws LoadError
   ~SafetensorsFile();
@@ -79,7 +82,7 @@ class SafetensorsFile {
   std::unique_ptr<Impl> impl_;
 };
 
-struct TensorToWrite {
+struct MXMOE_API TensorToWrite {
   std::string name;
   StDtype dtype = StDtype::U8;
   std::vector<std::uint64_t> shape;
@@ -89,18 +92,19 @@ struct TensorToWrite {
 // Writes a safetensors file (header padded with spaces to a multiple of 8 bytes; tensors in
 // the given order). Throws std::invalid_argument on a duplicate/reserved name or a size
 // mismatch, LoadError on I/O failure.
-void write_safetensors(const std::string& path, std::span<const TensorToWrite> tensors,
-                       const std::map<std::string, std::string>& metadata = {});
+MXMOE_API void write_safetensors(const std::string& path, std::span<const TensorToWrite> tensors,
+                                 const std::map<std::string, std::string>& metadata = {});
 
 // `model.safetensors.index.json`.
-struct SafetensorsIndex {
+struct MXMOE_API SafetensorsIndex {
   std::map<std::string, std::string> weight_map;  // tensor name -> shard file name
   std::optional<std::uint64_t> total_size;        // metadata.total_size when present
 };
 // Parses and validates the index text: weight_map required, values plain file names (no
 // absolute path, no separator, no "." or ".."). LABEL names the file in errors.
-SafetensorsIndex parse_safetensors_index(std::string_view json_text, const std::string& label);
+MXMOE_API SafetensorsIndex parse_safetensors_index(std::string_view json_text,
+                                                   const std::string& label);
 // True when NAME may be a shard: a plain file name in the checkpoint directory.
-bool is_plain_file_name(std::string_view name) noexcept;
+MXMOE_API bool is_plain_file_name(std::string_view name) noexcept;
 
 }  // namespace mxmoe

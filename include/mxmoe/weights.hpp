@@ -8,6 +8,7 @@
 #include <span>
 #include <vector>
 
+#include "mxmoe/export.h"
 #include "mxmoe/format.hpp"
 #include "mxmoe/layer_spec.hpp"
 #include "mxmoe/placement.hpp"
@@ -17,7 +18,7 @@ namespace mxmoe {
 enum class DType : std::uint8_t { f32, bf16 };
 
 // A dense vector/matrix of f32 or bf16 values, row-major. Empty when data == nullptr.
-struct DenseView {
+struct MXMOE_API DenseView {
   DType dtype = DType::f32;
   const void* data = nullptr;
   std::int64_t rows = 0, cols = 0;  // a vector is rows=1 or a [E, n] matrix
@@ -27,7 +28,7 @@ struct DenseView {
 
 // MXFP4 weights of all experts for one projection, stored [out, in] per expert:
 // blocks [experts, rows, cols/32, 16] bytes, scales [experts, rows, cols/32] E8M0 bytes.
-struct Mxfp4View {
+struct MXMOE_API Mxfp4View {
   const std::uint8_t* blocks = nullptr;
   const std::uint8_t* scales = nullptr;
   std::int64_t experts = 0, rows = 0, cols = 0;
@@ -45,7 +46,7 @@ struct Mxfp4View {
   }
 };
 
-struct LayerWeights {
+struct MXMOE_API LayerWeights {
   DenseView router_weight;   // [E, H]; may be empty when routing is given externally
   DenseView router_bias;     // [1, E] when spec.router_bias
   DenseView selection_bias;  // [1, E] when spec.routing_params.selection_bias
@@ -61,17 +62,18 @@ struct LayerWeights {
 // no copy; expert 0 of the result is range.begin). Router, selection bias and shared expert
 // are kept whole: every rank routes over all experts and runs its tokens' shared expert.
 // Throws std::invalid_argument unless the range lies within the views' experts.
-LayerWeights slice_experts(const LayerWeights& w, ExpertRange range);
+MXMOE_API LayerWeights slice_experts(const LayerWeights& w, ExpertRange range);
 
 // Throws std::invalid_argument naming the tensor when a view disagrees with the spec
 // (shape, presence, or an E8M0 scale byte 0xFF in the expert weights).
-void validate(const LayerSpec& spec, const LayerWeights& w);
+MXMOE_API void validate(const LayerSpec& spec, const LayerWeights& w);
 // The same, reading the scales of the routed experts in `scan` only (every shape is checked):
 // an expert-parallel rank checks the experts it holds and touches no page of the others.
-void validate(const LayerSpec& spec, const LayerWeights& w, std::span<const ExpertRange> scan);
+MXMOE_API void validate(const LayerSpec& spec, const LayerWeights& w,
+                        std::span<const ExpertRange> scan);
 
 // Owns the bytes of a layer generated in memory (the embedded default, tests, benchmarks).
-class LayerStorage {
+class MXMOE_API LayerStorage {
  public:
   // Deterministic pseudo-random weights that exercise the whole format: every E2M1 code,
   // scales spread around a typical checkpoint's range, so outputs are O(1) and finite.

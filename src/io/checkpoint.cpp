@@ -26,6 +26,22 @@ int Checkpoint::num_layers() const noexcept {
   return impl_->model.config.num_layers;
 }
 
+std::string Checkpoint::non_moe_reason(int layer) const {
+  const io::ModelDir& m = impl_->model;
+  if (layer < 0 || layer >= m.config.num_layers)
+    throw LoadError(fmt::format("{}: layer {} is out of range (the model has {} layers)", m.dir,
+                                layer, m.config.num_layers));
+  return m.config.non_moe_reason[static_cast<std::size_t>(layer)];
+}
+
+const std::string& Checkpoint::dir() const noexcept {
+  return impl_->model.dir;
+}
+
+const std::string& Checkpoint::config_json() const noexcept {
+  return impl_->model.config_text;
+}
+
 LayerSpec Checkpoint::layer_spec(int layer) const {
   return impl_->model.moe_spec(layer);
 }

@@ -14,8 +14,9 @@ ModelDir ModelDir::open(const std::string& dir) {
   const std::string config_path = dir + "/config.json";
   std::string name = std::filesystem::path(dir).lexically_normal().filename().string();
   if (name.empty()) name = std::filesystem::path(dir).lexically_normal().parent_path().filename();
-  ModelDir m{dir, parse_model_config(read_text_file(config_path), config_path, name),
-             TensorSet::open_dir(dir)};
+  std::string text = read_text_file(config_path);
+  ModelConfig config = parse_model_config(text, config_path, name);
+  ModelDir m{dir, std::move(text), std::move(config), TensorSet::open_dir(dir)};
 
   // The first MoE layer decides whether the experts are MXFP4 at all: a BF16 checkpoint
   // gets the remedy, not a list of missing tensors.

@@ -12,6 +12,7 @@ namespace mxmoe::io {
 
 struct ModelDir {
   std::string dir;
+  std::string config_text;  // config.json as read
   ModelConfig config;
   TensorSet tensors;
 

@@ -360,6 +360,19 @@ void MoeLayer::forward_bf16(const std::uint16_t* x, std::int64_t tokens, std::ui
   for (std::int64_t i = 0; i < n; ++i) y[i] = f32_to_bf16(b.y_f32[i]);
 }
 
+void MoeLayer::forward_routed_bf16(const std::uint16_t* x, const std::int32_t* ids,
+                                   const float* weights, std::int64_t tokens, std::uint16_t* y) {
+  impl_->require_all_experts("forward_routed_bf16");
+  if (tokens < 0) throw std::invalid_argument("forward_routed_bf16: tokens < 0");
+  if (tokens == 0) return;
+  validate_routing(impl_->spec(), ids, weights, tokens);
+  Impl::Buffers b = impl_->buffers(tokens, true);
+  const std::int64_t n = tokens * impl_->spec().hidden;
+  for (std::int64_t i = 0; i < n; ++i) b.x_f32[i] = bf16_to_f32(x[i]);
+  impl_->run_routed(b.x_f32, ids, weights, tokens, b.y_f32, b);
+  for (std::int64_t i = 0; i < n; ++i) y[i] = f32_to_bf16(b.y_f32[i]);
+}
+
 void MoeLayer::route(const float* x, std::int64_t tokens, std::int32_t* ids, float* weights) {
   if (tokens < 0) throw std::invalid_argument("route: tokens < 0");
   if (tokens == 0) return;
@@ -429,6 +442,11 @@ const Placement& MoeLayer::placement() const noexcept {
 }
 int MoeLayer::ep_rank() const noexcept {
   return impl_->rank;
+}
+ExpertRange MoeLayer::experts() const noexcept {
+  const auto& parts = impl_->parts;
+  return parts.empty() ? ExpertRange{}
+                       : ExpertRange{parts.front().experts.begin, parts.back().experts.end};
 }
 const Selection& MoeLayer::selection() const noexcept {
   return impl_->selection;

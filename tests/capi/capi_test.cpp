@@ -1,0 +1,275 @@
+// The C API (include/mxmoe/mxmoe.h) through the shared library, as an engine links it: the
+// same bits as the C++ API, statuses instead of exceptions for every failure, and the
+// thread-local last-error text.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "mxmoe/mxmoe.h"
+#include "mxmoe/mxmoe.hpp"
+
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+// A small generated DeepSeek-V3-style checkpoint (shared expert, selection bias), written
+// once for the test program by the mxmoe command itself.
+const std::string& checkpoint_dir() {
+  static const std::string dir = [] {
+    const std::string d =
+        (std::filesystem::temp_directory_path() / ("mxmoe_capi_" + std::to_string(::getpid())))
+            .string();
+    const std::string cmd = std::string(MXMOE_CLI_PATH) +
+                            " generate --preset deepseek-v3 --experts 8 --top-k 2 --hidden 64 "
+                            "--intermediate 32 --layers 2 --force --out " +
+                            d + " 2>/dev/null";
+    if (std::system(cmd.c_str()) != 0) std::abort();
+    return d;
+  }();
+  return dir;
+}
+
+struct Cleanup : ::testing::Environment {
+  void TearDown() override { std::filesystem::remove_all(checkpoint_dir()); }
+};
+const auto* const kCleanup = ::testing::AddGlobalTestEnvironment(new Cleanup);
+
+mxmoe_checkpoint* open_checkpoint() {
+  mxmoe_checkpoint* c = nullptr;
+  EXPECT_EQ(mxmoe_checkpoint_open(checkpoint_dir().c_str(), &c), MXMOE_OK) << mxmoe_last_error();
+  return c;
+}
+
+mxmoe_request_params reference_f32() {
+  mxmoe_request_params p = mxmoe_request_default_params();
+  p.activation = MXMOE_ACTIVATION_F32;
+  p.backend = "reference";
+  p.threads = 2;
+  return p;
+}
+
+std::vector<float> random_x(int tokens, int hidden, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> n(0.0f, 1.0f);
+  std::vector<float> x(static_cast<std::size_t>(tokens * hidden));
+  for (float& v : x) v = n(rng);
+  return x;
+}
+
+TEST(CApi, VersionAndDefaults) {
+  EXPECT_STREQ(mxmoe_version(), "0.1.0");
+  const mxmoe_request_params p = mxmoe_request_default_params();
+  EXPECT_EQ(p.activation, MXMOE_ACTIVATION_DEFAULT);
+  EXPECT_FALSE(p.batch_invariant);
+  EXPECT_EQ(p.threads, 0);
+  EXPECT_EQ(p.backend, nullptr);
+  EXPECT_EQ(p.tokens_hint, 1);
+  EXPECT_EQ(p.ep_size, 1);
+  EXPECT_EQ(static_cast<int>(MXMOE_ERROR_NO_BACKEND), 3);  // the CLI's exit code
+}
+
+TEST(CApi, SameBitsAsTheCppApi) {
+  mxmoe_checkpoint* c = open_checkpoint();
+  int32_t layers = 0;
+  ASSERT_EQ(mxmoe_checkpoint_num_layers(c, &layers), MXMOE_OK);
+  EXPECT_EQ(layers, 2);
+  bool moe = false;
+  ASSERT_EQ(mxmoe_checkpoint_is_moe_layer(c, 1, &moe), MXMOE_OK);
+  EXPECT_TRUE(moe);
+
+  const mxmoe_request_params p = reference_f32();
+  mxmoe_layer* layer = nullptr;
+  ASSERT_EQ(mxmoe_layer_create(c, 1, &p, &layer), MXMOE_OK) << mxmoe_last_error();
+  mxmoe_checkpoint_close(c);  // the layer keeps the mapping alive
+  mxmoe_layer_info info{};
+  ASSERT_EQ(mxmoe_layer_get_info(layer, &info), MXMOE_OK);
+  EXPECT_EQ(info.num_experts, 8);
+  EXPECT_EQ(info.top_k, 2);
+  EXPECT_EQ(info.hidden, 64);
+  EXPECT_EQ(info.expert_end - info.expert_begin, 8);
+
+  // The same layer through the C++ API.
+  const mxmoe::Checkpoint cc = mxmoe::Checkpoint::open(checkpoint_dir());
+  mxmoe::Runtime runtime(2);
+  mxmoe::Request r;
+  r.activation = mxmoe::ActivationFormat::f32;
+  r.forced_backend = "reference";
+  mxmoe::MoeLayer cpp =
+      mxmoe::make_layer(cc.layer_spec(1), cc.layer_weights(1), mxmoe::probe_hardware(), r, runtime);
+
+  constexpr int kTokens = 9;
+  const std::vector<float> x = random_x(kTokens, info.hidden, 1);
+  std::vector<float> y_c(x.size()), y_cpp(x.size());
+  ASSERT_EQ(mxmoe_layer_forward_f32(layer, x.data(), kTokens, y_c.data()), MXMOE_OK);
+  cpp.forward(x.data(), kTokens, y_cpp.data());
+  EXPECT_EQ(std::memcmp(y_c.data(), y_cpp.data(), x.size() * sizeof(float)), 0);
+
+  std::vector<int32_t> ids(kTokens * 2);
+  std::vector<float> w(ids.size());
+  for (int t = 0; t < kTokens; ++t) {
+    ids[static_cast<std::size_t>(2 * t)] = t % 8;
+    ids[static_cast<std::size_t>(2 * t + 1)] = (t + 3) % 8;
+    w[static_cast<std::size_t>(2 * t)] = 0.75f;
+    w[static_cast<std::size_t>(2 * t + 1)] = 0.25f;
+  }
+  ASSERT_EQ(
+      mxmoe_layer_forward_routed_f32(layer, x.data(), ids.data(), w.data(), kTokens, y_c.data()),
+      MXMOE_OK);
+  cpp.forward_routed(x.data(), ids.data(), w.data(), kTokens, y_cpp.data());
+  EXPECT_EQ(std::memcmp(y_c.data(), y_cpp.data(), x.size() * sizeof(float)), 0);
+
+  std::vector<uint16_t> xb(x.size()), yb_c(x.size()), yb_cpp(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) xb[i] = mxmoe::f32_to_bf16(x[i]);
+  ASSERT_EQ(mxmoe_layer_forward_bf16(layer, xb.data(), kTokens, yb_c.data()), MXMOE_OK);
+  cpp.forward_bf16(xb.data(), kTokens, yb_cpp.data());
+  EXPECT_EQ(yb_c, yb_cpp);
+  ASSERT_EQ(
+      mxmoe_layer_forward_routed_bf16(layer, xb.data(), ids.data(), w.data(), kTokens, yb_c.data()),
+      MXMOE_OK);
+  cpp.forward_routed_bf16(xb.data(), ids.data(), w.data(), kTokens, yb_cpp.data());
+  EXPECT_EQ(yb_c, yb_cpp);
+
+  char* json = nullptr;
+  ASSERT_EQ(mxmoe_layer_selection_json(layer, &json), MXMOE_OK);
+  const auto selection = nlohmann::json::parse(json);
+  mxmoe_free(json);
+  EXPECT_EQ(selection.at("chosen"), "reference");
+  EXPECT_EQ(selection.at("candidates").size(), mxmoe::registered_backends().size());
+  mxmoe_layer_destroy(layer);
+}
+
+TEST(CApi, FailuresAreStatusesWithTheReason) {
+  mxmoe_checkpoint* c = nullptr;
+  EXPECT_EQ(mxmoe_checkpoint_open(nullptr, &c), MXMOE_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(mxmoe_checkpoint_open("/nonexistent/mxmoe", &c), MXMOE_ERROR_IO);
+  EXPECT_THAT(mxmoe_last_error(), HasSubstr("/nonexistent/mxmoe"));
+  EXPECT_EQ(c, nullptr);  // out-parameters untouched on failure
+
+  c = open_checkpoint();
+  mxmoe_layer* layer = nullptr;
+  mxmoe_request_params p = reference_f32();
+  EXPECT_EQ(mxmoe_layer_create(c, 7, &p, &layer), MXMOE_ERROR_IO);  // no layer 7
+  EXPECT_THAT(mxmoe_last_error(), HasSubstr("layer 7"));
+  p.threads = 5000;
+  EXPECT_EQ(mxmoe_layer_create(c, 0, &p, &layer), MXMOE_ERROR_INVALID_ARGUMENT);
+  p = reference_f32();
+  const int unknown = 9;  // what a newer header's enumerator looks like to this library
+  std::memcpy(&p.activation, &unknown, sizeof(unknown));
+  EXPECT_EQ(mxmoe_layer_create(c, 0, &p, &layer), MXMOE_ERROR_INVALID_ARGUMENT);
+  p = reference_f32();
+  p.backend = "no_such_backend";
+  EXPECT_EQ(mxmoe_layer_create(c, 0, &p, &layer), MXMOE_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(mxmoe_last_error(), HasSubstr("reference"));  // lists the valid names
+
+  // Nothing fits: int8 activations forced onto the reference-free avx2 backend.
+  p = mxmoe_request_default_params();
+  p.activation = MXMOE_ACTIVATION_INT8;
+  p.backend = "avx2";
+  EXPECT_EQ(mxmoe_layer_create(c, 0, &p, &layer), MXMOE_ERROR_NO_BACKEND);
+  EXPECT_THAT(mxmoe_last_error(),
+              StartsWith("No MXFP4 MoE backend supports the deployment configuration."));
+  EXPECT_THAT(mxmoe_last_error(), HasSubstr("avx2"));
+  EXPECT_EQ(layer, nullptr);
+
+  p = reference_f32();
+  ASSERT_EQ(mxmoe_layer_create(c, 0, &p, &layer), MXMOE_OK);
+  const std::vector<float> x = random_x(1, 64, 2);
+  std::vector<float> y(x.size());
+  const int32_t repeated[2] = {3, 3}, out_of_range[2] = {1, 8};
+  const float weights[2] = {0.5f, 0.5f};
+  EXPECT_EQ(mxmoe_layer_forward_routed_f32(layer, x.data(), repeated, weights, 1, y.data()),
+            MXMOE_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(mxmoe_layer_forward_routed_f32(layer, x.data(), out_of_range, weights, 1, y.data()),
+            MXMOE_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(mxmoe_layer_forward_f32(layer, nullptr, 1, y.data()), MXMOE_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(mxmoe_layer_forward_f32(layer, x.data(), -1, y.data()), MXMOE_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(mxmoe_layer_forward_f32(layer, nullptr, 0, nullptr), MXMOE_OK);  // nothing to do
+  EXPECT_EQ(mxmoe_layer_forward_f32(nullptr, x.data(), 1, y.data()), MXMOE_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(mxmoe_layer_get_info(layer, nullptr), MXMOE_ERROR_INVALID_ARGUMENT);
+  mxmoe_layer_destroy(layer);
+  mxmoe_checkpoint_close(c);
+  mxmoe_layer_destroy(nullptr);  // like free(NULL)
+  mxmoe_checkpoint_close(nullptr);
+  mxmoe_free(nullptr);
+}
+
+TEST(CApi, ExplainJudgesADeploymentGivenAsJson) {
+  mxmoe::Deployment d;
+  d.layer = mxmoe::preset("gpt-oss-20b");
+  d.hardware = mxmoe::probe_hardware();
+  d.request.activation = mxmoe::ActivationFormat::f32;
+  char* out = nullptr;
+  ASSERT_EQ(mxmoe_explain_json(mxmoe::to_json(d).c_str(), &out), MXMOE_OK) << mxmoe_last_error();
+  const auto s = nlohmann::json::parse(out);
+  mxmoe_free(out);
+  EXPECT_FALSE(s.at("chosen").get<std::string>().empty());
+
+  d.request.forced_backend = "avx2";
+  d.request.activation = mxmoe::ActivationFormat::int8;
+  out = nullptr;
+  ASSERT_EQ(mxmoe_explain_json(mxmoe::to_json(d).c_str(), &out), MXMOE_ERROR_NO_BACKEND);
+  ASSERT_NE(out, nullptr);  // the report is returned too
+  EXPECT_EQ(nlohmann::json::parse(out).at("chosen"), "");
+  mxmoe_free(out);
+  EXPECT_THAT(mxmoe_last_error(), HasSubstr("activation_format"));
+
+  out = nullptr;
+  EXPECT_EQ(mxmoe_explain_json("{\"layer\": 1, \"layer\": 2}", &out), MXMOE_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(mxmoe_explain_json("not json", &out), MXMOE_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(mxmoe_explain_json(nullptr, &out), MXMOE_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(out, nullptr);
+}
+
+TEST(CApi, LastErrorBelongsToTheCallingThread) {
+  mxmoe_checkpoint* c = nullptr;
+  ASSERT_EQ(mxmoe_checkpoint_open("/nonexistent/a", &c), MXMOE_ERROR_IO);
+  std::string other;
+  std::thread t([&] {
+    mxmoe_checkpoint* d = nullptr;
+    (void)mxmoe_checkpoint_open("/nonexistent/b", &d);
+    other = mxmoe_last_error();
+  });
+  t.join();
+  EXPECT_THAT(other, HasSubstr("/nonexistent/b"));
+  EXPECT_THAT(mxmoe_last_error(), HasSubstr("/nonexistent/a"));
+}
+
+// Two layers of one checkpoint called from two threads at once: each gives the bits it
+// gives alone (they share the checkpoint's pool; one of them may run on its caller alone).
+TEST(CApi, TwoLayersInTwoThreads) {
+  mxmoe_checkpoint* c = open_checkpoint();
+  const mxmoe_request_params p = reference_f32();
+  mxmoe_layer* a = nullptr;
+  mxmoe_layer* b = nullptr;
+  ASSERT_EQ(mxmoe_layer_create(c, 0, &p, &a), MXMOE_OK);
+  ASSERT_EQ(mxmoe_layer_create(c, 1, &p, &b), MXMOE_OK);
+  mxmoe_checkpoint_close(c);
+  const std::vector<float> x = random_x(16, 64, 3);
+  std::vector<float> ya(x.size()), yb(x.size());
+  ASSERT_EQ(mxmoe_layer_forward_f32(a, x.data(), 16, ya.data()), MXMOE_OK);
+  ASSERT_EQ(mxmoe_layer_forward_f32(b, x.data(), 16, yb.data()), MXMOE_OK);
+  int mismatches = 0;
+  const auto worker = [&](mxmoe_layer* l, const std::vector<float>& want) {
+    std::vector<float> y(x.size());
+    for (int i = 0; i < 50; ++i) {
+      if (mxmoe_layer_forward_f32(l, x.data(), 16, y.data()) != MXMOE_OK || y != want) ++mismatches;
+    }
+  };
+  std::thread ta(worker, a, ya), tb(worker, b, yb);
+  ta.join();
+  tb.join();
+  EXPECT_EQ(mismatches, 0);
+  mxmoe_layer_destroy(a);
+  mxmoe_layer_destroy(b);
+}
+
+}  // namespace
