@@ -56,15 +56,9 @@ int bench_expert_parallel(const EpBenchOptions& o, Communicator& comm) {
     if (root) fmt::print(stderr, "{}\n", text);
   };
 
-  LayerSpec spec;
   std::optional<Checkpoint> checkpoint;
   std::optional<LayerStorage> storage;
-  if (o.layer.from_model()) {
-    checkpoint.emplace(Checkpoint::open(o.layer.model));
-    spec = checkpoint->layer_spec(o.layer.layer);
-  } else {
-    spec = o.layer.spec();
-  }
+  const LayerSpec spec = open_layer(o.layer, checkpoint);
   Request request;
   if (!o.activation.empty()) request.activation = parse_activation_format(o.activation);
   request.batch_invariant = o.batch_invariant;

@@ -2,9 +2,6 @@
 
 #include <fmt/core.h>
 
-#include <fstream>
-#include <sstream>
-
 #include "cli/common.hpp"
 #if MXMOE_WITH_MPI
 #include "mxmoe/mpi.hpp"
@@ -126,17 +123,10 @@ int threads_per_rank(Communicator& comm, int logical_cpus) {
   return std::max(1, logical_cpus / std::max(1, here));
 }
 
-std::uint64_t resident_bytes() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line))
-    if (line.rfind("VmRSS:", 0) == 0) {
-      std::istringstream in(line.substr(6));
-      std::uint64_t kb = 0;
-      in >> kb;
-      return kb * 1024;
-    }
-  return 0;
+LayerSpec open_layer(const LayerOptions& layer, std::optional<Checkpoint>& checkpoint) {
+  if (!layer.from_model()) return layer.spec();
+  checkpoint.emplace(Checkpoint::open(layer.model));
+  return checkpoint->layer_spec(layer.layer);
 }
 
 }  // namespace mxmoe::cli

@@ -6,9 +6,12 @@
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "cli/common.hpp"
+#include "mxmoe/checkpoint.hpp"
 #include "mxmoe/communicator.hpp"
 #include "mxmoe/expert_parallel.hpp"
 
@@ -56,8 +59,8 @@ double from_rank0(Communicator& comm, double value);
 // Threads per rank when the user gives none: the node's logical CPUs shared by the node's
 // ranks (collective).
 int threads_per_rank(Communicator& comm, int logical_cpus);
-// This process's resident memory in bytes (VmRSS; 0 where unknown).
-std::uint64_t resident_bytes();
+// The layer's spec: a preset's, or layer N of the checkpoint (opened into `checkpoint`).
+LayerSpec open_layer(const LayerOptions& layer, std::optional<Checkpoint>& checkpoint);
 // Every rank's value, on every rank.
 std::vector<double> gather(Communicator& comm, double value);
 std::vector<ExpertParallelTimes> gather(Communicator& comm, const ExpertParallelTimes& times);

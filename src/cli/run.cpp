@@ -19,6 +19,7 @@
 #include "mxmoe/layer.hpp"
 #include "mxmoe/npy.hpp"
 #include "mxmoe/routing.hpp"
+#include "perf/memory.hpp"
 
 namespace mxmoe::cli {
 namespace {
@@ -51,6 +52,27 @@ std::string candidate_line(const Selection& s, const Verdict& v) {
   const Rejection& r = v.reasons.front();
   return fmt::format("{} {:<12} rejected   {}: {}{}", mark, v.name, to_string(r.code), r.detail,
                      v.reasons.size() > 1 ? fmt::format(" (+{} more)", v.reasons.size() - 1) : "");
+}
+
+// x [M, H]: --input, or --tokens random unit-variance rows (seeded); sets tokens.
+std::vector<float> input_tokens(const RunOptions& o, const LayerSpec& spec, std::int64_t& tokens) {
+  std::vector<float> x;
+  tokens = o.request.tokens;
+  if (!o.input.empty()) {
+    NpyArray a = read_npy(o.input);
+    if (a.shape.size() != 2 || a.shape[1] != spec.hidden)
+      throw std::invalid_argument(
+          fmt::format("--input {}: expected shape [M, {}]", o.input, spec.hidden));
+    tokens = a.shape[0];
+    x = std::move(a.data);
+  } else {
+    std::mt19937_64 rng(o.seed + 1);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    x.resize(static_cast<std::size_t>(tokens * spec.hidden));
+    for (float& v : x) v = normal(rng);
+  }
+  if (tokens <= 0) throw std::invalid_argument("no tokens to run");
+  return x;
 }
 
 // Bytes of the expert weights one call reads: every distinct local expert the routing
@@ -98,22 +120,8 @@ int run(const RunOptions& o, CLI::App& sub) {
     weights = storage->weights();
   }
 
-  std::vector<float> x;
-  std::int64_t tokens = o.request.tokens;
-  if (!o.input.empty()) {
-    NpyArray a = read_npy(o.input);
-    if (a.shape.size() != 2 || a.shape[1] != spec.hidden)
-      throw std::invalid_argument(
-          fmt::format("--input {}: expected shape [M, {}]", o.input, spec.hidden));
-    tokens = a.shape[0];
-    x = std::move(a.data);
-  } else {
-    std::mt19937_64 rng(o.seed + 1);
-    std::normal_distribution<float> normal(0.0f, 1.0f);
-    x.resize(static_cast<std::size_t>(tokens * spec.hidden));
-    for (float& v : x) v = normal(rng);
-  }
-  if (tokens <= 0) throw std::invalid_argument("no tokens to run");
+  std::int64_t tokens = 0;
+  const std::vector<float> x = input_tokens(o, spec, tokens);
 
   Request request = o.request.resolve(sub);
   request.tokens_hint = static_cast<int>(tokens);
@@ -174,15 +182,9 @@ int run_expert_parallel(const RunOptions& o, CLI::App& sub, Communicator& comm) 
     if (say.to != nullptr) say("{}", text);
   };
 
-  LayerSpec spec;
   std::optional<Checkpoint> checkpoint;
   std::optional<LayerStorage> storage;
-  if (o.layer.from_model()) {
-    checkpoint.emplace(Checkpoint::open(o.layer.model));
-    spec = checkpoint->layer_spec(o.layer.layer);
-  } else {
-    spec = o.layer.spec();
-  }
+  const LayerSpec spec = open_layer(o.layer, checkpoint);
 
   Request request = o.request.resolve(sub);
   if (sub.count("--ep-size") > 0 && request.ep_size != comm.size())
@@ -193,7 +195,7 @@ int run_expert_parallel(const RunOptions& o, CLI::App& sub, Communicator& comm) 
   request.ep_rank = comm.rank();
   const Placement placement = placement_of(request, spec.num_experts);
 
-  const std::uint64_t rss_before = resident_bytes();
+  const std::uint64_t rss_before = perf::resident_bytes();
   LayerWeights weights;
   if (checkpoint) {
     // Only this rank's experts are read: the pages of the others are never touched.
@@ -203,24 +205,9 @@ int run_expert_parallel(const RunOptions& o, CLI::App& sub, Communicator& comm) 
     weights = storage->weights();
   }
 
+  std::int64_t tokens = 0;
   std::vector<float> x;
-  std::int64_t tokens = o.request.tokens;
-  if (root) {
-    if (!o.input.empty()) {
-      NpyArray a = read_npy(o.input);
-      if (a.shape.size() != 2 || a.shape[1] != spec.hidden)
-        throw std::invalid_argument(
-            fmt::format("--input {}: expected shape [M, {}]", o.input, spec.hidden));
-      tokens = a.shape[0];
-      x = std::move(a.data);
-    } else {
-      std::mt19937_64 rng(o.seed + 1);
-      std::normal_distribution<float> normal(0.0f, 1.0f);
-      x.resize(static_cast<std::size_t>(tokens * spec.hidden));
-      for (float& v : x) v = normal(rng);
-    }
-    if (tokens <= 0) throw std::invalid_argument("no tokens to run");
-  }
+  if (root) x = input_tokens(o, spec, tokens);
   tokens = from_rank0(comm, tokens);
   request.tokens_hint = static_cast<int>(tokens);
 
@@ -267,8 +254,9 @@ int run_expert_parallel(const RunOptions& o, CLI::App& sub, Communicator& comm) 
 
   // Every rank's figures, printed by rank 0.
   const auto all_times = gather(comm, layer.times());
-  const auto resident =
-      gather(comm, static_cast<double>(resident_bytes() - std::min(resident_bytes(), rss_before)));
+  const auto resident = gather(
+      comm,
+      static_cast<double>(perf::resident_bytes() - std::min(perf::resident_bytes(), rss_before)));
   const auto packed = gather(comm, static_cast<double>(layer.local().packed_weight_bytes()));
   print(fmt::format("time: {:.1f} us/call (median of {} after a warm-up; {} ranks)\n", median * 1e6,
                     reps, comm.size()));

@@ -7,8 +7,6 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "dist/dist_fixture.hpp"
 #include "mpi/family_checkpoints.hpp"
@@ -16,6 +14,7 @@
 #include "mxmoe/expert_parallel.hpp"
 #include "mxmoe/hardware.hpp"
 #include "mxmoe/mpi.hpp"
+#include "perf/memory.hpp"
 
 namespace {
 
@@ -122,19 +121,6 @@ TEST(MpiExpertParallel, EveryTokensBitsMatchOneProcessOnEveryFamilyCheckpoint) {
   EXPECT_GE(cases, 3 * 4);  // at least the reference backend's four formats per family
 }
 
-std::uint64_t resident_bytes() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line))
-    if (line.rfind("VmRSS:", 0) == 0) {
-      std::istringstream in(line.substr(6));
-      std::uint64_t kb = 0;
-      in >> kb;
-      return kb * 1024;
-    }
-  return 0;
-}
-
 // A rank reads, checks and packs only its experts: its resident memory grows by its share of
 // the expert bytes (the mmapped pages it touches, plus what its backend packs), not the layer.
 TEST(MpiMemory, EachRankHoldsAboutItsShareOfTheLayer) {
@@ -155,7 +141,7 @@ TEST(MpiMemory, EachRankHoldsAboutItsShareOfTheLayer) {
   const mxmoe::Hardware hw = mxmoe::probe_hardware();
   mxmoe::Runtime runtime(1);
   const Placement placement = Placement::contiguous(spec.num_experts, n);
-  const std::uint64_t before = resident_bytes();
+  const std::uint64_t before = mxmoe::perf::resident_bytes();
   const mxmoe::LayerWeights mine = checkpoint.layer_weights(0, placement.runs(me));
   mxmoe::Request request;
   request.threads = 1;
@@ -164,7 +150,8 @@ TEST(MpiMemory, EachRankHoldsAboutItsShareOfTheLayer) {
   const std::vector<float> x = input(spec, 16, 7);
   std::vector<float> y(x.size());
   layer.forward(x.data(), me == 0 ? 16 : 0, y.data());
-  const std::uint64_t grown = resident_bytes() - std::min(resident_bytes(), before);
+  const std::uint64_t grown =
+      mxmoe::perf::resident_bytes() - std::min(mxmoe::perf::resident_bytes(), before);
 
   const double layer_bytes =
       static_cast<double>(mine.w1.bytes() + mine.w2.bytes()) +
