@@ -64,8 +64,8 @@ int bench_expert_parallel(const EpBenchOptions& o, Communicator& comm) {
   request.batch_invariant = o.batch_invariant;
   if (!o.backend.empty() && o.backend != "auto") request.forced_backend = o.backend;
   const Hardware hw = probe_hardware(env("MXMOE_MAX_ISA"));
-  const int ranks_here_threads = threads_per_rank(comm, hw.logical_cpus);
-  request.threads = o.threads > 0 ? o.threads : ranks_here_threads;
+  const int ranks_here = ranks_on_this_node(comm);
+  request.threads = o.threads > 0 ? o.threads : std::max(1, hw.logical_cpus / ranks_here);
   request.tokens_hint = o.tokens.empty() ? 1 : o.tokens.front();
   const Placement placement = Placement::contiguous(spec.num_experts, comm.size());
   LayerWeights weights;
@@ -99,11 +99,12 @@ int bench_expert_parallel(const EpBenchOptions& o, Communicator& comm) {
 
   out(fmt::format("## expert parallel: {} on {} ranks\n\n", spec.name, comm.size()));
   out(fmt::format(
-      "backend {} (agreed by every rank), activation {}, {} threads per rank, tokens on {}; "
-      "ranks on this node share its {} logical CPUs. The baseline is one process with every "
+      "backend {} (agreed by every rank), activation {}, {} threads per rank, tokens on {}. "
+      "{} ranks run on this node and share its cores; rank 0 sees {} logical CPUs (mpirun "
+      "binds ranks to cores unless --bind-to none). The baseline is one process with every "
       "expert and {} threads on the same machine.\n\n",
       layer.selection().chosen, to_string(*layer.selection().deployment.request.activation),
-      request.threads, o.tokens_on_every_rank ? "every rank (split evenly)" : "rank 0",
+      request.threads, o.tokens_on_every_rank ? "every rank (split evenly)" : "rank 0", ranks_here,
       hw.logical_cpus, hw.logical_cpus));
   std::string per_rank =
       "| tokens | rank | experts | route us | dispatch us | compute us | return us | combine us | "

@@ -114,13 +114,16 @@ std::vector<ExpertParallelTimes> gather(Communicator& comm, const ExpertParallel
   return all;
 }
 
-int threads_per_rank(Communicator& comm, int logical_cpus) {
+int ranks_on_this_node(Communicator& comm) {
 #if MXMOE_WITH_MPI
-  const int here = mpi::ranks_on_this_node(comm);
+  return mpi::ranks_on_this_node(comm);
 #else
-  const int here = comm.size();
+  return comm.size();
 #endif
-  return std::max(1, logical_cpus / std::max(1, here));
+}
+
+int threads_per_rank(Communicator& comm, int logical_cpus) {
+  return std::max(1, logical_cpus / std::max(1, ranks_on_this_node(comm)));
 }
 
 LayerSpec open_layer(const LayerOptions& layer, std::optional<Checkpoint>& checkpoint) {

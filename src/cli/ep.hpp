@@ -56,8 +56,10 @@ std::unique_ptr<Communicator> ep_world(const CommOptions& options);
 // Rank 0's value on every rank.
 std::int64_t from_rank0(Communicator& comm, std::int64_t value);
 double from_rank0(Communicator& comm, double value);
-// Threads per rank when the user gives none: the node's logical CPUs shared by the node's
-// ranks (collective).
+// Ranks of comm on this node (collective): they share its cores.
+int ranks_on_this_node(Communicator& comm);
+// Threads per rank when the user gives none: the logical CPUs this rank sees shared by the
+// node's ranks (collective).
 int threads_per_rank(Communicator& comm, int logical_cpus);
 // The layer's spec: a preset's, or layer N of the checkpoint (opened into `checkpoint`).
 LayerSpec open_layer(const LayerOptions& layer, std::optional<Checkpoint>& checkpoint);

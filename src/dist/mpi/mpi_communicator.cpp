@@ -9,6 +9,7 @@
 #include <fmt/core.h>
 #include <mpi.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -52,6 +53,14 @@ class MpiCommunicator final : public Communicator {
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
+    // More ranks on this node than cores: a waiting rank must give its core away.
+    MPI_Comm node = MPI_COMM_NULL;
+    if (MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node) ==
+        MPI_SUCCESS) {
+      MPI_Comm_size(node, &node_ranks_);
+      MPI_Comm_free(&node);
+    }
+    oversubscribed_ = node_ranks_ > static_cast<int>(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN)));
   }
   ~MpiCommunicator() override {
     int finalized = 0;
@@ -138,11 +147,12 @@ class MpiCommunicator final : public Communicator {
 
   // Polls every request until done or the deadline. A large message moves in fragments, each
   // needing a progress call on both sides, so polling must not pause while data flows: it
-  // spins for 2 ms (latency: a small exchange between ready ranks takes microseconds), then
-  // yields the core between polls (ranks may share cores: sched_yield hands it to a rank still
-  // computing, and returns at once when none is). Only after 200 ms without any message
-  // completing (a peer computing a large batch, or a failed one) does it sleep 200 us between
-  // polls. bench_mpi_exchange measures the exchange (docs/DISTRIBUTED.md).
+  // spins (a small exchange between ready ranks takes microseconds). When this node has more
+  // ranks than cores, it yields the core between polls after the first 50 us (sched_yield
+  // hands it to a rank still computing; Open MPI's yield_when_idle does the same). After
+  // 200 ms without any message completing (a peer computing a large batch, or a failed one)
+  // it sleeps 200 us between polls. bench_mpi_exchange measures the exchange
+  // (docs/DISTRIBUTED.md).
   void wait_all() {
     using Clock = std::chrono::steady_clock;
     const auto start = Clock::now();
@@ -186,11 +196,10 @@ class MpiCommunicator final : public Communicator {
         fail(peers, fmt::format("{} did not answer within {:.1f} s ({} of {} messages pending)",
                                 names, options_.deadline_s, left, requests_.size()));
       }
-      if (now - start < std::chrono::milliseconds(2)) continue;
-      if (now - last_progress < std::chrono::milliseconds(200))
-        sched_yield();
-      else
+      if (now - last_progress >= std::chrono::milliseconds(200))
         std::this_thread::sleep_for(std::chrono::microseconds(200));
+      else if (oversubscribed_ && now - start >= std::chrono::microseconds(50))
+        sched_yield();
     }
   }
 
@@ -209,6 +218,8 @@ class MpiCommunicator final : public Communicator {
   int rank_ = 0, size_ = 1;
   std::uint64_t round_ = 0;
   bool broken_ = false;
+  int node_ranks_ = 1;
+  bool oversubscribed_ = false;
   std::vector<MPI_Request> requests_;
   std::vector<Pending> pending_;
   std::vector<int> indices_;
