@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
-"""Writes the seed corpus: one small file per accepted shape and per rejection class of the
-safetensors reader (fuzz/corpus/safetensors) and of the index parser (fuzz/corpus/index)."""
+"""Writes the seed corpus: one small file per accepted shape and per rejection class of every
+untrusted input's parser: the safetensors reader (fuzz/corpus/safetensors), the index
+(index), config.json of the five families (config), .npy (npy), hardware probes (hardware),
+and deployments / selections / requests / layer specs (deployment). Files named valid_* must
+be accepted (tests/io/fuzz_corpus_test.cpp checks it)."""
 import json
 import os
 import struct
@@ -65,10 +68,187 @@ def write(folder, name, data):
         f.write(data)
 
 
+# ---------------------------------------------------------------------------------------
+# config.json: the five families as Hugging Face writes them, aliases, and refusals.
+gpt_oss = {"architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss",
+           "num_hidden_layers": 2, "num_local_experts": 4, "num_experts_per_tok": 2,
+           "experts_per_token": 2, "hidden_size": 64, "intermediate_size": 96,
+           "hidden_act": "silu", "swiglu_limit": 7.0, "swiglu_alpha": 1.702,
+           "router_aux_loss_coef": 0.9, "torch_dtype": "bfloat16",
+           "quantization_config": {"quant_method": "mxfp4",
+                                   "modules_to_not_convert": ["model.layers.*.self_attn"]}}
+mixtral = {"model_type": "mixtral", "num_hidden_layers": 3, "num_local_experts": 8,
+           "num_experts_per_tok": 2, "hidden_size": 64, "intermediate_size": 128,
+           "hidden_act": "silu", "router_jitter_noise": 0.0,
+           "quantization_config": {"quant_method": "mxfp4", "mxmoe_gate_up_layout": "halves"}}
+qwen = {"model_type": "qwen3_moe", "num_hidden_layers": 4, "num_experts": 8,
+        "num_experts_per_tok": 2, "hidden_size": 64, "moe_intermediate_size": 32,
+        "intermediate_size": 256, "norm_topk_prob": True, "decoder_sparse_step": 2,
+        "mlp_only_layers": [0], "hidden_act": "silu",
+        "quantization_config": {"quant_method": "mxfp4", "mxmoe_gate_up_layout": "halves",
+                                "mxmoe_scale_rule": "round_up"}}
+v3 = {"model_type": "deepseek_v3", "num_hidden_layers": 4, "n_routed_experts": 16,
+      "num_experts_per_tok": 4, "hidden_size": 64, "moe_intermediate_size": 32,
+      "n_shared_experts": 1, "n_group": 4, "topk_group": 2, "routed_scaling_factor": 2.5,
+      "scoring_func": "sigmoid", "topk_method": "noaux_tc", "norm_topk_prob": True,
+      "first_k_dense_replace": 1, "moe_layer_freq": 1, "hidden_act": "silu",
+      "quantization_config": {"quant_method": "mxfp4", "mxmoe_gate_up_layout": "halves"}}
+v4 = {"model_type": "deepseek_v4", "num_hidden_layers": 4, "n_routed_experts": 16,
+      "num_experts_per_tok": 4, "hidden_size": 64, "moe_intermediate_size": 32,
+      "n_shared_experts": 1, "routed_scaling_factor": 1.5, "scoring_func": "sqrtsoftplus",
+      "swiglu_limit": 10.0, "num_hash_layers": 1, "hidden_act": "silu",
+      "quantization_config": {"quant_method": "mxfp4", "mxmoe_gate_up_layout": "halves"}}
+
+
+def changed(base, **kw):
+    out = json.loads(json.dumps(base))
+    for k, v in kw.items():
+        if v is None:
+            out.pop(k, None)
+        else:
+            out[k] = v
+    return out
+
+
+qwen_alias = changed(qwen, num_experts=None, num_local_experts=8)  # transformers 5
+config_seeds = {
+    "valid_gpt_oss": gpt_oss, "valid_mixtral": mixtral, "valid_qwen3_moe": qwen,
+    "valid_deepseek_v3": v3, "valid_deepseek_v4": v4,
+    "valid_nested_text_config": {"model_type": "wrapper", "text_config": gpt_oss},
+    "valid_qwen3_moe_alias_num_local_experts": qwen_alias,
+    "valid_gpt_oss_alias_num_experts": changed(gpt_oss, num_local_experts=None, num_experts=4),
+    "valid_deepseek_v3_alias": changed(v3, n_routed_experts=None, num_local_experts=16),
+    "aliases_disagree": changed(qwen, num_local_experts=16),
+    "swiglu_alpha_negative": changed(gpt_oss, swiglu_alpha=-1.0),
+    "layers_too_many": changed(gpt_oss, num_hidden_layers=100000000),
+    "layers_float": changed(gpt_oss, num_hidden_layers=1e8),
+    "experts_too_many": changed(mixtral, num_local_experts=10**9),
+    "hidden_not_block": changed(mixtral, hidden_size=100),
+    "hidden_huge": changed(mixtral, hidden_size=2**40),
+    "top_k_exceeds": changed(mixtral, num_experts_per_tok=9),
+    "hidden_act_gelu": changed(mixtral, hidden_act="gelu"),
+    "unknown_model_type": changed(mixtral, model_type="llama"),
+    "quant_unknown": changed(gpt_oss, quantization_config={"quant_method": "gptq"}),
+    "quant_extra_key": changed(gpt_oss, quantization_config={"quant_method": "mxfp4", "x": 1}),
+    "v3_groups": changed(v3, n_group=3),
+    "v3_scoring": changed(v3, scoring_func="softmax"),
+    "qwen_mlp_only_out_of_range": changed(qwen, mlp_only_layers=[2**40]),
+    "qwen_shared_expert": changed(qwen, shared_expert_intermediate_size=64),
+}
+
+# ---------------------------------------------------------------------------------------
+# .npy: accepted versions and dtypes, and each refusal.
+
+
+def npy(descr="<f4", shape=(2, 3), data=None, version=1, fortran=False, header=None):
+    if header is None:
+        dims = ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "")
+        header = "{'descr': '%s', 'fortran_order': %s, 'shape': (%s), }" % (
+            descr, "True" if fortran else "False", dims)
+    h = header.encode()
+    pre = 10 if version == 1 else 12
+    h += b" " * ((64 - (pre + len(h) + 1) % 64) % 64) + b"\n"
+    lenb = struct.pack("<H", len(h)) if version == 1 else struct.pack("<I", len(h))
+    if data is None:
+        n = 1
+        for d in shape:
+            n *= d
+        data = bytes(n * (2 if descr in ("<f2", "<u2") else 4))
+    return b"\x93NUMPY" + bytes([version, 0]) + lenb + h + data
+
+
+npy_seeds = {
+    "valid_f4": npy(), "valid_f2": npy("<f2"), "valid_bf16_as_u2": npy("<u2"),
+    "valid_v2": npy(version=2), "valid_v3": npy(version=3), "valid_scalar": npy(shape=()),
+    "valid_vector": npy(shape=(5,)),
+    "bad_magic": b"\x93NUMPZ\x01\x00" + bytes(8), "unknown_version": npy(version=9),
+    "fortran": npy(fortran=True), "f8": npy("<f8"), "truncated": npy()[:-3],
+    "trailing": npy() + b"x", "unknown_key": npy(header="{'descr': '<f4', 'x': 1, "
+                                                     "'fortran_order': False, 'shape': (1,), }"),
+    "shape_overflow": npy(shape=(2**62, 2**62), data=b""),
+    "rank_too_high": npy(shape=tuple([1] * 40)),
+    "header_past_end": b"\x93NUMPY\x01\x00\xff\xff{",
+}
+
+# ---------------------------------------------------------------------------------------
+# Hardware probes (the JSON of `mxmoe info --hardware --json`) and the replayable documents.
+features = ["avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni",
+            "avx_vnni", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_int8", "amx_bf16"]
+hardware = {"vendor": "AuthenticAMD", "model": "AMD EPYC", "logical_cpus": 2,
+            "l1d_bytes": 32768, "l2_bytes": 1048576, "l3_bytes": 33554432,
+            "isa": {f: f in ("avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512dq",
+                             "avx512_vnni", "avx512_bf16") for f in features},
+            "os_denied": [], "isa_cap": "", "cuda_devices": [], "source": "probe"}
+hardware_seeds = {
+    "valid_zen4": hardware,
+    "valid_haswell": changed(hardware, isa={f: f in ("avx2", "fma", "f16c") for f in features},
+                             isa_cap="avx2"),
+    "valid_cuda": changed(hardware, cuda_devices=[{"name": "H100", "sm": 90,
+                                                   "memory_bytes": 80 * 2**30}]),
+    "cpus_too_many": changed(hardware, logical_cpus=1000000),
+    "cpus_float": changed(hardware, logical_cpus=1e12),
+    "cpus_zero": changed(hardware, logical_cpus=0),
+    "cache_huge": changed(hardware, l3_bytes=2**62),
+    "unknown_feature": changed(hardware, isa=dict(hardware["isa"], avx1024=True)),
+    "unknown_cap": changed(hardware, isa_cap="avx9"),
+    "denied_unknown": changed(hardware, os_denied=["x"]),
+}
+
+layer = {"name": "tiny", "family": "gpt_oss", "num_experts": 8, "top_k": 2, "hidden": 256,
+         "intermediate": 256, "routing": "topk_softmax",
+         "routing_params": {"renormalize": True, "selection_bias": False, "n_group": 1,
+                            "topk_group": 1, "routed_scaling_factor": 1.0},
+         "activation": "swiglu_oai", "activation_params": {"alpha": 1.702, "limit": 7.0},
+         "expert_bias": True, "router_bias": True, "gate_up_layout": "interleaved",
+         "shared_experts": 0, "shared_intermediate": 0, "weight_format": "mxfp4"}
+v3_layer = changed(layer, name="v3", family="deepseek_v3", num_experts=16, top_k=4,
+                   routing="sigmoid_group_topk",
+                   routing_params={"renormalize": True, "selection_bias": True, "n_group": 4,
+                                   "topk_group": 2, "routed_scaling_factor": 2.5},
+                   activation="silu_glu", expert_bias=False, router_bias=False,
+                   gate_up_layout="halves", shared_experts=1, shared_intermediate=256)
+request = {"activation": None, "batch_invariant": False, "ep_size": 1, "ep_rank": 0,
+           "threads": 0, "tokens_hint": 16, "forced_backend": "", "excluded_backends": [],
+           "allow_judge_only": False}
+deployment = {"layer": layer, "hardware": hardware, "request": request}
+selection = {"deployment": deployment, "preferences_source": "gpt_oss family",
+             "candidates": [{"name": "reference", "supported": False, "estimated_us": 0.0,
+                             "reasons": [{"code": "judge_only", "detail": "d", "required": "r",
+                                          "actual": "a", "remedy": ""}]}],
+             "chosen": "", "why": "", "suggestions": [{"change": "allow_judge_only=true",
+                                                       "backend": "reference", "text": "t"}]}
+deployment_seeds = {
+    "valid_deployment": deployment,
+    "valid_deployment_v3_mxfp8_invariant": changed(
+        deployment, layer=v3_layer,
+        request=changed(request, activation="mxfp8", batch_invariant=True)),
+    "valid_deployment_forced_reference": changed(
+        deployment, request=changed(request, forced_backend="reference", ep_size=2, ep_rank=1)),
+    "valid_deployment_old_request": changed(deployment,
+                                            request=changed(request, allow_judge_only=None)),
+    "valid_selection": selection, "valid_request": request, "valid_layer_spec": layer,
+    "unknown_backend": changed(deployment, request=changed(request, forced_backend="cuda")),
+    "threads_too_many": changed(deployment, request=changed(request, threads=100000)),
+    "tokens_float": changed(deployment, request=changed(request, tokens_hint=1e12)),
+    "layer_invalid": changed(deployment, layer=changed(layer, top_k=9)),
+    "alpha_huge": changed(deployment, layer=changed(
+        layer, activation_params={"alpha": 1e300, "limit": 7.0})),
+}
+
 for name, data in seeds.items():
     write("safetensors", name, data)
 for name, obj in index_seeds.items():
     write("index", name + ".json", json.dumps(obj).encode())
 write("index", "duplicate_key.json", b'{"weight_map":{"a":"x","a":"y"}}')
 write("index", "invalid_json.json", b'{"weight_map":')
+for name, obj in config_seeds.items():
+    write("config", name + ".json", json.dumps(obj, separators=(",", ":")).encode())
+write("config", "duplicate_key.json", b'{"model_type":"mixtral","model_type":"gpt_oss"}')
+write("config", "deep_nesting.json", b"[" * 100 + b"]" * 100)
+for name, data in npy_seeds.items():
+    write("npy", name + ".npy", data)
+for name, obj in hardware_seeds.items():
+    write("hardware", name + ".json", json.dumps(obj, separators=(",", ":")).encode())
+for name, obj in deployment_seeds.items():
+    write("deployment", name + ".json", json.dumps(obj, separators=(",", ":")).encode())
 print(f"seed corpus written under {root}", file=sys.stderr)

@@ -8,6 +8,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev
   clang libclang-rt-14-dev
+  python3-dev python3-venv
   libopenmpi-dev openmpi-bin
 )
 

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # One command from a fresh clone to a passing test suite: installs what is missing,
-# builds (warnings are errors) and runs every test with CTest.
+# builds (warnings are errors) with the Python extension, and runs every test with CTest: the
+# C++ suites and the Python package's pytest files (in a virtual environment made here,
+# build/venv, with the pinned packages of python/requirements-test.txt).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/deps.sh"
-"$root/scripts/build.sh" "$root/build"
+python=$("$root/scripts/python_env.sh" "$root/build/venv")
+"$root/scripts/build.sh" "$root/build" -DMXMOE_BUILD_PYTHON=ON -DPython_EXECUTABLE="$python"
 ctest --test-dir "$root/build" --output-on-failure -j "$(nproc)"

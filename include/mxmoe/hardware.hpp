@@ -36,10 +36,15 @@ struct MXMOE_API CudaDevice {
   friend bool operator==(const CudaDevice&, const CudaDevice&) = default;
 };
 
+// Bounds of a Hardware read from JSON (and of a probe): at most kMaxThreads (runtime.hpp)
+// logical CPUs, since mxmoe never runs more threads (a machine with more is described as
+// having that many), and caches of at most 1 TiB.
+inline constexpr std::uint64_t kMaxCacheBytes = std::uint64_t{1} << 40;
+
 struct MXMOE_API Hardware {
-  std::string vendor;  // "GenuineIntel"
-  std::string model;   // brand string
-  int logical_cpus = 0;
+  std::string vendor;    // "GenuineIntel"
+  std::string model;     // brand string
+  int logical_cpus = 0;  // 1..kMaxThreads
   std::uint64_t l1d_bytes = 0, l2_bytes = 0, l3_bytes = 0;
   IsaFeatures isa;                     // usable features
   std::vector<std::string> os_denied;  // features the CPU has but the OS refused (names)
@@ -50,8 +55,8 @@ struct MXMOE_API Hardware {
 };
 
 // Probes this machine (cpuid, xgetbv, AMX permission request, sysfs caches), then applies
-// the cap. cap: "" (none), "none", "avx2", "avx512", "amx"; throws std::invalid_argument
-// for other values.
+// the cap. cap: "" (none), "none", "avx2", "avx_vnni" (avx2 and AVX-VNNI on ymm, no
+// AVX-512), "avx512", "amx"; throws std::invalid_argument for other values.
 MXMOE_API Hardware probe_hardware(std::string_view isa_cap = "");
 // Clears the features above the cap (pure; used by probe_hardware and by tests).
 MXMOE_API IsaFeatures cap_isa(IsaFeatures isa, std::string_view cap);

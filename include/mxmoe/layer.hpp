@@ -8,6 +8,7 @@
 // threads at once (its workspace is its own); two layers may be, and share the Runtime.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 
@@ -86,6 +87,13 @@ class MXMOE_API MoeLayer {
   // parallelism, its range with contiguous placement; with a scattered placement, the
   // smallest range that covers them ({0, 0} when it holds none).
   ExpertRange experts() const noexcept;
+  // The most tokens one call may carry: slots (tokens x top_k) are numbered in 32 bits. Every
+  // forward throws std::invalid_argument for more.
+  std::int64_t max_tokens() const noexcept;
+  // Bytes of workspace a call with TOKENS tokens needs (allocated by the first such call), so
+  // a host can refuse a batch that would not fit in memory before allocating anything.
+  // Throws std::invalid_argument for tokens outside [0, max_tokens()].
+  std::size_t workspace_bytes(std::int64_t tokens) const;
   // Times the workspace grew (a test hook for "no allocation after warm-up").
   std::uint64_t workspace_allocations() const noexcept;
   // Bytes the chosen backend keeps resident for packed weights (0 when it reads the views).

@@ -12,6 +12,13 @@
 
 namespace mxmoe {
 
+// Bounds every LayerSpec satisfies (validate()), so no size read from a file can ask for
+// unbounded memory or overflow an index: at most kMaxExperts routed experts, and hidden,
+// intermediate and shared_intermediate at most kMaxLayerDim (DeepSeek-V3: 256 experts,
+// H = 7168).
+inline constexpr int kMaxExperts = 65536;
+inline constexpr int kMaxLayerDim = 262144;
+
 enum class Family : std::uint8_t { gpt_oss, mixtral, qwen3_moe, deepseek_v3, deepseek_v4 };
 
 // How router logits become (expert ids, weights) per token.
@@ -72,11 +79,13 @@ struct MXMOE_API LayerSpec {
 };
 
 // Throws std::invalid_argument naming the offending field (e.g. top_k > num_experts,
-// hidden not a multiple of 32, groups that do not divide the experts).
+// hidden not a multiple of 32, groups that do not divide the experts, a size over the bounds
+// above).
 MXMOE_API void validate(const LayerSpec& spec);
 
 // Presets with the real shapes: gpt-oss-20b, gpt-oss-120b, deepseek-v4-flash, deepseek-v3,
-// qwen3-30b-a3b, mixtral-8x7b. Throws std::invalid_argument listing the valid names.
+// qwen3-30b-a3b, mixtral-8x7b; and tiny (the gpt-oss math at E=8, top-2, H=I=256) for quick
+// tries. Throws std::invalid_argument listing the valid names.
 MXMOE_API LayerSpec preset(std::string_view name);
 MXMOE_API std::vector<std::string> preset_names();
 
@@ -92,7 +101,9 @@ MXMOE_API ActivationFn parse_activation_fn(std::string_view);
 MXMOE_API GateUpLayout parse_gate_up_layout(std::string_view);
 MXMOE_API WeightFormat parse_weight_format(std::string_view);
 
-MXMOE_API std::string to_json(const LayerSpec&);             // pretty JSON text
-MXMOE_API LayerSpec layer_spec_from_json(std::string_view);  // strict: unknown/missing fields throw
+MXMOE_API std::string to_json(const LayerSpec&);  // pretty JSON text
+// Strict: unknown/missing fields, numbers out of range and a spec validate() refuses throw
+// std::invalid_argument.
+MXMOE_API LayerSpec layer_spec_from_json(std::string_view);
 
 }  // namespace mxmoe

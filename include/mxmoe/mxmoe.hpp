@@ -6,6 +6,7 @@
 #include "mxmoe/deployment.hpp"
 #include "mxmoe/expert_parallel.hpp"
 #include "mxmoe/format.hpp"
+#include "mxmoe/generate.hpp"
 #include "mxmoe/hardware.hpp"
 #include "mxmoe/layer.hpp"
 #include "mxmoe/layer_spec.hpp"

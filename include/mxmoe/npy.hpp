@@ -1,6 +1,6 @@
 // .npy files (NumPy format 1.0/2.0/3.0), C order, little-endian float32 for the layer's
-// inputs and outputs. Malformed or truncated files throw LoadError-like std::runtime_error
-// naming the file and what is wrong.
+// inputs and outputs. Malformed or truncated files throw LoadError naming the file and what
+// is wrong; only regular files are read (a FIFO or a device is refused at once).
 #pragma once
 
 #include <cstdint>
@@ -18,9 +18,17 @@ struct MXMOE_API NpyArray {
       data;  // converted to float32 (from '<f4', '<f2', or bfloat16 '<u2' when asked)
 };
 
+// The most dimensions a .npy shape may have (NumPy's own limit is 64).
+inline constexpr std::size_t kMaxNpyRank = 32;
+
 // Reads a float32 array ('<f4'). Also accepts '<f2' (float16); bfloat16 stored as '<u2'
 // only when allow_bf16_as_u16 is set.
 MXMOE_API NpyArray read_npy(const std::string& path, bool allow_bf16_as_u16 = false);
+// The same on a file image in memory; LABEL names it in errors (the fuzz target calls this).
+MXMOE_API NpyArray parse_npy(std::span<const std::uint8_t> file, const std::string& label,
+                             bool allow_bf16_as_u16 = false);
+// Writes version 1.0 '<f4', whole or not at all (temporary file + rename): a failed write
+// leaves an existing file untouched. Throws files::FileError naming the OS reason.
 MXMOE_API void write_npy(const std::string& path, std::span<const float> data,
                          std::span<const std::int64_t> shape);
 

@@ -31,6 +31,7 @@ enum class ReasonCode : std::uint8_t {
   no_device,          // the backend needs a device (GPU) the Hardware does not have
   user_excluded,      // the user excluded it (--exclude / MXMOE_EXCLUDE_BACKENDS)
   not_forced,         // another backend was forced (--backend / MXMOE_BACKEND)
+  judge_only,         // a judge (reference): chosen only when forced or allowed
 };
 MXMOE_API std::string_view to_string(ReasonCode) noexcept;
 MXMOE_API std::vector<ReasonCode> all_reason_codes();
@@ -62,6 +63,9 @@ class MXMOE_API Backend {
   // Estimated microseconds per forward call at d.request.tokens_hint tokens (only called
   // when check() passed). Ranks supported candidates.
   virtual double estimate_us(const Deployment& d) const = 0;
+  // A judge of the others (obviously correct, hundreds of times slower): the oracle chooses
+  // it only when the Request forces it by name or sets allow_judge_only.
+  virtual bool judge_only() const noexcept { return false; }
   // Packs the weights into the backend's layout. Only called when check(d) passed.
   virtual std::unique_ptr<ExpertKernel> create(const Deployment& d,
                                                const LayerWeights& weights) const = 0;
@@ -107,14 +111,23 @@ struct MXMOE_API Selection {
 
 MXMOE_API std::string to_json(const Selection&);
 MXMOE_API Selection selection_from_json(std::string_view);
+// The report of `mxmoe explain --json` (also the Python package's mxmoe.explain() and
+// Layer.selection): {selected, why, preferences, deployment, candidates (name, supported,
+// estimated_us or null, reasons), error (the NoBackendError message, or null), suggestions}.
+// A report for people and tools; to_json above is the form that reads back.
+MXMOE_API std::string explain_json(const Selection&);
 
 // The registered backends (the list in src/backends/backends.inc), immutable.
 MXMOE_API std::span<const Backend* const> registered_backends();
 MXMOE_API const Backend* find_backend(std::string_view name);  // nullptr when unknown
+// The candidates' names, comma-separated, for messages listing the valid ones.
+MXMOE_API std::string backend_names(
+    std::span<const Backend* const> candidates = registered_backends());
 
 // Judges every candidate. Never throws for lack of a backend: returns chosen == "" then.
 // Throws std::invalid_argument for an unknown forced/excluded backend name (message lists
-// the valid names).
+// the valid names). With the dispatch log category on (MXMOE_VERBOSE=dispatch, log.hpp), it
+// logs one line per candidate.
 MXMOE_API Selection judge(const Deployment& d, const Preferences& prefs,
                           std::span<const Backend* const> candidates = registered_backends());
 
@@ -128,8 +141,8 @@ MXMOE_API Selection select(const Deployment& d, const Preferences& prefs,
 class MXMOE_API NoBackendError : public std::runtime_error {
  public:
   explicit NoBackendError(Selection s);
-  // With its own message (an expert-parallel group's gathered report); it must start with
-  // the same sentence.
+  // The same with another message (what()): why a replayed selection cannot run here, or an
+  // expert-parallel group's gathered report.
   NoBackendError(Selection s, const std::string& message);
   const Selection& selection() const noexcept { return selection_; }
 
@@ -154,5 +167,9 @@ MXMOE_API std::string format_rank_reasons(std::span<const Selection> ranks);
 
 // A human table of the selection: one line per candidate with verdict and reasons.
 MXMOE_API std::string format_selection_table(const Selection& s);
+
+// `mxmoe info --hardware` as text: CPU, caches, usable and absent instruction sets, OS
+// refusals, the cap, CUDA devices, where the description came from, the registered backends.
+MXMOE_API std::string format_hardware_report(const Hardware& h);
 
 }  // namespace mxmoe

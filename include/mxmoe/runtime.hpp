@@ -20,8 +20,13 @@ class ThreadPool;
 // better) but each one costs a stack and a wake-up, so sizes are capped here.
 inline constexpr int kMaxThreads = 1024;
 
+// The logical CPUs this process may run on (its affinity mask), at most kMaxThreads: what
+// threads = 0 means for a Runtime, `mxmoe run --threads 0` and `mxmoe bench --threads 0`.
+MXMOE_API int default_thread_count() noexcept;
+
 struct MXMOE_API RuntimeOptions {
-  int threads = 0;  // 0: every logical CPU of this machine; else 1..kMaxThreads
+  int threads = 0;  // 0: default_thread_count(); else 1..kMaxThreads (more than
+                    // the CPUs is allowed and logged as a warning)
   // Optional: worker t (1..threads-1) runs on CPU cpu_affinity[t % size()]. The calling
   // thread (t = 0) belongs to the host and is never pinned.
   std::vector<int> cpu_affinity;

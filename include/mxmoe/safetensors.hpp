@@ -90,8 +90,9 @@ struct MXMOE_API TensorToWrite {
 };
 
 // Writes a safetensors file (header padded with spaces to a multiple of 8 bytes; tensors in
-// the given order). Throws std::invalid_argument on a duplicate/reserved name or a size
-// mismatch, LoadError on I/O failure.
+// the given order), whole or not at all (temporary file + rename). Throws
+// std::invalid_argument on a duplicate/reserved name or a size mismatch, a std::runtime_error
+// naming the OS reason on I/O failure.
 MXMOE_API void write_safetensors(const std::string& path, std::span<const TensorToWrite> tensors,
                                  const std::map<std::string, std::string>& metadata = {});
 

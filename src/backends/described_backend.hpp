@@ -29,6 +29,8 @@ struct BackendDescription {
   // min_tokens_per_expert tokens (e.g. matrix units that need full tiles).
   Throughput many_tokens_throughput{};
   double min_tokens_per_expert = 0;
+  // A judge of the others (Backend::judge_only): chosen only when forced or allowed.
+  bool judge_only = false;
   // Packs the weights; only called when check() passed.
   std::unique_ptr<ExpertKernel> (*create)(const Deployment&, const LayerWeights&) = nullptr;
 };
@@ -46,6 +48,7 @@ class DescribedBackend final : public Backend {
   }
   std::string_view name() const noexcept override { return d_.name; }
   std::string_view description() const noexcept override { return d_.description; }
+  bool judge_only() const noexcept override { return d_.judge_only; }
   std::vector<Rejection> check(const Deployment& d) const override {
     return check_capabilities(d_.capabilities, d);
   }

@@ -1,6 +1,8 @@
 #include "base/json.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <set>
 #include <vector>
 
@@ -53,16 +55,56 @@ std::optional<Json> try_parse_strict(std::string_view text, int max_depth, std::
 
 void expect_keys(const Json& j, std::string_view what,
                  std::initializer_list<std::string_view> keys) {
+  expect_keys(j, what, keys, {});
+}
+
+void expect_keys(const Json& j, std::string_view what, std::initializer_list<std::string_view> keys,
+                 std::initializer_list<std::string_view> optional) {
   if (!j.is_object())
     throw std::invalid_argument(std::string(what) + ": expected a JSON object, got " +
                                 std::string(j.type_name()));
+  const auto known = [](std::initializer_list<std::string_view> list, const std::string& key) {
+    return std::find(list.begin(), list.end(), key) != list.end();
+  };
   for (const auto& item : j.items())
-    if (std::find(keys.begin(), keys.end(), item.key()) == keys.end())
+    if (!known(keys, item.key()) && !known(optional, item.key()))
       throw std::invalid_argument(std::string(what) + ": unknown field \"" + item.key() + "\"");
   for (std::string_view key : keys)
     if (!j.contains(key))
       throw std::invalid_argument(std::string(what) + ": missing field \"" + std::string(key) +
                                   "\"");
+}
+
+std::int64_t get_integer(const Json& j, std::string_view what, const char* key,
+                         std::int64_t min_value, std::int64_t max_value) {
+  const auto fail = [&](const std::string& got) -> std::int64_t {
+    throw std::invalid_argument(std::string(what) + ": field \"" + key +
+                                "\": expected an integer in [" + std::to_string(min_value) + ", " +
+                                std::to_string(max_value) + "], got " + got);
+  };
+  if (!j.is_object() || !j.contains(key)) fail("nothing (missing)");
+  const Json& v = j.at(key);
+  if (!v.is_number_integer()) return fail(v.dump());
+  if (v.is_number_unsigned()) {
+    const std::uint64_t u = v.get<std::uint64_t>();
+    if (max_value < 0 || u > static_cast<std::uint64_t>(max_value)) return fail(v.dump());
+    const auto value = static_cast<std::int64_t>(u);
+    return value < min_value ? fail(v.dump()) : value;
+  }
+  const std::int64_t value = v.get<std::int64_t>();
+  return value < min_value || value > max_value ? fail(v.dump()) : value;
+}
+
+float get_float(const Json& j, std::string_view what, const char* key) {
+  if (!j.is_object() || !j.contains(key) || !j.at(key).is_number())
+    throw std::invalid_argument(std::string(what) + ": field \"" + key + "\": expected a number" +
+                                (j.is_object() && j.contains(key) ? ", got " + j.at(key).dump()
+                                                                  : std::string(" (missing)")));
+  const double v = j.at(key).get<double>();
+  if (!(std::fabs(v) <= static_cast<double>(std::numeric_limits<float>::max())))
+    throw std::invalid_argument(std::string(what) + ": field \"" + key + "\": " + j.at(key).dump() +
+                                " is outside the range of a float");
+  return static_cast<float>(v);
 }
 
 }  // namespace mxmoe::json

@@ -5,6 +5,7 @@
 // bounded. Invalid UTF-8 inside strings is already a parse error in nlohmann.
 #pragma once
 
+#include <cstdint>
 #include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -26,8 +27,7 @@ std::optional<Json> try_parse_strict(std::string_view text, int max_depth, std::
 // try_parse_strict, throwing Error("WHAT: reason") on failure. Error is the caller's class:
 // LoadError for files, std::invalid_argument for text given as an argument.
 template <class Error = std::invalid_argument>
-Json parse_strict(std::string_view text, std::string_view what,
-                  int max_depth = kDefaultMaxDepth) {
+Json parse_strict(std::string_view text, std::string_view what, int max_depth = kDefaultMaxDepth) {
   std::string error;
   std::optional<Json> j = try_parse_strict(text, max_depth, error);
   if (!j) throw Error(std::string(what) + ": " + error);
@@ -38,6 +38,9 @@ Json parse_strict(std::string_view text, std::string_view what,
 // first missing or unknown key).
 void expect_keys(const Json& j, std::string_view what,
                  std::initializer_list<std::string_view> keys);
+// The same, where the `optional` keys may also appear.
+void expect_keys(const Json& j, std::string_view what, std::initializer_list<std::string_view> keys,
+                 std::initializer_list<std::string_view> optional);
 
 // j[key] converted to T; a type mismatch throws std::invalid_argument naming the key.
 template <class T>
@@ -48,5 +51,15 @@ T get(const Json& j, std::string_view what, const char* key) {
     throw std::invalid_argument(std::string(what) + ": field \"" + key + "\": " + e.what());
   }
 }
+
+// j[key] as an integer in [min_value, max_value]. A float (1e12), a value outside the range
+// or another type throws std::invalid_argument naming the key and the range: never a value
+// wrapped into an int.
+std::int64_t get_integer(const Json& j, std::string_view what, const char* key,
+                         std::int64_t min_value, std::int64_t max_value);
+
+// j[key] as a float: a number whose magnitude fits a float (a double such as 1e300 would
+// not convert), else std::invalid_argument naming the key.
+float get_float(const Json& j, std::string_view what, const char* key);
 
 }  // namespace mxmoe::json

@@ -13,6 +13,7 @@
 
 #include "mxmoe/build_info.hpp"
 #include "mxmoe/checkpoint.hpp"
+#include "mxmoe/config.hpp"
 #include "mxmoe/hardware.hpp"
 #include "mxmoe/layer.hpp"
 #include "mxmoe/mxmoe.h"
@@ -36,11 +37,9 @@ struct State {
   std::map<int, std::unique_ptr<mxmoe::Runtime>> runtimes;
 
   const mxmoe::Hardware& probe() {
-    // The C API is an edge of the flow: the probe is capped by MXMOE_MAX_ISA, as in the CLI.
-    if (!hardware) {
-      const char* cap = std::getenv("MXMOE_MAX_ISA");
-      hardware = mxmoe::probe_hardware(cap == nullptr ? "" : cap);
-    }
+    // The C API is an edge of the flow: the probe is capped by MXMOE_MAX_ISA, read by the
+    // library's one parser of the MXMOE_* variables (config.hpp), as in the CLI.
+    if (!hardware) hardware = mxmoe::probe_hardware_from_environment();
     return *hardware;
   }
   mxmoe::Runtime& runtime(int threads) {

@@ -4,6 +4,7 @@
 
 #include <memory>
 
+#include "base/json.hpp"
 #include "cli/command.hpp"
 #include "cli/common.hpp"
 #include "oracle/capability_matrix.hpp"
@@ -14,11 +15,36 @@ namespace {
 struct BackendsOptions {
   HardwareOptions hardware;
   bool markdown = false;
+  bool json = false;
 };
 
+std::string rows_json(const std::vector<CapabilityRow>& rows) {
+  json::Json out = json::Json::array();
+  for (const CapabilityRow& r : rows) {
+    json::Json formats = json::Json::object();
+    const std::vector<ActivationFormat> all = all_activation_formats();
+    for (std::size_t i = 0; i < all.size() && i < r.formats.size(); ++i)
+      formats[std::string(to_string(all[i]))] = r.formats[i];
+    out.push_back({{"backend", r.backend},
+                   {"description", r.description},
+                   {"judge_only",
+                    find_backend(r.backend) != nullptr && find_backend(r.backend)->judge_only()},
+                   {"isa", r.isa},
+                   {"activation_formats", formats},
+                   {"activation_fns", r.activation_fns},
+                   {"routing_methods", r.routing_methods},
+                   {"alignment", r.alignment},
+                   {"notes", r.notes}});
+  }
+  return out.dump(2) + "\n";
+}
+
 int run_backends(const BackendsOptions& o) {
+  if (o.markdown && o.json) throw UsageError("--markdown and --json: choose one");
   const auto rows = capability_matrix(registered_backends(), o.hardware.resolve());
-  fmt::print("{}", o.markdown ? format_capability_markdown(rows) : format_capability_text(rows));
+  fmt::print("{}", o.json       ? rows_json(rows)
+                   : o.markdown ? format_capability_markdown(rows)
+                                : format_capability_text(rows));
   return kExitOk;
 }
 
@@ -31,6 +57,7 @@ void add_backends(CLI::App& app, Action& action) {
   options->hardware.add(*sub);
   sub->add_flag("--markdown", options->markdown,
                 "Print the markdown document kept in docs/BACKENDS.md");
+  sub->add_flag("--json", options->json, "Print the matrix as one JSON document");
   sub->callback([&action, options] { action = [options] { return run_backends(*options); }; });
 }
 

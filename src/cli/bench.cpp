@@ -2,12 +2,14 @@
 // them to this machine's measured limits (DRAM read bandwidth, instruction-class peaks).
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "base/file.hpp"
 #include "cli/bench_ep.hpp"
 #include "cli/command.hpp"
 #include "cli/common.hpp"
@@ -15,6 +17,7 @@
 #include "mxmoe/checkpoint.hpp"
 #include "mxmoe/hardware.hpp"
 #include "mxmoe/perf.hpp"
+#include "mxmoe/runtime.hpp"
 #include "mxmoe/weights.hpp"
 #include "perf/workload.hpp"
 
@@ -32,7 +35,9 @@ struct BenchOptions {
   bool batch_invariant = false;
   int reps = 0;
   bool cache_resident = false;
-  std::string output = "md";
+  std::string format = "md";
+  bool json = false;
+  std::string output;  // a file for the report; "" = stdout
   bool limits_only = false;
   std::uint64_t dram_buffer_mb = 0;
   std::uint64_t memory_budget_mb = 2048;
@@ -100,39 +105,94 @@ LayerSet build_layers(const BenchOptions& o, const Hardware& hw) {
   return set;
 }
 
+std::vector<std::string> backend_list(const std::string& text, const std::string& what) {
+  std::vector<std::string> names = perf::parse_name_list(text, what);
+  for (const std::string& n : names)
+    if (n != "auto") require_backend_name(n, what);
+  return names;
+}
+
 int run_bench_command(const BenchOptions& o, CLI::App& sub) {
   if (const auto world = ep_world(o.ep.resolve(sub))) {
+    if (o.json || o.format != "md")
+      throw UsageError("bench under mpirun writes a markdown report (no --json or --format)");
+    if (world->rank() == 0 && !o.output.empty()) files::check_can_create(o.output);
     EpBenchOptions e;
     e.layer = o.layer;
-    e.tokens = perf::parse_positive_int_list(o.tokens, "--tokens");
-    e.backend = o.backends;
-    e.activation = o.activations;
+    try {
+      e.tokens = perf::parse_int_list(o.tokens, "--tokens", 1, kMaxTokensPerCall);
+      if (!o.activations.empty()) {
+        e.activation = o.activations;
+        (void)parse_activation_format(o.activations);
+      }
+      if (!o.threads.empty()) {
+        const std::vector<int> t = perf::parse_int_list(o.threads, "--threads", 0, kMaxThreads);
+        if (t.size() != 1)
+          throw std::invalid_argument("--threads: one count per rank under mpirun");
+        e.threads = t.front();
+      }
+    } catch (const std::invalid_argument& error) {
+      throw UsageError(error.what());
+    }
+    if (o.backends != "auto") {
+      require_backend_name(o.backends, "--backend");
+      e.backend = o.backends;
+    }
+    for (const std::string& n : o.exclude) require_backend_name(n, "--exclude");
+    e.excluded = sub.count("--exclude") > 0 ? o.exclude : environment().request.excluded_backends;
     e.batch_invariant = o.batch_invariant;
     e.reps = o.reps;
-    if (!o.threads.empty())
-      e.threads = perf::parse_positive_int_list(o.threads, "--threads").front();
     e.tokens_on_every_rank = o.ep_tokens == "all";
+    e.output = o.output;
     return bench_expert_parallel(e, *world);
   }
-  const perf::OutputFormat format = perf::parse_output_format(o.output);
+  // Flags and the output file are checked before the minutes of measuring.
+  const perf::OutputFormat format = perf::parse_output_format(o.json ? "json" : o.format);
+  if (o.output == "md" || o.output == "json" || o.output == "csv")
+    throw UsageError(
+        fmt::format("--output takes a file name; for the {} format use --format {} "
+                    "(or --json)",
+                    o.output, o.output));
+  if (!o.output.empty()) files::check_can_create(o.output);
   perf::BenchConfig config;
-  config.tokens = perf::parse_positive_int_list(o.tokens, "--tokens");
-  config.backends = perf::parse_name_list(o.backends, "--backend");
-  if (!o.activations.empty())
-    config.activations = perf::parse_name_list(o.activations, "--activation");
-  if (!o.threads.empty()) config.threads = perf::parse_positive_int_list(o.threads, "--threads");
+  try {
+    config.tokens = perf::parse_int_list(o.tokens, "--tokens", 1, kMaxTokensPerCall);
+    if (!o.activations.empty()) {
+      config.activations = perf::parse_name_list(o.activations, "--activation");
+      for (const std::string& a : config.activations) (void)parse_activation_format(a);
+    }
+    if (!o.threads.empty()) {
+      // 0 means all logical CPUs, as for `run --threads 0`.
+      for (int t : perf::parse_int_list(o.threads, "--threads", 0, kMaxThreads))
+        config.threads.push_back(t == 0 ? default_thread_count() : t);
+    }
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+  config.backends = backend_list(o.backends, "--backend");
   config.excluded_backends = o.exclude;
+  for (const std::string& n : o.exclude) require_backend_name(n, "--exclude");
+  if (sub.count("--exclude") == 0)
+    config.excluded_backends = environment().request.excluded_backends;
   config.batch_invariant = o.batch_invariant;
   config.reps = o.reps;
   config.row_seconds = o.row_seconds;
   config.max_call_seconds = o.max_call_seconds;
   config.progress = say;
-  if (sub.count("--exclude") == 0) {
-    if (const std::string e = env("MXMOE_EXCLUDE_BACKENDS"); !e.empty())
-      config.excluded_backends = perf::parse_name_list(e, "MXMOE_EXCLUDE_BACKENDS");
-  }
 
-  const Hardware hw = HardwareOptions{}.resolve();
+  const Hardware hw = HardwareOptions::live();
+  if (!o.limits_only) {
+    const LayerSpec spec = o.layer.from_model() ? LayerSpec{} : o.layer.spec();
+    if (!o.layer.from_model()) {
+      const double m = *std::max_element(config.tokens.begin(), config.tokens.end());
+      const double row = static_cast<double>(spec.hidden) * sizeof(float);
+      require_memory(fmt::format("bench: {} tokens of {}", m, spec.name),
+                     {{"input", m * row},
+                      {"output", m * row},
+                      {"per-slot outputs", m * spec.top_k * row},
+                      {"layer copies", static_cast<double>(o.memory_budget_mb << 20)}});
+    }
+  }
   say("measuring machine limits...");
   perf::LimitsOptions limits_options;
   limits_options.dram_buffer_bytes = o.dram_buffer_mb << 20;
@@ -146,19 +206,26 @@ int run_bench_command(const BenchOptions& o, CLI::App& sub) {
     report = perf::run_bench(set.layers, hw, limits, config);
   }
 
+  std::string text;
   switch (format) {
     case perf::OutputFormat::md:
-      fmt::print("{}", perf::to_markdown(report));
+      text = perf::to_markdown(report);
       break;
     case perf::OutputFormat::json:
-      fmt::print("{}", perf::to_json(report));
+      text = perf::to_json(report);
       for (const std::string& n : report.notes) say("note: " + n);
       break;
     case perf::OutputFormat::csv:
       fmt::print(stderr, "{}\n{}\n", perf::format_limits_markdown(limits), report.mode);
-      fmt::print("{}", perf::to_csv(report));
+      text = perf::to_csv(report);
       for (const std::string& n : report.notes) say("note: " + n);
       break;
+  }
+  if (o.output.empty()) {
+    fmt::print("{}", text);
+  } else {
+    files::write_file_atomically(o.output, text);
+    say("bench: wrote " + o.output);
   }
   return kExitOk;
 }
@@ -172,26 +239,37 @@ void add_bench(CLI::App& app, Action& action) {
       "machine's measured DRAM bandwidth and compute peaks");
   auto o = std::make_shared<BenchOptions>();
   o->layer.add(*sub);
-  sub->add_option("--tokens", o->tokens, "Tokens per call, comma list")->capture_default_str();
+  sub->add_option("--tokens", o->tokens,
+                  fmt::format("Tokens per call, comma list of 1..{}", kMaxTokensPerCall))
+      ->capture_default_str();
   sub->add_option("--backend", o->backends,
                   "Backends, comma list; auto = the oracle's choice for each row")
       ->capture_default_str();
   sub->add_option("--activation", o->activations,
                   "Activation formats, comma list (f32, bf16, int8, mxfp8; default: the model "
                   "family's preference)");
-  sub->add_option("--threads", o->threads, "Thread counts, comma list (default: 1 and all CPUs)");
+  sub->add_option("--threads", o->threads,
+                  fmt::format("Thread counts, comma list of 0..{} (0 = all logical CPUs, as for "
+                              "`run --threads 0`; default: 1 and all CPUs)",
+                              kMaxThreads));
   sub->add_option("--exclude", o->exclude, "Exclude backends from auto (comma list)")
       ->delimiter(',');
   sub->add_flag("--batch-invariant", o->batch_invariant, "Request batch-invariant backends");
   sub->add_option("--reps", o->reps,
-                  "Timed calls per row (default: enough for --row-seconds, at least 3)")
-      ->check(CLI::PositiveNumber);
+                  fmt::format("Timed calls per row, 1..{} (default: enough for --row-seconds, at "
+                              "least 3)",
+                              kMaxReps))
+      ->check(CLI::Range(1, kMaxReps));
   sub->add_flag("--cache-resident", o->cache_resident,
                 "Time one layer copy (weights may stay in cache) instead of streaming copies "
                 "that exceed 4x the last-level cache");
-  sub->add_option("-o,--output", o->output, "Output format: md, json, csv")
+  sub->add_option("--format", o->format, "Report format: md, json, csv")
       ->check(CLI::IsMember({"md", "json", "csv"}))
       ->capture_default_str();
+  sub->add_flag("--json", o->json, "The report as one JSON document (= --format json)");
+  sub->add_option("-o,--output", o->output,
+                  "Write the report to this file (whole or not at all; checked writable before "
+                  "measuring) instead of stdout");
   sub->add_flag("--limits", o->limits_only, "Only measure and print this machine's limits");
   sub->add_option("--dram-buffer-mb", o->dram_buffer_mb,
                   "Buffer read for the DRAM bandwidth (default: 4x the last-level cache)");

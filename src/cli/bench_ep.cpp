@@ -7,6 +7,7 @@
 #include <optional>
 #include <random>
 
+#include "base/file.hpp"
 #include "cli/ep.hpp"
 #include "mxmoe/checkpoint.hpp"
 #include "mxmoe/expert_parallel.hpp"
@@ -49,8 +50,9 @@ std::vector<double> time_calls(Communicator* comm, int wanted_reps,
 
 int bench_expert_parallel(const EpBenchOptions& o, Communicator& comm) {
   const bool root = comm.rank() == 0;
+  std::string report;  // rank 0's
   const auto out = [&](const std::string& text) {
-    if (root) fmt::print("{}", text);
+    if (root) report += text;
   };
   const auto note = [&](const std::string& text) {
     if (root) fmt::print(stderr, "{}\n", text);
@@ -63,7 +65,8 @@ int bench_expert_parallel(const EpBenchOptions& o, Communicator& comm) {
   if (!o.activation.empty()) request.activation = parse_activation_format(o.activation);
   request.batch_invariant = o.batch_invariant;
   if (!o.backend.empty() && o.backend != "auto") request.forced_backend = o.backend;
-  const Hardware hw = probe_hardware(env("MXMOE_MAX_ISA"));
+  request.excluded_backends = o.excluded;
+  const Hardware hw = HardwareOptions::live();
   const int ranks_here = ranks_on_this_node(comm);
   request.threads = o.threads > 0 ? o.threads : std::max(1, hw.logical_cpus / ranks_here);
   request.tokens_hint = o.tokens.empty() ? 1 : o.tokens.front();
@@ -165,6 +168,15 @@ int bench_expert_parallel(const EpBenchOptions& o, Communicator& comm) {
   }
   out("\nper rank, per call (dispatch and return include waiting for the slowest peer):\n\n" +
       per_rank);
+  if (root) {
+    if (o.output.empty()) {
+      fmt::print("{}", report);
+    } else {
+      files::write_file_atomically(o.output, report);
+      note("bench: wrote " + o.output);
+    }
+  }
+  barrier(comm);  // the report is written before any rank reports success
   return kExitOk;
 }
 

@@ -17,9 +17,11 @@ struct EpBenchOptions {
   std::string backend;     // "" or "auto": the agreed choice
   std::string activation;  // "": the family's preference
   bool batch_invariant = false;
-  int reps = 0;     // 0: about 1 s of calls per row (at least 3)
-  int threads = 0;  // per rank; 0: the node's CPUs shared by its ranks
+  int reps = 0;                       // 0: about 1 s of calls per row (at least 3)
+  int threads = 0;                    // per rank; 0: the node's CPUs shared by its ranks
+  std::vector<std::string> excluded;  // backends the agreed choice may not be
   bool tokens_on_every_rank = false;
+  std::string output;    // rank 0 writes the report here (whole or not at all); "": stdout
   bool baseline = true;  // also time one process with every expert (rank 0 alone)
 };
 

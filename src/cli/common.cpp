@@ -3,57 +3,47 @@
 #include <fmt/core.h>
 
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
+#include <cmath>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
 
-#include "io/mapped_file.hpp"
+#include "base/file.hpp"
+#include "model/model_config.hpp"
 #include "mxmoe/hardware.hpp"
 #include "mxmoe/layer_spec.hpp"
 #include "mxmoe/placement.hpp"
+#include "mxmoe/runtime.hpp"
 #include "oracle/report.hpp"
 
 namespace mxmoe::cli {
 
-std::string env(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? std::string(v) : std::string();
+const EnvironmentConfig& environment() {
+  static const EnvironmentConfig config = config_from_environment();
+  return config;
 }
 
-namespace {
-std::vector<std::string> split_commas(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream in(s);
-  std::string item;
-  while (std::getline(in, item, ','))
-    if (!item.empty()) out.push_back(item);
-  return out;
+void require_backend_name(const std::string& name, const std::string& what) {
+  if (find_backend(name) == nullptr)
+    throw UsageError(
+        fmt::format("{}: unknown backend '{}'; valid backends: {}", what, name, backend_names()));
 }
-
-bool parse_bool_env(const char* name, const std::string& v) {
-  if (v == "1" || v == "true" || v == "yes" || v == "on") return true;
-  if (v == "0" || v == "false" || v == "no" || v == "off" || v.empty()) return false;
-  throw std::invalid_argument(std::string(name) + "=" + v +
-                              " is not a boolean (use 1/0, true/false)");
-}
-}  // namespace
 
 void HardwareOptions::add(CLI::App& app) {
   app.add_option("--hardware", file,
                  "Replay a hardware description captured with `mxmoe info --hardware --json` "
-                 "instead of probing this machine")
+                 "(e.g. examples/hardware/) instead of probing this machine (a probe is capped by "
+                 "env MXMOE_MAX_ISA=none|avx2|avx_vnni|avx512|amx)")
       ->check(CLI::ExistingFile);
 }
 
+Hardware HardwareOptions::live() {
+  return probe_hardware(environment().max_isa);
+}
+
 Hardware HardwareOptions::resolve() const {
-  if (file.empty()) return probe_hardware(env("MXMOE_MAX_ISA"));
-  std::ifstream in(file);
-  if (!in) throw std::runtime_error("cannot read hardware file " + file);
-  std::stringstream text;
-  text << in.rdbuf();
-  Hardware hw = hardware_from_json(text.str());
+  if (file.empty()) return live();
+  Hardware hw = hardware_from_json(files::read_regular_file(file));
   hw.source = file;
   return hw;
 }
@@ -68,78 +58,172 @@ void RequestOptions::add(CLI::App& app, bool with_tokens) {
   app.add_flag("--batch-invariant", batch_invariant,
                "Require bit-identical outputs per token whatever the batch "
                "(env MXMOE_BATCH_INVARIANT=1)");
-  app.add_option("--threads", threads, "Threads (0 = all logical CPUs; env MXMOE_THREADS)")
-      ->check(CLI::NonNegativeNumber);
+  app.add_flag("--allow-reference", allow_reference,
+               "Let the oracle choose judge-only backends (reference: obviously correct, "
+               "hundreds of times slower) without forcing them (env MXMOE_ALLOW_REFERENCE=1)");
+  app.add_option("--threads", threads,
+                 fmt::format("Threads: 0 = all logical CPUs, at most {} (more than the CPUs is "
+                             "allowed, with a warning; env MXMOE_THREADS)",
+                             kMaxThreads))
+      ->check(CLI::Range(0, kMaxThreads));
   if (with_tokens)
-    app.add_option("--tokens", tokens, "Tokens per call (a hint for ranking backends)")
-        ->check(CLI::PositiveNumber);
-  app.add_option("--ep-size", ep_size, "Expert-parallel world size")->check(CLI::PositiveNumber);
-  app.add_option("--ep-rank", ep_rank, "Expert-parallel rank of this process")
-      ->check(CLI::NonNegativeNumber);
+    app.add_option("--tokens", tokens, fmt::format("Tokens per call, 1..{}", kMaxTokensPerCall))
+        ->check(CLI::Range(1, kMaxTokensPerCall));
+  app.add_option("--ep-size", ep_size, "Expert-parallel world size")
+      ->check(CLI::Range(1, kMaxExperts));
+  app.add_option("--ep-rank", ep_rank, "Expert-parallel rank of this process, 0..ep-size - 1")
+      ->check(CLI::Range(0, kMaxExperts - 1));
   app.add_option("--placement", placement,
                  "Expert placement over the ranks: JSON {\"ranks\": N, \"owner\": [rank of "
-                 "each expert]} (default: contiguous ranges; sets --ep-size to N)")
-      ->check(CLI::ExistingFile);
+                 "each expert]} (default: contiguous ranges; sets --ep-size to N)");
 }
 
 Request RequestOptions::resolve(CLI::App& app) const {
-  Request r;
+  Request r = environment().request;
   const auto given = [&](const char* flag) { return app.count(flag) > 0; };
-
-  r.forced_backend = given("--backend") ? backend : env("MXMOE_BACKEND");
+  if (given("--backend")) {
+    require_backend_name(backend, "--backend");
+    r.forced_backend = backend;
+  }
   if (given("--exclude")) {
+    for (const std::string& name : exclude) require_backend_name(name, "--exclude");
     r.excluded_backends = exclude;
-  } else {
-    r.excluded_backends = split_commas(env("MXMOE_EXCLUDE_BACKENDS"));
-    for (std::string& name : split_commas(env("MXMOE_EXCLUDE")))
-      r.excluded_backends.push_back(name);
   }
-  const std::string act = given("--activation") ? activation : env("MXMOE_ACTIVATION");
-  if (!act.empty()) r.activation = parse_activation_format(act);
-  r.batch_invariant = given("--batch-invariant")
-                          ? batch_invariant
-                          : parse_bool_env("MXMOE_BATCH_INVARIANT", env("MXMOE_BATCH_INVARIANT"));
-  if (given("--threads")) {
-    r.threads = threads;
-  } else if (const std::string t = env("MXMOE_THREADS"); !t.empty()) {
-    r.threads = std::stoi(t);
-    if (r.threads < 0) throw std::invalid_argument("MXMOE_THREADS must be >= 0");
+  if (given("--activation")) {
+    try {
+      r.activation = parse_activation_format(activation);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(std::string("--activation: ") + e.what());
+    }
   }
+  if (given("--batch-invariant")) r.batch_invariant = batch_invariant;
+  if (given("--allow-reference")) r.allow_judge_only = allow_reference;
+  if (given("--threads")) r.threads = threads;
   if (tokens > 0) r.tokens_hint = tokens;
   r.ep_size = ep_size;
   r.ep_rank = ep_rank;
   if (!placement.empty()) {
-    const Placement p = placement_from_json(io::read_text_file(placement));
+    // Like --hardware: a file that cannot be read or parsed is an input error (exit 1).
+    const Placement p = [&] {
+      try {
+        return placement_from_json(files::read_regular_file(placement));
+      } catch (const std::invalid_argument& e) {
+        throw std::invalid_argument(fmt::format("--placement {}: {}", placement, e.what()));
+      }
+    }();
     if (given("--ep-size") && ep_size != p.ranks())
-      throw std::invalid_argument(
-          fmt::format("--placement {} places experts on {} ranks, "
-                      "--ep-size is {}",
-                      placement, p.ranks(), ep_size));
+      throw UsageError(fmt::format("--placement {} places experts on {} ranks, --ep-size is {}",
+                                   placement, p.ranks(), ep_size));
     r.ep_size = p.ranks();
     r.placement = p.owners();
   }
+  if (r.ep_rank >= r.ep_size)
+    throw UsageError(
+        fmt::format("--ep-rank {} is outside [0, --ep-size {})", r.ep_rank, r.ep_size));
   return r;
 }
 
 void LayerOptions::add(CLI::App& app) {
-  auto* p = app.add_option("--preset", preset,
-                           "Layer shape preset: gpt-oss-20b (default), gpt-oss-120b, "
-                           "deepseek-v4-flash, deepseek-v3, qwen3-30b-a3b, mixtral-8x7b");
+  std::string names;
+  for (const std::string& n : preset_names()) names += (names.empty() ? "" : ", ") + n;
+  auto* p = app.add_option(
+      "--preset", preset,
+      "Layer shape preset, on generated random MXFP4 weights: " + names + " (default gpt-oss-20b)");
   auto* m = app.add_option("--model", model, "Checkpoint directory (config.json + safetensors)")
                 ->check(CLI::ExistingDirectory);
   p->excludes(m);
   app.add_option("--layer", layer, "Layer index in the model (with --model)")
-      ->check(CLI::NonNegativeNumber);
-}
-
-void log_dispatch(const Selection& s) {
-  const std::vector<std::string> modes = split_commas(env("MXMOE_VERBOSE"));
-  if (std::find(modes.begin(), modes.end(), "dispatch") == modes.end()) return;
-  std::fputs(format_dispatch_log(s).c_str(), stderr);
+      ->check(CLI::Range(0, kMaxModelLayers - 1));
 }
 
 LayerSpec LayerOptions::spec() const {
-  return mxmoe::preset(preset.empty() ? "gpt-oss-20b" : preset);
+  try {
+    return mxmoe::preset(preset.empty() ? "gpt-oss-20b" : preset);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(std::string("--preset: ") + e.what());
+  }
+}
+
+void require_runnable_here(const Selection& s, const Hardware& live) {
+  const Backend* b = find_backend(s.chosen);
+  if (b == nullptr) return;
+  Deployment here = s.deployment;
+  here.hardware = live;
+  const std::vector<Rejection> reasons = b->check(here);
+  if (reasons.empty()) return;
+  Selection refused = s;
+  refused.deployment = here;
+  refused.chosen.clear();
+  refused.why.clear();
+  for (Verdict& v : refused.candidates) {
+    if (v.name != s.chosen) continue;
+    v.supported = false;
+    v.reasons = reasons;
+  }
+  std::string list;
+  for (const Rejection& r : reasons) list += fmt::format("\n  {}: {}", to_string(r.code), r.detail);
+  throw NoBackendError(std::move(refused),
+                       fmt::format("The replayed hardware ({}) selects {}, but this machine "
+                                   "cannot run it:{}\nA replayed probe is for `mxmoe explain` "
+                                   "and selection; running needs this machine's own probe "
+                                   "(drop --hardware).",
+                                   s.deployment.hardware.source, s.chosen, list));
+}
+
+std::uint64_t available_memory_bytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  std::uint64_t value = 0;
+  std::string unit;
+  while (meminfo >> key >> value) {
+    std::getline(meminfo, unit);
+    if (key == "MemAvailable:") return value * 1024;
+  }
+  return 0;
+}
+
+std::string bytes_text(double bytes) {
+  if (bytes >= 1e9) return fmt::format("{:.2f} GB", bytes / 1e9);
+  if (bytes >= 1e6) return fmt::format("{:.1f} MB", bytes / 1e6);
+  return fmt::format("{:.1f} KB", bytes / 1e3);
+}
+
+void require_memory(const std::string& what,
+                    const std::vector<std::pair<std::string, double>>& parts) {
+  const std::uint64_t available = available_memory_bytes();
+  double need = 0;
+  std::string list;
+  for (const auto& [name, bytes] : parts) {
+    need += bytes;
+    list += fmt::format("{}{} {}", list.empty() ? "" : ", ", name, bytes_text(bytes));
+  }
+  if (available == 0 || need <= static_cast<double>(available)) return;
+  throw std::runtime_error(fmt::format(
+      "{} needs {} ({:.0f} bytes: {}), more than the {} of memory available now (MemAvailable); "
+      "use fewer tokens",
+      what, bytes_text(need), need, list, bytes_text(static_cast<double>(available))));
+}
+
+std::string NonFinite::describe(std::int64_t total_tokens) const {
+  std::string text = fmt::format("{} non-finite value{} (NaN/Inf) in {} of {} tokens: ", values,
+                                 values == 1 ? "" : "s", tokens.size(), total_tokens);
+  const std::size_t shown = std::min<std::size_t>(tokens.size(), 10);
+  for (std::size_t i = 0; i < shown; ++i)
+    text += fmt::format("{}token {} ({})", i ? ", " : "", tokens[i].first, tokens[i].second);
+  if (tokens.size() > shown) text += fmt::format(", ... ({} more tokens)", tokens.size() - shown);
+  return text;
+}
+
+NonFinite find_non_finite(const std::vector<float>& y, std::int64_t tokens, std::int64_t width) {
+  NonFinite n;
+  for (std::int64_t t = 0; t < tokens; ++t) {
+    std::int64_t count = 0;
+    for (std::int64_t i = 0; i < width; ++i)
+      count += std::isfinite(y[static_cast<std::size_t>(t * width + i)]) ? 0 : 1;
+    if (count > 0) n.tokens.emplace_back(t, count);
+    n.values += count;
+  }
+  return n;
 }
 
 }  // namespace mxmoe::cli

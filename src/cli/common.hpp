@@ -1,44 +1,67 @@
-// The edge of the flow: turns flags and MXMOE_* environment variables into Hardware,
-// Request and LayerSpec. Nothing below the CLI reads the environment.
+// The edge of the flow: turns flags (and, through the library's config_from_environment, the
+// MXMOE_* variables) into Hardware, Request and LayerSpec, and holds the conventions every
+// command shares:
+// - exit codes: 0 ok, 1 runtime or input error (a file's contents, I/O, memory, non-finite
+//   output), 2 usage error (a flag or MXMOE_* value, a combination of flags), 3 no backend
+//   fits, 130 interrupted (Ctrl-C);
+// - streams: stdout carries the command's result (a table, or one JSON document with
+//   --json); stderr carries progress, warnings, the dispatch log and errors.
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "mxmoe/config.hpp"
 #include "mxmoe/deployment.hpp"
 #include "mxmoe/oracle.hpp"
 
 namespace mxmoe::cli {
 
-// Exit codes shared by every command.
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitError = 1;
 inline constexpr int kExitUsage = 2;
 inline constexpr int kExitNoBackend = 3;
+inline constexpr int kExitInterrupted = 130;  // 128 + SIGINT, the shell's convention
+
+// Bounds of the timing flags: --reps of run and bench.
+inline constexpr int kMaxReps = 100000;
+
+// A mistake in the command line: a flag's value or a combination of flags (exit code 2).
+class UsageError : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+// The MXMOE_* variables, parsed once by the library (throws ConfigError: exit code 2).
+const EnvironmentConfig& environment();
 
 // --hardware FILE: replay a captured probe instead of probing this machine.
 struct HardwareOptions {
   std::string file;
   void add(CLI::App& app);
-  Hardware resolve() const;  // file, else probe_hardware(MXMOE_MAX_ISA)
+  bool replayed() const { return !file.empty(); }
+  Hardware resolve() const;  // the file, else live()
+  static Hardware live();    // this machine's probe, capped by MXMOE_MAX_ISA
 };
 
-// The Request's flags. Flags win over the environment variables:
-//   MXMOE_BACKEND, MXMOE_EXCLUDE_BACKENDS or MXMOE_EXCLUDE (comma lists, joined),
-//   MXMOE_ACTIVATION,
-//   MXMOE_BATCH_INVARIANT (1/true/0/false), MXMOE_THREADS.
+// The Request's flags. Flags win over the environment variables (config.hpp).
 struct RequestOptions {
   std::string backend;
   std::vector<std::string> exclude;
   std::string activation;
   bool batch_invariant = false;  // set by --batch-invariant
+  bool allow_reference = false;  // set by --allow-reference
   int threads = 0;
   int tokens = 0;
   int ep_size = 1, ep_rank = 0;
   std::string placement;  // --placement FILE (JSON, mxmoe/placement.hpp)
   void add(CLI::App& app, bool with_tokens = true);
+  // Throws UsageError for an unknown backend name, activation format or an ep_rank outside
+  // [0, ep_size).
   Request resolve(CLI::App& app) const;
 };
 
@@ -49,14 +72,35 @@ struct LayerOptions {
   int layer = 0;
   void add(CLI::App& app);
   bool from_model() const { return !model.empty(); }
-  LayerSpec spec() const;  // for presets only; model specs come from src/io
+  LayerSpec spec() const;  // for presets only (UsageError for an unknown name)
 };
 
-// Reads an environment variable through one place (the edge), "" when unset.
-std::string env(const char* name);
+// Throws UsageError unless NAME is a registered backend (WHAT names the flag).
+void require_backend_name(const std::string& name, const std::string& what);
 
-// MXMOE_VERBOSE=dispatch (or a comma list containing it): one line per candidate on stderr
-// (name, verdict, codes). Every command that selects calls this after judge()/select().
-void log_dispatch(const Selection& s);
+// A selection judged on replayed hardware runs only if this machine can run its backend too:
+// a probe captured elsewhere is for explain and selection, never for executing a kernel the
+// live CPU lacks. Throws NoBackendError (exit 3) with the live verdict and that explanation.
+void require_runnable_here(const Selection& s, const Hardware& live);
+
+// Bytes of memory the OS can give now (MemAvailable), or 0 when unknown.
+std::uint64_t available_memory_bytes();
+// Throws std::runtime_error (exit 1) when NEED bytes exceed the available memory, naming the
+// bytes of each PART ("input 11.5 GB, output 11.5 GB, workspace 2.1 GB").
+void require_memory(const std::string& what,
+                    const std::vector<std::pair<std::string, double>>& parts);
+
+// "1.23 GB" / "456.7 MB" / "12.0 KB".
+std::string bytes_text(double bytes);
+
+// Non-finite values of an output [tokens, width]: per token with any, the count.
+struct NonFinite {
+  std::int64_t values = 0;
+  std::vector<std::pair<std::int64_t, std::int64_t>> tokens;  // (token, count)
+  bool any() const { return values > 0; }
+  // "3 non-finite values (NaN/Inf) in 2 of 16 tokens: token 4 (2), token 9 (1)"
+  std::string describe(std::int64_t total_tokens) const;
+};
+NonFinite find_non_finite(const std::vector<float>& y, std::int64_t tokens, std::int64_t width);
 
 }  // namespace mxmoe::cli

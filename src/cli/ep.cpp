@@ -2,12 +2,23 @@
 
 #include <fmt/core.h>
 
+#include <cstdlib>
+
 #include "cli/common.hpp"
 #if MXMOE_WITH_MPI
 #include "mxmoe/mpi.hpp"
 #endif
 
 namespace mxmoe::cli {
+namespace {
+
+// The launcher's variables (not MXMOE_* settings, which config.hpp parses).
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? std::string() : std::string(v);
+}
+
+}  // namespace
 
 bool launched_by_mpi() {
   for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "PMI_RANK"})
@@ -38,7 +49,7 @@ MpiScope::MpiScope(int* argc, char*** argv) {
   const std::string size =
       env("OMPI_COMM_WORLD_SIZE").empty() ? env("PMI_SIZE") : env("OMPI_COMM_WORLD_SIZE");
   if (!size.empty() && size != "1")
-    throw std::invalid_argument(
+    throw UsageError(
         "mpirun started " + size +
         " copies of an mxmoe built without MPI: install libopenmpi-dev (scripts/deps.sh) and "
         "rebuild, or run one process");
@@ -56,28 +67,16 @@ void MpiScope::abort(int code) const noexcept {
 
 void EpOptions::add(CLI::App& app) {
   app.add_option("--ep-deadline", deadline_s,
-                 "Under mpirun: seconds a rank waits for the others before it ends the run "
-                 "naming the silent rank (env MXMOE_EP_DEADLINE; default 30)")
-      ->check(CLI::PositiveNumber);
+                 fmt::format("Under mpirun: seconds a rank waits for the others before it ends "
+                             "the run naming the silent rank, in (0, {}] (env "
+                             "MXMOE_EP_DEADLINE; default 30)",
+                             kMaxEpDeadlineSeconds))
+      ->check(CLI::Range(0.001, kMaxEpDeadlineSeconds));
 }
 
 CommOptions EpOptions::resolve(CLI::App& app) const {
   CommOptions o;
-  o.deadline_s = deadline_s;
-  if (app.count("--ep-deadline") == 0)
-    if (const std::string v = env("MXMOE_EP_DEADLINE"); !v.empty()) {
-      std::size_t used = 0;
-      double d = 0;
-      try {
-        d = std::stod(v, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (used != v.size() || !(d > 0))
-        throw std::invalid_argument("MXMOE_EP_DEADLINE must be a number of seconds > 0, got '" + v +
-                                    "'");
-      o.deadline_s = d;
-    }
+  o.deadline_s = app.count("--ep-deadline") > 0 ? deadline_s : environment().ep_deadline_s;
   return o;
 }
 

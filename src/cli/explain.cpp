@@ -68,19 +68,11 @@ std::string expert_parallel_text(const Selection& s) {
   return out;
 }
 
-json_io::Json explain_json(const Selection& s) {
+// The library's explain document (explain_json) with "expert_parallel": {ep_size, ep_rank,
+// problems, ranks: per-rank memory}.
+std::string explain_json_with_ranks(const Selection& s) {
   using json_io::Json;
-  Json candidates = Json::array(), suggestions = Json::array();
-  for (const Verdict& v : s.candidates) {
-    Json reasons = Json::array();
-    for (const Rejection& r : v.reasons) reasons.push_back(json_io::rejection_to_json(r));
-    candidates.push_back({{"name", v.name},
-                          {"supported", v.supported},
-                          {"estimated_us", v.supported ? Json(v.estimated_us) : Json(nullptr)},
-                          {"reasons", reasons}});
-  }
-  for (const Suggestion& g : s.suggestions) suggestions.push_back(json_io::suggestion_to_json(g));
-  const bool none = s.chosen.empty();
+  Json doc = json::parse_strict(explain_json(s), "explain");
   const ExpertParallelView ep = expert_parallel_view(s);
   Json ranks = Json::array();
   for (const perf::RankMemory& m : ep.ranks)
@@ -88,29 +80,22 @@ json_io::Json explain_json(const Selection& s) {
                      {"experts", m.experts},
                      {"expert_bytes", m.expert_bytes},
                      {"replicated_bytes", m.replicated_bytes}});
-  const Json expert_parallel{{"ep_size", s.deployment.request.ep_size},
-                             {"ep_rank", s.deployment.request.ep_rank},
-                             {"problems", ep.problems},
-                             {"ranks", ranks}};
-  return Json{{"selected", none ? Json(nullptr) : Json(s.chosen)},
-              {"why", none ? Json(nullptr) : Json(s.why)},
-              {"preferences", s.preferences_source},
-              {"deployment", json_io::deployment_to_json(s.deployment)},
-              {"candidates", candidates},
-              {"error", none ? Json(format_no_backend_message(s)) : Json(nullptr)},
-              {"suggestions", suggestions},
-              {"expert_parallel", expert_parallel}};
+  doc["expert_parallel"] = Json{{"ep_size", s.deployment.request.ep_size},
+                                {"ep_rank", s.deployment.request.ep_rank},
+                                {"problems", ep.problems},
+                                {"ranks", ranks}};
+  return doc.dump(2);
 }
 
 int run_explain(CLI::App& sub, const ExplainOptions& o) {
+  const Request request = o.request.resolve(sub);
   const LayerSpec spec = o.layer.from_model()
                              ? Checkpoint::open(o.layer.model).layer_spec(o.layer.layer)
                              : o.layer.spec();
-  const Deployment d{spec, o.hardware.resolve(), o.request.resolve(sub)};
+  const Deployment d{spec, o.hardware.resolve(), request};
   const Selection s = judge(d, preferences_for(spec.family));
-  log_dispatch(s);
   if (o.json) {
-    fmt::print("{}\n", explain_json(s).dump(2));
+    fmt::print("{}\n", explain_json_with_ranks(s));
   } else {
     fmt::print("{}", format_selection_table(s));
     if (s.deployment.request.ep_size != 1) fmt::print("{}", expert_parallel_text(s));
@@ -130,7 +115,8 @@ void add_explain(CLI::App& app, Action& action) {
   options->request.add(*sub);
   options->hardware.add(*sub);
   sub->add_flag("--json", options->json,
-                "Print {selected, deployment, candidates, error, suggestions} as JSON");
+                "Print {selected, deployment, candidates, error, suggestions, expert_parallel} as "
+                "JSON");
   sub->callback(
       [&action, sub, options] { action = [sub, options] { return run_explain(*sub, *options); }; });
 }

@@ -1,18 +1,19 @@
 // `mxmoe generate`: a checkpoint of random MXFP4 MoE layers with a preset's shape (optionally
 // resized), in the gpt-oss layout with the family's config.json: something to try the
 // library, the C API and the Python package on without downloading a model.
+#include "mxmoe/generate.hpp"
+
 #include <fmt/core.h>
 
 #include <memory>
 
 #include "cli/command.hpp"
 #include "cli/common.hpp"
-#include "io/checkpoint_writer.hpp"
 
 namespace mxmoe::cli {
 namespace {
 
-struct GenerateOptions {
+struct GenerateFlags {
   std::string preset = "gpt-oss-20b";
   std::string out;
   int layers = 1;
@@ -21,33 +22,19 @@ struct GenerateOptions {
   bool force = false;
 };
 
-int generate(const GenerateOptions& o) {
-  LayerSpec spec = preset(o.preset);
-  if (o.experts > 0) spec.num_experts = o.experts;
-  if (o.top_k > 0) spec.top_k = o.top_k;
-  if (o.hidden > 0) spec.hidden = o.hidden;
-  if (o.intermediate > 0) {
-    spec.intermediate = o.intermediate;
-    if (spec.shared_experts > 0) spec.shared_intermediate = spec.shared_experts * o.intermediate;
-  }
-  if (spec.routing == RoutingMethod::sigmoid_group_topk &&
-      spec.num_experts % spec.routing_params.n_group != 0) {
-    // Keep DeepSeek-V3's grouping valid for a resized layer: one group per expert count.
-    spec.routing_params.n_group = 1;
-    spec.routing_params.topk_group = 1;
-  }
-  validate(spec);
+int generate(const GenerateFlags& o) {
+  const LayerSpec spec = resize(preset(o.preset), {o.experts, o.top_k, o.hidden, o.intermediate});
   const double gb = 3.0 * spec.num_experts * spec.hidden * double{1} * spec.intermediate * 17 / 32 /
                     1e9 * o.layers;
   fmt::print(stderr,
              "mxmoe generate: {} layer(s) of {} (E={}, top-{}, H={}, I={}): {:.3f} GB of MXFP4\n",
              o.layers, spec.name, spec.num_experts, spec.top_k, spec.hidden, spec.intermediate, gb);
-  io::GenerateOptions g;
+  mxmoe::GenerateOptions g;
   g.layers = o.layers;
   g.seed = o.seed;
   g.force = o.force;
   g.progress = [](const std::string& line) { fmt::print(stderr, "{}\n", line); };
-  io::generate_checkpoint(o.out, spec, g);
+  generate_checkpoint(o.out, spec, g);
   fmt::print(stderr, "mxmoe generate: wrote {}\n", o.out);
   return kExitOk;
 }
@@ -55,7 +42,7 @@ int generate(const GenerateOptions& o) {
 }  // namespace
 
 void add_generate(CLI::App& app, Action& action) {
-  auto opts = std::make_shared<GenerateOptions>();
+  auto opts = std::make_shared<GenerateFlags>();
   auto* sub = app.add_subcommand(
       "generate",
       "Write a checkpoint of random MXFP4 MoE layers with a preset's shape (config.json + "

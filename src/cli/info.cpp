@@ -20,45 +20,9 @@ struct InfoOptions {
   std::string model;
 };
 
-std::string bytes_text(std::uint64_t b) {
-  if (b == 0) return "unknown";
-  if (b % (1ull << 20) == 0) return fmt::format("{} MiB", b >> 20);
-  return fmt::format("{} KiB", b >> 10);
-}
-
-std::string join(const std::vector<std::string>& items) {
-  std::string out;
-  for (const std::string& s : items) out += (out.empty() ? "" : " ") + s;
-  return out.empty() ? "none" : out;
-}
-
-void print_hardware(const Hardware& h) {
-  std::vector<std::string> usable, absent;
-  for (std::string_view name : isa_feature_names())
-    (isa_feature(h.isa, name).value_or(false) ? usable : absent).emplace_back(name);
-  std::vector<std::string> backends;
-  for (const Backend* b : registered_backends()) backends.emplace_back(b->name());
-  fmt::print("CPU:        {} ({}), {} logical CPUs\n", h.model.empty() ? "unknown" : h.model,
-             h.vendor.empty() ? "unknown vendor" : h.vendor, h.logical_cpus);
-  fmt::print("Caches:     L1d {}, L2 {}, L3 {} (per cpu0's view)\n", bytes_text(h.l1d_bytes),
-             bytes_text(h.l2_bytes), bytes_text(h.l3_bytes));
-  fmt::print("ISA usable: {}\n", join(usable));
-  fmt::print("ISA absent: {}\n", join(absent));
-  fmt::print("OS denied:  {}\n", join(h.os_denied));
-  fmt::print("ISA cap:    {}\n", h.isa_cap.empty() ? "none (MXMOE_MAX_ISA unset)" : h.isa_cap);
-  if (h.cuda_devices.empty()) {
-    fmt::print("CUDA:       none (no CUDA runtime in this build)\n");
-  } else {
-    for (const CudaDevice& d : h.cuda_devices)
-      fmt::print("CUDA:       {} (sm_{}, {})\n", d.name, d.sm, bytes_text(d.memory_bytes));
-  }
-  fmt::print("Source:     {}\n", h.source);
-  fmt::print("Backends:   {}\n", join(backends));
-}
-
 int run_info(const InfoOptions& o) {
   if (!o.model.empty() && !o.hardware) return info_model(o.model, o.json);
-  const Hardware h = probe_hardware(env("MXMOE_MAX_ISA"));
+  const Hardware h = HardwareOptions::live();
   if (!o.model.empty()) {
     // Both: one JSON document (the probe under "hardware"), or the two texts in turn.
     if (o.json) {
@@ -66,13 +30,13 @@ int run_info(const InfoOptions& o) {
       return info_model(o.model, true, &hardware);
     }
     const int rc = info_model(o.model, false);
-    print_hardware(h);
+    fmt::print("{}", format_hardware_report(h));
     return rc;
   }
   if (o.json)
     fmt::print("{}\n", to_json(h));
   else
-    print_hardware(h);
+    fmt::print("{}", format_hardware_report(h));
   return kExitOk;
 }
 

@@ -6,7 +6,9 @@
 #include <fmt/core.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -35,6 +37,39 @@ std::string describe(const LayerSpec& s, const LayerWeights& w) {
   return text;
 }
 
+// The largest E8M0 scale byte of a projection (0xFF, NaN, is refused when loading).
+int max_scale_byte(const Mxfp4View& v) {
+  if (v.empty()) return 0;
+  const std::size_t n = static_cast<std::size_t>(v.experts * v.rows * v.row_scales());
+  std::uint8_t most = 0;
+  for (std::size_t i = 0; i < n; ++i)
+    if (v.scales[i] != 0xFF) most = std::max(most, v.scales[i]);
+  return most;
+}
+
+// A warning when a dot product over K elements of unit-magnitude inputs, with weights up to
+// 6 x 2^(scale - 127) (the largest E2M1 value times the largest scale), could exceed float32
+// (about 2^128): such a layer can give Inf/NaN on legal inputs. "" when it cannot.
+std::string overflow_warning(const char* projection, const Mxfp4View& v) {
+  const int scale = max_scale_byte(v);
+  if (v.empty()) return "";
+  const double log2_reach = std::log2(6.0 * static_cast<double>(v.cols)) + (scale - 127);
+  if (log2_reach < 128) return "";
+  return fmt::format(
+      "{} scales reach 2^{} (byte {}): a dot product over {} inputs of magnitude 1 can reach "
+      "2^{:.1f}, beyond float32 (2^128); outputs may be Inf/NaN",
+      projection, scale - 127, scale, v.cols, log2_reach);
+}
+
+std::vector<std::string> overflow_warnings(const LayerWeights& w) {
+  std::vector<std::string> out;
+  for (const auto& [name, view] : {std::pair{"gate_up_proj", &w.w1}, std::pair{"down_proj", &w.w2},
+                                   std::pair{"shared gate_up_proj", &w.shared_w1},
+                                   std::pair{"shared down_proj", &w.shared_w2}})
+    if (std::string text = overflow_warning(name, *view); !text.empty()) out.push_back(text);
+  return out;
+}
+
 }  // namespace
 
 int info_model(const std::string& dir, bool json, const std::string* hardware_json) {
@@ -53,28 +88,10 @@ int info_model(const std::string& dir, bool json, const std::string* hardware_js
     f.second += ref.info->bytes();
   }
 
-  nlohmann::ordered_json layers = nlohmann::ordered_json::array();
   int first_moe = -1;
+  for (int layer = 0; layer < c.num_layers && first_moe < 0; ++layer)
+    if (c.non_moe_reason[static_cast<std::size_t>(layer)].empty()) first_moe = layer;
   bool all_ok = true;
-  for (int layer = 0; layer < c.num_layers; ++layer) {
-    const std::string& why = c.non_moe_reason[static_cast<std::size_t>(layer)];
-    nlohmann::ordered_json entry = {{"layer", layer}};
-    if (!why.empty()) {
-      entry["status"] = "skipped";
-      entry["found"] = why;
-    } else {
-      try {
-        entry["found"] = describe(s, model.bind(layer, /*check_values=*/false));
-        entry["status"] = "ok";
-        if (first_moe < 0) first_moe = layer;
-      } catch (const LoadError& e) {
-        entry["status"] = "error";
-        entry["found"] = e.what();
-        all_ok = false;
-      }
-    }
-    layers.push_back(entry);
-  }
 
   // Loading one layer with its value checks touches only that layer's bytes.
   double layer_ms = 0;
@@ -93,6 +110,37 @@ int info_model(const std::string& dir, bool json, const std::string* hardware_js
     const std::uint64_t rss1 = perf::resident_bytes();
     layer_rss = rss1 > rss0 ? rss1 - rss0 : 0;
   }
+
+  // Every MoE layer with its value checks (E8M0 scale 0xFF, NaN/Inf in dense tensors): a
+  // layer is "ok" only when it would load. Scales are 1/17 of the expert bytes.
+  nlohmann::ordered_json layers = nlohmann::ordered_json::array();
+  std::vector<std::string> warnings;
+  for (int layer = 0; layer < c.num_layers; ++layer) {
+    const std::string& why = c.non_moe_reason[static_cast<std::size_t>(layer)];
+    nlohmann::ordered_json entry = {{"layer", layer}};
+    if (!why.empty()) {
+      entry["status"] = "skipped";
+      entry["found"] = why;
+    } else {
+      try {
+        const LayerWeights w = model.bind(layer, /*check_values=*/true);
+        entry["found"] = describe(s, w);
+        entry["status"] = "ok";
+        nlohmann::ordered_json layer_warnings = nlohmann::ordered_json::array();
+        for (const std::string& text : overflow_warnings(w)) {
+          layer_warnings.push_back(text);
+          warnings.push_back(fmt::format("layer {}: {}", layer, text));
+        }
+        if (!layer_warnings.empty()) entry["warnings"] = layer_warnings;
+      } catch (const LoadError& e) {
+        entry["status"] = "error";
+        entry["found"] = e.what();
+        all_ok = false;
+      }
+    }
+    layers.push_back(entry);
+  }
+  for (const std::string& text : warnings) fmt::print(stderr, "mxmoe: warning: {}\n", text);
 
   nlohmann::ordered_json out = {
       {"directory", dir},
@@ -117,6 +165,7 @@ int info_model(const std::string& dir, bool json, const std::string* hardware_js
     fmts[dtype] = {{"tensors", nb.first}, {"bytes", nb.second}};
   out["weight_formats"] = fmts;
   out["per_layer"] = layers;
+  out["warnings"] = warnings;
   out["open_ms"] = open_ms;
   out["resident_after_open_bytes"] = rss_open > rss_before ? rss_open - rss_before : 0;
   if (first_moe >= 0) {
@@ -152,9 +201,13 @@ int info_model(const std::string& dir, bool json, const std::string* hardware_js
   if (first_moe >= 0)
     fmt::print("load layer {} {:.2f} ms with value checks, resident +{} KiB{}\n", first_moe,
                layer_ms, layer_rss / 1024, layer_error.empty() ? "" : ": " + layer_error);
-  for (const auto& l : layers)
+  for (const auto& l : layers) {
     fmt::print("  layer {:>3}  {:<7} {}\n", l["layer"].get<int>(), l["status"].get<std::string>(),
                l["found"].get<std::string>());
+    if (l.contains("warnings"))
+      for (const auto& w : l["warnings"])
+        fmt::print("             warning: {}\n", w.get<std::string>());
+  }
   return all_ok ? kExitOk : kExitError;
 }
 

@@ -1,5 +1,9 @@
-// `mxmoe quantize --model IN --out OUT [--scale-rule floor|round_up] [--force]`.
+// `mxmoe quantize --model IN --out OUT [--scale-rule floor|round_up] [--force]`. Transactional
+// (io/quantize_checkpoint.hpp): Ctrl-C or a failure leaves OUT as it was.
 #include <fmt/core.h>
+
+#include <csignal>
+#include <cstdio>
 
 #include "cli/command.hpp"
 #include "cli/common.hpp"
@@ -8,17 +12,72 @@
 namespace mxmoe::cli {
 
 namespace {
+
 struct QuantizeArgs {
   std::string in, out, rule = "round_up";
   bool force = false;
 };
+
+// Set by SIGINT/SIGTERM while a conversion runs; the conversion polls it between experts and
+// stops cleanly (a signal handler may only store to a lock-free atomic or sig_atomic_t).
+volatile std::sig_atomic_t g_stop_signal = 0;
+
+extern "C" void request_stop(int signal) {
+  g_stop_signal = signal;
+}
+
+// Installs request_stop for SIGINT and SIGTERM for its lifetime, then restores the handlers.
+class StopOnSignal {
+ public:
+  StopOnSignal() {
+    g_stop_signal = 0;
+    struct sigaction action {};
+    action.sa_handler = &request_stop;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGINT, &action, &old_int_);
+    sigaction(SIGTERM, &action, &old_term_);
+  }
+  ~StopOnSignal() {
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGTERM, &old_term_, nullptr);
+  }
+  StopOnSignal(const StopOnSignal&) = delete;
+  StopOnSignal& operator=(const StopOnSignal&) = delete;
+
+ private:
+  struct sigaction old_int_ {};
+  struct sigaction old_term_ {};
+};
+
+int quantize(const QuantizeArgs& args) {
+  io::QuantizeOptions options;
+  options.scale_rule = args.rule == "floor" ? ScaleRule::floor : ScaleRule::round_up;
+  options.force = args.force;
+  // Progress is best effort: a full or closed stderr never stops the conversion.
+  options.progress = [](const std::string& line) {
+    std::fputs((line + "\n").c_str(), stderr);
+    std::fflush(stderr);
+  };
+  const StopOnSignal stop;
+  options.cancelled = [] { return g_stop_signal != 0; };
+  try {
+    io::quantize_checkpoint(args.in, args.out, options);
+  } catch (const io::QuantizeCancelled& e) {
+    fmt::print(stderr, "mxmoe: {} (signal {})\n", e.what(), static_cast<int>(g_stop_signal));
+    return kExitInterrupted;
+  }
+  fmt::print(stderr, "quantize: wrote {}\n", args.out);
+  return kExitOk;
+}
+
 }  // namespace
 
 void add_quantize(CLI::App& app, Action& action) {
   auto* sub = app.add_subcommand(
       "quantize",
       "Convert a BF16/F32 expert checkpoint (Mixtral, Qwen3-MoE, DeepSeek naming) to MXFP4 in "
-      "the gpt-oss layout (MoE tensors only), with a config.json mxmoe loads back");
+      "the gpt-oss layout (MoE tensors only), with a config.json mxmoe loads back. Writes a "
+      "temporary directory beside OUT and renames it into place when complete");
   auto args = std::make_shared<QuantizeArgs>();
   sub->add_option("--model", args->in, "Input checkpoint directory")
       ->required()
@@ -28,18 +87,10 @@ void add_quantize(CLI::App& app, Action& action) {
   sub->add_option("--scale-rule", args->rule,
                   "E8M0 scale rule: round_up (never clips; default) or floor (OCP)")
       ->check(CLI::IsMember({"floor", "round_up"}));
-  sub->add_flag("--force", args->force, "Write into an existing output directory");
-  sub->callback([&action, args] {
-    action = [args] {
-      io::QuantizeOptions options;
-      options.scale_rule = args->rule == "floor" ? ScaleRule::floor : ScaleRule::round_up;
-      options.force = args->force;
-      options.progress = [](const std::string& line) { fmt::print(stderr, "{}\n", line); };
-      io::quantize_checkpoint(args->in, args->out, options);
-      fmt::print(stderr, "quantize: wrote {}\n", args->out);
-      return kExitOk;
-    };
-  });
+  sub->add_flag("--force", args->force,
+                "Replace an existing output directory as a whole (nothing of it survives; on "
+                "failure or Ctrl-C it is kept as it was)");
+  sub->callback([&action, args] { action = [args] { return quantize(*args); }; });
 }
 
 }  // namespace mxmoe::cli

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "base/file.hpp"
+#include "base/json.hpp"
 #include "cli/command.hpp"
 #include "cli/common.hpp"
 #include "cli/ep.hpp"
@@ -32,47 +34,24 @@ struct RunOptions {
   std::uint64_t seed = 1;
   int reps = 0;  // 0: as many as fit in about 3 s (at least 1)
   std::string input, output;
+  bool json = false;
 };
 
-// Prints to stdout, or to stderr when stdout is reserved for data (--model runs).
-struct Printer {
-  std::FILE* to;
-  template <class... Args>
-  void operator()(fmt::format_string<Args...> f, Args&&... args) const {
-    fmt::print(to, f, std::forward<Args>(args)...);
-    std::fflush(to);
-  }
-};
+// Progress (stderr), flushed so it shows while the command works.
+template <class... Args>
+void progress(fmt::format_string<Args...> f, Args&&... args) {
+  fmt::print(stderr, f, std::forward<Args>(args)...);
+  std::fflush(stderr);
+}
 
 std::string candidate_line(const Selection& s, const Verdict& v) {
   const std::string mark = v.name == s.chosen ? "*" : " ";
   if (v.supported)
-    return fmt::format("{} {:<12} supported  ~{:.0f} us/call (estimate)", mark, v.name,
+    return fmt::format("{} {:<13} supported  ~{:.0f} us/call (estimate)", mark, v.name,
                        v.estimated_us);
   const Rejection& r = v.reasons.front();
-  return fmt::format("{} {:<12} rejected   {}: {}{}", mark, v.name, to_string(r.code), r.detail,
+  return fmt::format("{} {:<13} rejected   {}: {}{}", mark, v.name, to_string(r.code), r.detail,
                      v.reasons.size() > 1 ? fmt::format(" (+{} more)", v.reasons.size() - 1) : "");
-}
-
-// x [M, H]: --input, or --tokens random unit-variance rows (seeded); sets tokens.
-std::vector<float> input_tokens(const RunOptions& o, const LayerSpec& spec, std::int64_t& tokens) {
-  std::vector<float> x;
-  tokens = o.request.tokens;
-  if (!o.input.empty()) {
-    NpyArray a = read_npy(o.input);
-    if (a.shape.size() != 2 || a.shape[1] != spec.hidden)
-      throw std::invalid_argument(
-          fmt::format("--input {}: expected shape [M, {}]", o.input, spec.hidden));
-    tokens = a.shape[0];
-    x = std::move(a.data);
-  } else {
-    std::mt19937_64 rng(o.seed + 1);
-    std::normal_distribution<float> normal(0.0f, 1.0f);
-    x.resize(static_cast<std::size_t>(tokens * spec.hidden));
-    for (float& v : x) v = normal(rng);
-  }
-  if (tokens <= 0) throw std::invalid_argument("no tokens to run");
-  return x;
 }
 
 // Bytes of the expert weights one call reads: every distinct local expert the routing
@@ -94,59 +73,108 @@ double touched_weight_bytes(const LayerSpec& s, const LayerWeights& w, const Req
   return bytes + static_cast<double>(w.shared_w1.bytes() + w.shared_w2.bytes());
 }
 
+// x [M, H] from --input (checked: two dimensions, H the layer's, 1..kMaxTokensPerCall rows);
+// empty when there is none (tokens = --tokens then).
+std::vector<float> read_input(const RunOptions& o, const LayerSpec& spec, std::int64_t& tokens) {
+  tokens = o.request.tokens;
+  if (o.input.empty()) return {};
+  NpyArray a = read_npy(o.input);
+  if (a.shape.size() != 2 || a.shape[1] != spec.hidden)
+    throw LoadError(
+        fmt::format("--input {}: expected a float32 array of shape [M, {}] (the "
+                    "layer's hidden size), got {} dimensions",
+                    o.input, spec.hidden, a.shape.size()));
+  if (a.shape[0] < 1 || a.shape[0] > kMaxTokensPerCall)
+    throw LoadError(fmt::format("--input {}: {} tokens; a call carries 1..{}", o.input, a.shape[0],
+                                kMaxTokensPerCall));
+  tokens = a.shape[0];
+  return std::move(a.data);
+}
+
+// --tokens random unit-variance rows, seeded (the same on every run and every rank).
+std::vector<float> random_tokens(const RunOptions& o, const LayerSpec& spec, std::int64_t tokens) {
+  std::mt19937_64 rng(o.seed + 1);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(static_cast<std::size_t>(tokens * spec.hidden));
+  for (float& v : x) v = normal(rng);
+  return x;
+}
+
+// Input and output of `tokens` rows of the layer, and the layer's workspace, fit in memory now.
+void require_io_memory(const RunOptions& o, const LayerSpec& spec, std::int64_t tokens,
+                       double workspace) {
+  const double row_bytes = static_cast<double>(spec.hidden) * sizeof(float);
+  require_memory(fmt::format("run: {} tokens of {}", tokens, spec.name),
+                 {{"input", o.input.empty() ? row_bytes * static_cast<double>(tokens) : 0},
+                  {"output", row_bytes * static_cast<double>(tokens)},
+                  {"workspace", workspace}});
+}
+
+// A legal input can overflow (scales near the top of E8M0): never report NaN as a result.
+void require_finite(const RunOptions& o, const std::vector<float>& y, std::int64_t tokens,
+                    std::int64_t hidden) {
+  const NonFinite bad = find_non_finite(y, tokens, hidden);
+  if (bad.any())
+    throw std::runtime_error(fmt::format("run: the output holds {}{}", bad.describe(tokens),
+                                         o.output.empty() ? "" : "; --output was not written"));
+}
+
 int run_expert_parallel(const RunOptions& o, CLI::App& sub, Communicator& comm);
 
 int run(const RunOptions& o, CLI::App& sub) {
   if (const auto world = ep_world(o.ep.resolve(sub))) return run_expert_parallel(o, sub, *world);
-  const bool from_model = o.layer.from_model();
-  const Printer say{from_model ? stderr : stdout};
-  const Printer progress{stderr};
+  // Everything that can be refused cheaply is refused before loading or computing anything:
+  // the flags, the environment, and whether --output can be written at all.
+  const Request flags = o.request.resolve(sub);
+  if (!o.output.empty()) files::check_can_create(o.output);
 
   LayerSpec spec;
   std::optional<Checkpoint> checkpoint;
   std::optional<LayerStorage> storage;
   LayerWeights weights;
-  if (from_model) {
+  if (o.layer.from_model()) {
     checkpoint.emplace(Checkpoint::open(o.layer.model));
     spec = checkpoint->layer_spec(o.layer.layer);
-    weights = checkpoint->layer_weights(o.layer.layer);
   } else {
     spec = o.layer.spec();
-    const double gb =
-        3.0 * spec.num_experts * spec.hidden * double{1} * spec.intermediate * 17 / 32 / 1e9;
-    progress("mxmoe run: generating random MXFP4 weights for {} ({:.2f} GB, seed {})\n", spec.name,
-             gb, o.seed);
+  }
+  // The input and output alone must fit before any weight is generated or read (the layer's
+  // workspace is added once the chosen backend is known, below).
+  if (o.input.empty()) require_io_memory(o, spec, o.request.tokens, 0);
+  if (checkpoint) {
+    weights = checkpoint->layer_weights(o.layer.layer);
+  } else {
+    progress(
+        "mxmoe run: generating random MXFP4 weights for {} ({}, seed {})\n", spec.name,
+        bytes_text(3.0 * spec.num_experts * spec.hidden * double{1} * spec.intermediate * 17 / 32),
+        o.seed);
     storage.emplace(LayerStorage::random(spec, o.seed));
     weights = storage->weights();
   }
 
   std::int64_t tokens = 0;
-  const std::vector<float> x = input_tokens(o, spec, tokens);
+  std::vector<float> x = read_input(o, spec, tokens);
 
-  Request request = o.request.resolve(sub);
+  Request request = flags;
   request.tokens_hint = static_cast<int>(tokens);
   const Deployment deployment{spec, o.hardware.resolve(), request};
   Selection selection = select(deployment, preferences_for(spec.family));
-  say("layer: {} (E={}, top-{}, H={}, I={}{})\n", spec.name, spec.num_experts, spec.top_k,
-      spec.hidden, spec.intermediate,
-      spec.shared_experts > 0 ? fmt::format(", shared I={}", spec.shared_intermediate) : "");
-  say("deployment: activation={}, batch_invariant={}, threads={}, tokens={} (preferences: {})\n",
-      to_string(*selection.deployment.request.activation), request.batch_invariant,
-      request.threads > 0 ? request.threads : selection.deployment.hardware.logical_cpus, tokens,
-      selection.preferences_source);
-  say("candidates:\n");
-  for (const Verdict& v : selection.candidates) say("{}\n", candidate_line(selection, v));
-  say("chosen: {} ({})\n", selection.chosen, selection.why);
+  if (o.hardware.replayed()) require_runnable_here(selection, HardwareOptions::live());
 
   Runtime runtime(request.threads);
-  MoeLayer layer(weights, std::move(selection), runtime);
+  MoeLayer layer(weights, selection, runtime);
+  require_io_memory(o, spec, tokens, static_cast<double>(layer.workspace_bytes(tokens)));
+  if (x.empty()) x = random_tokens(o, spec, tokens);
   std::vector<float> y(x.size());
   using Clock = std::chrono::steady_clock;
   const auto seconds = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
-  progress("mxmoe run: warm-up call...\n");
+  progress("mxmoe run: {} on {} tokens, warm-up call...\n", selection.chosen, tokens);
   const auto w0 = Clock::now();
   layer.forward(x.data(), tokens, y.data());
   const double warm = seconds(Clock::now() - w0);
+
+  require_finite(o, y, tokens, spec.hidden);
+
   const int reps =
       o.reps > 0 ? o.reps : std::clamp(static_cast<int>(3.0 / std::max(warm, 1e-6)), 1, 50);
   if (warm * reps > 2.0) progress("mxmoe run: timing {} calls (~{:.0f} s)...\n", reps, warm * reps);
@@ -159,16 +187,59 @@ int run(const RunOptions& o, CLI::App& sub) {
   std::sort(times.begin(), times.end());
   const double median = times[times.size() / 2];
   const double bytes = touched_weight_bytes(spec, weights, request, x, tokens);
-  say("time: {:.1f} us/call (median of {} after a warm-up; {} threads)\n", median * 1e6, reps,
-      layer.threads());
-  say("throughput: {:.1f} tokens/s, {:.2f} GB/s of expert weights ({:.1f} MB touched per call)\n",
-      static_cast<double>(tokens) / median, bytes / median / 1e9, bytes / 1e6);
 
   if (!o.output.empty()) {
     const std::int64_t shape[] = {tokens, spec.hidden};
     write_npy(o.output, y, shape);
-    say("output: {} [{} x {}] float32\n", o.output, tokens, spec.hidden);
   }
+
+  const Selection& sel = layer.selection();
+  if (o.json) {
+    json::Json candidates = json::Json::array();
+    for (const Verdict& v : sel.candidates) {
+      json::Json reasons = json::Json::array();
+      for (const Rejection& r : v.reasons) reasons.push_back(to_string(r.code));
+      candidates.push_back({{"name", v.name}, {"supported", v.supported}, {"reasons", reasons}});
+    }
+    const json::Json out = {
+        {"layer", spec.name},
+        {"experts", spec.num_experts},
+        {"top_k", spec.top_k},
+        {"hidden", spec.hidden},
+        {"intermediate", spec.intermediate},
+        {"activation", to_string(*sel.deployment.request.activation)},
+        {"batch_invariant", request.batch_invariant},
+        {"chosen", sel.chosen},
+        {"why", sel.why},
+        {"candidates", candidates},
+        {"tokens", tokens},
+        {"threads", layer.threads()},
+        {"reps", reps},
+        {"us_per_call_median", median * 1e6},
+        {"tokens_per_s", static_cast<double>(tokens) / median},
+        {"weight_gb_per_s", bytes / median / 1e9},
+        {"touched_weight_bytes", bytes},
+        {"output", o.output.empty() ? json::Json(nullptr) : json::Json(o.output)}};
+    fmt::print("{}\n", out.dump(2));
+    return kExitOk;
+  }
+  fmt::print("layer: {} (E={}, top-{}, H={}, I={}{})\n", spec.name, spec.num_experts, spec.top_k,
+             spec.hidden, spec.intermediate,
+             spec.shared_experts > 0 ? fmt::format(", shared I={}", spec.shared_intermediate) : "");
+  fmt::print(
+      "deployment: activation={}, batch_invariant={}, threads={}, tokens={} (preferences: {})\n",
+      to_string(*sel.deployment.request.activation), request.batch_invariant, layer.threads(),
+      tokens, sel.preferences_source);
+  fmt::print("candidates:\n");
+  for (const Verdict& v : sel.candidates) fmt::print("{}\n", candidate_line(sel, v));
+  fmt::print("chosen: {} ({})\n", sel.chosen, sel.why);
+  fmt::print("time: {:.1f} us/call (median of {} after a warm-up; {} threads)\n", median * 1e6,
+             reps, layer.threads());
+  fmt::print(
+      "throughput: {:.1f} tokens/s, {:.2f} GB/s of expert weights ({:.1f} MB touched per call)\n",
+      static_cast<double>(tokens) / median, bytes / median / 1e9, bytes / 1e6);
+  if (!o.output.empty())
+    fmt::print("output: {} [{} x {}] float32\n", o.output, tokens, spec.hidden);
   return kExitOk;
 }
 
@@ -177,23 +248,32 @@ int run(const RunOptions& o, CLI::App& sub) {
 // only its experts. The output has the bytes of a one-process run on the same hardware.
 int run_expert_parallel(const RunOptions& o, CLI::App& sub, Communicator& comm) {
   const bool root = comm.rank() == 0;
-  const Printer say{root ? (o.layer.from_model() ? stderr : stdout) : nullptr};
-  const auto print = [&](const std::string& text) {
-    if (say.to != nullptr) say("{}", text);
-  };
+  Request request = o.request.resolve(sub);
+  if (sub.count("--ep-size") > 0 && request.ep_size != comm.size())
+    throw UsageError(
+        fmt::format("--ep-size {} under mpirun with {} ranks: the EP size is the world size",
+                    request.ep_size, comm.size()));
+  if (sub.count("--ep-rank") > 0)
+    throw UsageError("--ep-rank under mpirun: each rank's is its MPI rank");
+  if (root && !o.output.empty()) files::check_can_create(o.output);
+  request.ep_size = comm.size();
+  request.ep_rank = comm.rank();
 
   std::optional<Checkpoint> checkpoint;
   std::optional<LayerStorage> storage;
   const LayerSpec spec = open_layer(o.layer, checkpoint);
-
-  Request request = o.request.resolve(sub);
-  if (sub.count("--ep-size") > 0 && request.ep_size != comm.size())
-    throw std::invalid_argument(
-        fmt::format("--ep-size {} under mpirun with {} ranks: the EP size is the world size",
-                    request.ep_size, comm.size()));
-  request.ep_size = comm.size();
-  request.ep_rank = comm.rank();
   const Placement placement = placement_of(request, spec.num_experts);
+
+  // Rank 0 holds the input and the output.
+  std::int64_t tokens = 0;
+  std::vector<float> x;
+  if (root) {
+    if (o.input.empty()) require_io_memory(o, spec, o.request.tokens, 0);
+    x = read_input(o, spec, tokens);
+    if (x.empty()) x = random_tokens(o, spec, tokens);
+  }
+  tokens = from_rank0(comm, static_cast<std::int64_t>(tokens));
+  request.tokens_hint = static_cast<int>(tokens);
 
   const std::uint64_t rss_before = perf::resident_bytes();
   LayerWeights weights;
@@ -205,41 +285,25 @@ int run_expert_parallel(const RunOptions& o, CLI::App& sub, Communicator& comm) 
     weights = storage->weights();
   }
 
-  std::int64_t tokens = 0;
-  std::vector<float> x;
-  if (root) x = input_tokens(o, spec, tokens);
-  tokens = from_rank0(comm, tokens);
-  request.tokens_hint = static_cast<int>(tokens);
-
   const Hardware hw = o.hardware.resolve();
   if (request.threads == 0) request.threads = threads_per_rank(comm, hw.logical_cpus);
   Runtime runtime(request.threads);
   ExpertParallelLayer layer =
       ExpertParallelLayer::create(spec, weights, hw, request, placement, runtime, comm);
-  const Selection& selection = layer.selection();
-  log_dispatch(selection);
-  print(fmt::format(
-      "layer: {} (E={}, top-{}, H={}, I={}{})\n", spec.name, spec.num_experts, spec.top_k,
-      spec.hidden, spec.intermediate,
-      spec.shared_experts > 0 ? fmt::format(", shared I={}", spec.shared_intermediate) : ""));
-  print(fmt::format("expert parallel: {} ranks, placement {}\n", comm.size(),
-                    request.placement.empty() ? "contiguous ranges" : "from --placement"));
-  print(fmt::format(
-      "deployment: activation={}, batch_invariant={}, threads per rank={}, tokens={} on rank 0 "
-      "(preferences: {})\n",
-      to_string(*selection.deployment.request.activation), request.batch_invariant, request.threads,
-      tokens, selection.preferences_source));
-  print("candidates (agreed by every rank):\n");
-  for (const Verdict& v : selection.candidates) print(candidate_line(selection, v) + "\n");
-  print(fmt::format("chosen: {} ({})\n", selection.chosen, selection.why));
+  const Selection& sel = layer.selection();
+  if (o.hardware.replayed()) require_runnable_here(sel, HardwareOptions::live());
 
   std::vector<float> y(x.size());
   using Clock = std::chrono::steady_clock;
   const auto seconds = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
   const auto call = [&] { layer.forward(x.data(), root ? tokens : 0, y.data()); };
+  if (root)
+    progress("mxmoe run: {} on {} tokens over {} ranks, warm-up call...\n", sel.chosen, tokens,
+             comm.size());
   const auto w0 = Clock::now();
   call();
   const double warm = from_rank0(comm, seconds(Clock::now() - w0));
+  if (root) require_finite(o, y, tokens, spec.hidden);
   const int reps =
       o.reps > 0 ? o.reps : std::clamp(static_cast<int>(3.0 / std::max(warm, 1e-6)), 1, 50);
   layer.reset_times();
@@ -250,36 +314,101 @@ int run_expert_parallel(const RunOptions& o, CLI::App& sub, Communicator& comm) 
     times.push_back(seconds(Clock::now() - t0));
   }
   std::sort(times.begin(), times.end());
-  const double median = times[times.size() / 2];
+  const double median = from_rank0(comm, times[times.size() / 2]);
 
   // Every rank's figures, printed by rank 0.
   const auto all_times = gather(comm, layer.times());
-  const auto resident = gather(
-      comm,
-      static_cast<double>(perf::resident_bytes() - std::min(perf::resident_bytes(), rss_before)));
+  const std::uint64_t rss_after = perf::resident_bytes();
+  const auto resident =
+      gather(comm, static_cast<double>(rss_after - std::min(rss_after, rss_before)));
   const auto packed = gather(comm, static_cast<double>(layer.local().packed_weight_bytes()));
-  print(fmt::format("time: {:.1f} us/call (median of {} after a warm-up; {} ranks)\n", median * 1e6,
-                    reps, comm.size()));
-  print(fmt::format("throughput: {:.1f} tokens/s\n", static_cast<double>(tokens) / median));
-  for (int r = 0; r < comm.size(); ++r) {
-    const ExpertParallelTimes& t = all_times[static_cast<std::size_t>(r)];
-    const double n = static_cast<double>(std::max<std::int64_t>(t.calls, 1));
-    print(fmt::format(
-        "rank {}: {} experts, {:.1f} MB resident for the layer ({:.1f} MB packed); per call: "
-        "route {:.0f} us, dispatch {:.0f} us, compute {:.0f} us, return {:.0f} us, combine "
-        "{:.0f} us; {:.1f} kB sent, {:.1f} kB received\n",
-        r, placement.count(r), resident[static_cast<std::size_t>(r)] / 1e6,
-        packed[static_cast<std::size_t>(r)] / 1e6, t.route / n * 1e6, t.dispatch / n * 1e6,
-        t.compute / n * 1e6, t.returns / n * 1e6, t.combine / n * 1e6,
-        static_cast<double>(t.bytes_sent) / n / 1e3,
-        static_cast<double>(t.bytes_received) / n / 1e3));
-  }
   if (root && !o.output.empty()) {
     const std::int64_t shape[] = {tokens, spec.hidden};
     write_npy(o.output, y, shape);
-    print(fmt::format("output: {} [{} x {}] float32\n", o.output, tokens, spec.hidden));
   }
   barrier(comm);  // rank 0's output is written before any rank reports success
+  if (!root) return kExitOk;
+
+  const auto per_call = [](const ExpertParallelTimes& t, double seconds_total) {
+    return seconds_total / static_cast<double>(std::max<std::int64_t>(t.calls, 1)) * 1e6;
+  };
+  if (o.json) {
+    json::Json candidates = json::Json::array(), ranks = json::Json::array();
+    for (const Verdict& v : sel.candidates) {
+      json::Json reasons = json::Json::array();
+      for (const Rejection& r : v.reasons) reasons.push_back(to_string(r.code));
+      candidates.push_back({{"name", v.name}, {"supported", v.supported}, {"reasons", reasons}});
+    }
+    for (int r = 0; r < comm.size(); ++r) {
+      const auto i = static_cast<std::size_t>(r);
+      const ExpertParallelTimes& t = all_times[i];
+      const double calls = static_cast<double>(std::max<std::int64_t>(t.calls, 1));
+      ranks.push_back({{"rank", r},
+                       {"experts", placement.count(r)},
+                       {"resident_bytes", resident[i]},
+                       {"packed_bytes", packed[i]},
+                       {"route_us", per_call(t, t.route)},
+                       {"dispatch_us", per_call(t, t.dispatch)},
+                       {"compute_us", per_call(t, t.compute)},
+                       {"return_us", per_call(t, t.returns)},
+                       {"combine_us", per_call(t, t.combine)},
+                       {"bytes_sent_per_call", static_cast<double>(t.bytes_sent) / calls},
+                       {"bytes_received_per_call", static_cast<double>(t.bytes_received) / calls}});
+    }
+    const json::Json out = {
+        {"layer", spec.name},
+        {"experts", spec.num_experts},
+        {"top_k", spec.top_k},
+        {"hidden", spec.hidden},
+        {"intermediate", spec.intermediate},
+        {"activation", to_string(*sel.deployment.request.activation)},
+        {"batch_invariant", request.batch_invariant},
+        {"chosen", sel.chosen},
+        {"why", sel.why},
+        {"candidates", candidates},
+        {"tokens", tokens},
+        {"ep_size", comm.size()},
+        {"placement", request.placement.empty() ? "contiguous" : "from --placement"},
+        {"threads_per_rank", request.threads},
+        {"reps", reps},
+        {"us_per_call_median", median * 1e6},
+        {"tokens_per_s", static_cast<double>(tokens) / median},
+        {"ranks", ranks},
+        {"output", o.output.empty() ? json::Json(nullptr) : json::Json(o.output)}};
+    fmt::print("{}\n", out.dump(2));
+    return kExitOk;
+  }
+  fmt::print("layer: {} (E={}, top-{}, H={}, I={}{})\n", spec.name, spec.num_experts, spec.top_k,
+             spec.hidden, spec.intermediate,
+             spec.shared_experts > 0 ? fmt::format(", shared I={}", spec.shared_intermediate) : "");
+  fmt::print("expert parallel: {} ranks, placement {}\n", comm.size(),
+             request.placement.empty() ? "contiguous ranges" : "from --placement");
+  fmt::print(
+      "deployment: activation={}, batch_invariant={}, threads per rank={}, tokens={} on rank 0 "
+      "(preferences: {})\n",
+      to_string(*sel.deployment.request.activation), request.batch_invariant, request.threads,
+      tokens, sel.preferences_source);
+  fmt::print("candidates (agreed by every rank):\n");
+  for (const Verdict& v : sel.candidates) fmt::print("{}\n", candidate_line(sel, v));
+  fmt::print("chosen: {} ({})\n", sel.chosen, sel.why);
+  fmt::print("time: {:.1f} us/call (median of {} after a warm-up; {} ranks)\n", median * 1e6, reps,
+             comm.size());
+  fmt::print("throughput: {:.1f} tokens/s\n", static_cast<double>(tokens) / median);
+  for (int r = 0; r < comm.size(); ++r) {
+    const auto i = static_cast<std::size_t>(r);
+    const ExpertParallelTimes& t = all_times[i];
+    const double calls = static_cast<double>(std::max<std::int64_t>(t.calls, 1));
+    fmt::print(
+        "rank {}: {} experts, {:.1f} MB resident for the layer ({:.1f} MB packed); per call: "
+        "route {:.0f} us, dispatch {:.0f} us, compute {:.0f} us, return {:.0f} us, combine "
+        "{:.0f} us; {:.1f} kB sent, {:.1f} kB received\n",
+        r, placement.count(r), resident[i] / 1e6, packed[i] / 1e6, per_call(t, t.route),
+        per_call(t, t.dispatch), per_call(t, t.compute), per_call(t, t.returns),
+        per_call(t, t.combine), static_cast<double>(t.bytes_sent) / calls / 1e3,
+        static_cast<double>(t.bytes_received) / calls / 1e3);
+  }
+  if (!o.output.empty())
+    fmt::print("output: {} [{} x {}] float32\n", o.output, tokens, spec.hidden);
   return kExitOk;
 }
 
@@ -289,7 +418,7 @@ void add_run(CLI::App& app, Action& action) {
   auto opts = std::make_shared<RunOptions>();
   auto* sub = app.add_subcommand(
       "run",
-      "Run one MoE layer (a preset on embedded random weights, or --model DIR --layer N) "
+      "Run one MoE layer (a preset on generated random weights, or --model DIR --layer N) "
       "through the oracle's choice and time it");
   opts->request.tokens = 16;
   opts->layer.add(*sub);
@@ -297,11 +426,16 @@ void add_run(CLI::App& app, Action& action) {
   opts->request.add(*sub);
   opts->ep.add(*sub);
   sub->add_option("--seed", opts->seed, "Seed of the random weights and tokens");
-  sub->add_option("--reps", opts->reps, "Timed calls after the warm-up (default: ~3 s worth)")
-      ->check(CLI::PositiveNumber);
+  sub->add_option(
+         "--reps", opts->reps,
+         fmt::format("Timed calls after the warm-up, 1..{} (default: ~3 s worth)", kMaxReps))
+      ->check(CLI::Range(1, kMaxReps));
   sub->add_option("--input", opts->input, "Input tokens x [M, H] as a float32 .npy file")
       ->check(CLI::ExistingFile);
-  sub->add_option("--output", opts->output, "Write the output y [M, H] as a float32 .npy file");
+  sub->add_option("--output", opts->output,
+                  "Write the output y [M, H] as a float32 .npy file (whole or not at all; "
+                  "checked writable before any work)");
+  sub->add_flag("--json", opts->json, "Print the result as one JSON document");
   sub->callback([&action, opts, sub] { action = [opts, sub] { return run(*opts, *sub); }; });
 }
 

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "base/json.hpp"
 #include "base/thread_pool.hpp"
 #include "cli/command.hpp"
 #include "cli/common.hpp"
@@ -34,8 +35,32 @@ struct VerifyOptions {
   int tokens = 8;
   int threads = 0;
   bool batch_invariant = false;
+  bool thorough = false;
+  bool json = false;
   std::uint64_t seed = 1;
 };
+
+// The batch-invariance sweep. The default takes seconds per backend; --thorough is the
+// conformance sweep of tests/invariance: 257 tokens, batches of 1..257, two draws, two runs.
+InvarianceOptions invariance_options(bool thorough, int pool_threads, std::int64_t& pool_tokens) {
+  InvarianceOptions inv;
+  inv.thread_counts = {1, pool_threads};
+  if (thorough) {
+    pool_tokens = 257;
+    return inv;
+  }
+  pool_tokens = 24;
+  inv.batch_sizes = {1, 3, 8, 24};
+  inv.batches_per_size = 1;
+  inv.repeats = 1;
+  return inv;
+}
+
+template <class... Args>
+void progress(fmt::format_string<Args...> f, Args&&... args) {
+  fmt::print(stderr, f, std::forward<Args>(args)...);
+  std::fflush(stderr);
+}
 
 double relative_l2(const std::vector<float>& got, const std::vector<double>& want) {
   double num = 0, den = 0;
@@ -71,6 +96,23 @@ void make_routing(const LayerSpec& s, const LayerWeights& w, const std::vector<f
 }
 
 int verify(const VerifyOptions& o) {
+  // Names first: a typo is a usage error before minutes of work.
+  std::vector<const Backend*> backends;
+  if (o.backend == "all") {
+    for (const Backend* b : registered_backends()) backends.push_back(b);
+  } else {
+    require_backend_name(o.backend, "--backend");
+    backends.push_back(find_backend(o.backend));
+  }
+  std::vector<ActivationFormat> formats = all_activation_formats();
+  if (o.activation != "all") {
+    try {
+      formats = {parse_activation_format(o.activation)};
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(std::string("--activation: ") + e.what());
+    }
+  }
+
   LayerSpec spec;
   std::optional<Checkpoint> checkpoint;
   std::optional<LayerStorage> storage;
@@ -81,11 +123,13 @@ int verify(const VerifyOptions& o) {
     w = checkpoint->layer_weights(o.layer.layer);
   } else {
     spec = o.layer.spec();
-    fmt::print(stderr, "mxmoe verify: generating random MXFP4 weights for {}...\n", spec.name);
+    progress("mxmoe verify: generating random MXFP4 weights for {}...\n", spec.name);
     storage.emplace(LayerStorage::random(spec, o.seed));
     w = storage->weights();
   }
   const Hardware hw = o.hardware.resolve();
+  const std::optional<Hardware> live =
+      o.hardware.replayed() ? std::optional<Hardware>(HardwareOptions::live()) : std::nullopt;
   const std::int64_t tokens = o.tokens;
 
   std::vector<float> x(static_cast<std::size_t>(tokens * spec.hidden));
@@ -96,93 +140,138 @@ int verify(const VerifyOptions& o) {
   std::vector<float> weights;
   make_routing(spec, w, x, tokens, o.seed + 2, ids, weights);
 
-  std::vector<const Backend*> backends;
-  if (o.backend == "all") {
-    for (const Backend* b : registered_backends()) backends.push_back(b);
-  } else {
-    const Backend* b = find_backend(o.backend);
-    if (b == nullptr) {
-      std::string names;
-      for (const Backend* r : registered_backends())
-        names += (names.empty() ? "" : ", ") + std::string(r->name());
-      throw std::invalid_argument("unknown backend '" + o.backend + "'; valid: all, " + names);
-    }
-    backends.push_back(b);
-  }
-  const std::vector<ActivationFormat> formats =
-      o.activation == "all" ? all_activation_formats()
-                            : std::vector<ActivationFormat>{parse_activation_format(o.activation)};
-
   Runtime runtime(o.threads);
   ThreadPool& pool = runtime.pool();
-  fmt::print(stderr, "mxmoe verify: float64 evaluation of the unquantized layer...\n");
+  progress("mxmoe verify: float64 evaluation of the unquantized layer...\n");
   const std::vector<double> exact =
       evaluate_f64(spec, w, x.data(), tokens, ids.data(), weights.data(), std::nullopt, &pool);
   std::map<ActivationFormat, std::vector<double>> same_format;
 
-  fmt::print("layer: {} (E={}, top-{}, H={}, I={}), {} tokens\n", spec.name, spec.num_experts,
-             spec.top_k, spec.hidden, spec.intermediate, tokens);
-  fmt::print("{:<12} {:<6} {:>14} {:>10} {:>14} {:>10} {:<10}{}\n", "backend", "format",
-             "vs f64 same", "budget", "format error", "budget", "result",
-             o.batch_invariant ? "  batch-invariant" : "");
+  json::Json results = json::Json::array();
+  if (!o.json) {
+    fmt::print("layer: {} (E={}, top-{}, H={}, I={}), {} tokens\n", spec.name, spec.num_experts,
+               spec.top_k, spec.hidden, spec.intermediate, tokens);
+    fmt::print("{:<13} {:<6} {:>14} {:>10} {:>14} {:>10} {:<10}{}\n", "backend", "format",
+               "vs f64 same", "budget", "format error", "budget", "result",
+               o.batch_invariant ? "  batch-invariant" : "");
+    std::fflush(stdout);
+  }
+  const std::size_t total = backends.size() * formats.size();
+  std::size_t index = 0;
   int failures = 0, verified = 0;
   for (const Backend* b : backends) {
     for (ActivationFormat f : formats) {
-      Selection sel;
-      sel.deployment = {spec, hw, Request{}};
-      sel.deployment.request.activation = f;
-      sel.deployment.request.threads = o.threads;
-      sel.deployment.request.tokens_hint = o.tokens;
-      sel.deployment.request.batch_invariant = o.batch_invariant;
-      sel.chosen = std::string(b->name());
+      ++index;
+      // The one selection path, forced to this backend (so MXMOE_VERBOSE=dispatch logs it).
+      Request request;
+      request.activation = f;
+      request.threads = o.threads;
+      request.tokens_hint = o.tokens;
+      request.batch_invariant = o.batch_invariant;
+      request.forced_backend = std::string(b->name());
+      Selection sel = judge(Deployment{spec, hw, request}, preferences_for(spec.family));
       sel.why = "mxmoe verify";
-      if (const auto reasons = b->check(sel.deployment); !reasons.empty()) {
-        fmt::print("{:<12} {:<6} skipped: {}: {}\n", b->name(), to_string(f),
-                   to_string(reasons.front().code), reasons.front().detail);
+      std::vector<Rejection> reasons;
+      for (const Verdict& v : sel.candidates)
+        if (v.name == b->name()) reasons = v.reasons;
+      if (reasons.empty() && live) {
+        Deployment here = sel.deployment;
+        here.hardware = *live;
+        reasons = b->check(here);  // a replayed probe never runs a kernel this CPU lacks
+        for (Rejection& r : reasons)
+          r.detail = "on this machine (not the replayed probe): " + r.detail;
+      }
+      if (!reasons.empty()) {
+        if (o.json) {
+          results.push_back({{"backend", b->name()},
+                             {"format", to_string(f)},
+                             {"result", "skipped"},
+                             {"reason", std::string(to_string(reasons.front().code)) + ": " +
+                                            reasons.front().detail}});
+        } else {
+          fmt::print("{:<13} {:<6} skipped: {}: {}\n", b->name(), to_string(f),
+                     to_string(reasons.front().code), reasons.front().detail);
+          std::fflush(stdout);
+        }
         continue;
       }
       if (!same_format.contains(f)) {
-        fmt::print(stderr, "mxmoe verify: float64 evaluation with {} rounding...\n", to_string(f));
+        progress("mxmoe verify: float64 evaluation with {} rounding...\n", to_string(f));
         same_format[f] =
             evaluate_f64(spec, w, x.data(), tokens, ids.data(), weights.data(), f, &pool);
       }
-      fmt::print(stderr, "mxmoe verify: {} {}...\n", b->name(), to_string(f));
+      progress("mxmoe verify: [{}/{}] {} {}...\n", index, total, b->name(), to_string(f));
       MoeLayer layer(w, sel, runtime);
       std::vector<float> y(x.size());
       layer.forward_routed(x.data(), ids.data(), weights.data(), tokens, y.data());
+      const NonFinite bad = find_non_finite(y, tokens, spec.hidden);
       const AccuracyBudget budget = accuracy_budget(f);
       const double vs_same = relative_l2(y, same_format[f]);
       const double vs_exact = relative_l2(y, exact);
-      bool ok = vs_same <= budget.against_same_format && vs_exact <= budget.format_error;
+      // NaN compares false: a non-finite output fails here, and is named below.
+      bool ok =
+          !bad.any() && vs_same <= budget.against_same_format && vs_exact <= budget.format_error;
+      if (bad.any())
+        fmt::print(stderr, "mxmoe verify: {} {}: the output holds {}\n", b->name(), to_string(f),
+                   bad.describe(tokens));
       std::string invariance;
-      if (o.batch_invariant) {
-        // The conformance sweep of tests/invariance (src/runtime/invariance.hpp) on this
-        // machine and model: 257 random tokens, batches of 1..257, 1 and N threads, 2 runs.
-        InvarianceOptions inv;
-        inv.thread_counts = {1, pool.size()};
+      if (o.batch_invariant && b->judge_only() && !o.thorough) {
+        invariance = "  not swept (judge: invariant by construction; --thorough sweeps it)";
+      } else if (o.batch_invariant) {
+        std::int64_t pool_tokens = 0;
+        const InvarianceOptions inv = invariance_options(o.thorough, pool.size(), pool_tokens);
+        progress("mxmoe verify: [{}/{}] {} {}: batch invariance over {} tokens...\n", index, total,
+                 b->name(), to_string(f), pool_tokens);
         const InvarianceRouting routing =
             w.router_weight.empty() ? InvarianceRouting::routed : InvarianceRouting::router;
-        const InvarianceReport report =
-            check_batch_invariance([&](Runtime& rt) { return MoeLayer(w, sel, rt); },
-                                   random_invariance_inputs(spec, routing, 257, o.seed + 3), inv);
+        const InvarianceReport report = check_batch_invariance(
+            [&](Runtime& rt) { return MoeLayer(w, sel, rt); },
+            random_invariance_inputs(spec, routing, pool_tokens, o.seed + 3), inv);
         if (!report.identical())
           fmt::print(stderr, "mxmoe verify: {} {}: {}\n", b->name(), to_string(f),
                      report.first_mismatch->describe());
         invariance = report.identical() ? "  identical bits" : "  DIFFERENT bits";
         ok = ok && report.identical();
       }
-      fmt::print("{:<12} {:<6} {:>14.3e} {:>10.1e} {:>14.3e} {:>10.1e} {:<10}{}\n", b->name(),
-                 to_string(f), vs_same, budget.against_same_format, vs_exact, budget.format_error,
-                 ok ? "pass" : "FAIL", invariance);
+      if (o.json) {
+        json::Json r = {
+            {"backend", b->name()},
+            {"format", to_string(f)},
+            {"result", ok ? "pass" : "fail"},
+            {"vs_f64_same_format",
+             std::isfinite(vs_same) ? json::Json(vs_same) : json::Json(nullptr)},
+            {"budget_same_format", budget.against_same_format},
+            {"format_error", std::isfinite(vs_exact) ? json::Json(vs_exact) : json::Json(nullptr)},
+            {"budget_format_error", budget.format_error},
+            {"non_finite_values", bad.values}};
+        if (o.batch_invariant) r["batch_invariance"] = invariance.substr(2);
+        results.push_back(r);
+      } else {
+        fmt::print("{:<13} {:<6} {:>14.3e} {:>10.1e} {:>14.3e} {:>10.1e} {:<10}{}\n", b->name(),
+                   to_string(f), vs_same, budget.against_same_format, vs_exact, budget.format_error,
+                   ok ? "pass" : "FAIL", invariance);
+        std::fflush(stdout);  // each result as it completes
+      }
       failures += ok ? 0 : 1;
       ++verified;
     }
   }
+  if (o.json) {
+    const json::Json out = {{"layer", spec.name},
+                            {"tokens", tokens},
+                            {"results", results},
+                            {"verified", verified},
+                            {"passed", verified - failures}};
+    fmt::print("{}\n", out.dump(2));
+  } else if (verified > 0) {
+    fmt::print("{} of {} passed\n", verified - failures, verified);
+  }
   if (verified == 0) {
-    fmt::print("nothing verified: no backend x format passed its check on this machine\n");
+    fmt::print(stderr,
+               "mxmoe verify: nothing verified: no backend x format passed its check on this "
+               "machine\n");
     return kExitError;
   }
-  fmt::print("{} of {} passed\n", verified - failures, verified);
   return failures == 0 ? kExitOk : kExitError;
 }
 
@@ -196,14 +285,19 @@ void add_verify(CLI::App& app, Action& action) {
   opts->hardware.add(*sub);
   sub->add_option("--backend", opts->backend, "Backend name, or all (default)");
   sub->add_option("--activation", opts->activation, "f32, bf16, int8, mxfp8, or all (default)");
-  sub->add_option("--tokens", opts->tokens, "Random tokens (default 8)")
-      ->check(CLI::PositiveNumber);
-  sub->add_option("--threads", opts->threads, "Threads (0 = all logical CPUs)")
-      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--tokens", opts->tokens, "Random tokens, 1..4096 (default 8)")
+      ->check(CLI::Range(1, 4096));
+  sub->add_option("--threads", opts->threads,
+                  fmt::format("Threads: 0 = all logical CPUs, at most {}", kMaxThreads))
+      ->check(CLI::Range(0, kMaxThreads));
   sub->add_option("--seed", opts->seed, "Seed of the random weights and tokens");
   sub->add_flag("--batch-invariant", opts->batch_invariant,
-                "Also check each token alone against the same token in batches of 1..257, bit "
-                "for bit");
+                "Also check each token alone against the same token in batches, bit for bit "
+                "(24 tokens, batches of 1, 3, 8, 24; judge-only backends with --thorough only)");
+  sub->add_flag("--thorough", opts->thorough,
+                "The full sweep: 257 tokens, batches of 1..257, two draws, two runs, every "
+                "backend (minutes)");
+  sub->add_flag("--json", opts->json, "Print the results as one JSON document");
   sub->callback([&action, opts] { action = [opts] { return verify(*opts); }; });
 }
 

@@ -1,7 +1,9 @@
 // Hardware <-> JSON. ISA features are an object of named booleans so a captured probe can
 // be read (and edited) by a person.
-#include "mxmoe/hardware.hpp"
 #include "hw/hardware_json.hpp"
+
+#include "mxmoe/hardware.hpp"
+#include "mxmoe/runtime.hpp"
 
 namespace mxmoe {
 namespace json_io {
@@ -31,15 +33,18 @@ Json hardware_to_json(const Hardware& h) {
 Hardware hardware_from_json(const Json& j) {
   constexpr std::string_view what = "Hardware";
   json::expect_keys(j, what,
-                           {"vendor", "model", "logical_cpus", "l1d_bytes", "l2_bytes", "l3_bytes",
-                            "isa", "os_denied", "isa_cap", "cuda_devices", "source"});
+                    {"vendor", "model", "logical_cpus", "l1d_bytes", "l2_bytes", "l3_bytes", "isa",
+                     "os_denied", "isa_cap", "cuda_devices", "source"});
   Hardware h;
   h.vendor = get<std::string>(j, what, "vendor");
   h.model = get<std::string>(j, what, "model");
-  h.logical_cpus = get<int>(j, what, "logical_cpus");
-  h.l1d_bytes = get<std::uint64_t>(j, what, "l1d_bytes");
-  h.l2_bytes = get<std::uint64_t>(j, what, "l2_bytes");
-  h.l3_bytes = get<std::uint64_t>(j, what, "l3_bytes");
+  h.logical_cpus = static_cast<int>(json::get_integer(j, what, "logical_cpus", 1, kMaxThreads));
+  h.l1d_bytes =
+      static_cast<std::uint64_t>(json::get_integer(j, what, "l1d_bytes", 0, kMaxCacheBytes));
+  h.l2_bytes =
+      static_cast<std::uint64_t>(json::get_integer(j, what, "l2_bytes", 0, kMaxCacheBytes));
+  h.l3_bytes =
+      static_cast<std::uint64_t>(json::get_integer(j, what, "l3_bytes", 0, kMaxCacheBytes));
 
   const Json& isa = j.at("isa");
   constexpr std::string_view isa_what = "Hardware.isa";
@@ -56,12 +61,14 @@ Hardware hardware_from_json(const Json& j) {
     if (!isa_feature(h.isa, name))
       throw std::invalid_argument("Hardware.os_denied: unknown feature \"" + name + "\"");
   h.isa_cap = get<std::string>(j, what, "isa_cap");
+  (void)cap_isa(h.isa, h.isa_cap);  // throws for a cap that is not one of the known names
   if (!j.at("cuda_devices").is_array())
     throw std::invalid_argument("Hardware.cuda_devices: expected an array");
   for (const Json& d : j.at("cuda_devices")) {
     constexpr std::string_view dw = "Hardware.cuda_devices[]";
     json::expect_keys(d, dw, {"name", "sm", "memory_bytes"});
-    h.cuda_devices.push_back({get<std::string>(d, dw, "name"), get<int>(d, dw, "sm"),
+    h.cuda_devices.push_back({get<std::string>(d, dw, "name"),
+                              static_cast<int>(json::get_integer(d, dw, "sm", 0, 10000)),
                               get<std::uint64_t>(d, dw, "memory_bytes")});
   }
   h.source = get<std::string>(j, what, "source");

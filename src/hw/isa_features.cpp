@@ -62,11 +62,14 @@ bool set_isa_feature(IsaFeatures& isa, std::string_view name, bool value) {
 IsaFeatures cap_isa(IsaFeatures isa, std::string_view cap) {
   if (cap.empty() || cap == "amx") return isa;
   if (cap == "none") return IsaFeatures{};
-  if (cap == "avx2") {
+  if (cap == "avx2" || cap == "avx_vnni") {
+    // avx_vnni: an AVX2 client CPU with VNNI on ymm only (Alder Lake, Zen 5 without AVX-512).
+    // On a CPU without AVX-VNNI it leaves exactly the avx2 level.
     IsaFeatures kept;
     kept.avx2 = isa.avx2;
     kept.fma = isa.fma;
     kept.f16c = isa.f16c;
+    kept.avx_vnni = cap == "avx_vnni" && isa.avx_vnni;
     return kept;
   }
   if (cap == "avx512") {
@@ -74,7 +77,7 @@ IsaFeatures cap_isa(IsaFeatures isa, std::string_view cap) {
     return isa;
   }
   throw std::invalid_argument("unknown ISA cap '" + std::string(cap) +
-                              "' (MXMOE_MAX_ISA; valid: none, avx2, avx512, amx)");
+                              "' (MXMOE_MAX_ISA; valid: none, avx2, avx_vnni, avx512, amx)");
 }
 
 }  // namespace mxmoe

@@ -5,6 +5,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +15,7 @@
 #include "hw/amx_permission.hpp"
 #include "hw/cpuid.hpp"
 #include "mxmoe/hardware.hpp"
+#include "mxmoe/runtime.hpp"
 
 namespace mxmoe {
 namespace {
@@ -165,9 +167,11 @@ Hardware probe_hardware(std::string_view isa_cap) {
   Hardware h;
   h.vendor = cpu_vendor();
   h.model = cpu_brand();
-  h.logical_cpus = logical_cpus();
+  h.logical_cpus = std::clamp(logical_cpus(), 1, kMaxThreads);  // the JSON form's bound
   caches_from_sysfs(h);
   if (h.l1d_bytes == 0 && h.l2_bytes == 0 && h.l3_bytes == 0) caches_from_cpuid(h);
+  for (std::uint64_t* bytes : {&h.l1d_bytes, &h.l2_bytes, &h.l3_bytes})
+    *bytes = std::min(*bytes, kMaxCacheBytes);
   probe_isa(h);
   h.isa = cap_isa(h.isa, isa_cap);
   h.isa_cap = std::string(isa_cap);

@@ -1,12 +1,11 @@
 #include "io/checkpoint_writer.hpp"
 
 #include <fmt/core.h>
-#include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
 #include <system_error>
 
+#include "base/file.hpp"
 #include "base/json.hpp"
 #include "model/config_writer.hpp"
 #include "model/model_config.hpp"
@@ -60,13 +59,6 @@ class Builder {
   std::string prefix_;
 };
 
-void write_text_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  out.close();
-  if (!out) throw LoadError(path + ": write failed");
-}
-
 }  // namespace
 
 LayerTensors gpt_oss_layer_tensors(const LayerSpec& spec, const LayerWeights& w, int layer) {
@@ -94,8 +86,15 @@ LayerTensors gpt_oss_layer_tensors(const LayerSpec& spec, const LayerWeights& w,
   return out;
 }
 
+}  // namespace mxmoe::io
+
+namespace mxmoe {
+
 void generate_checkpoint(const std::string& out, const LayerSpec& spec,
                          const GenerateOptions& options) {
+  using io::gpt_oss_layer_tensors;
+  using io::LayerTensors;
+  namespace fs = std::filesystem;
   if (options.layers < 1 || options.layers > 4096)
     throw std::invalid_argument("generate: layers must be 1..4096, got " +
                                 std::to_string(options.layers));
@@ -107,49 +106,37 @@ void generate_checkpoint(const std::string& out, const LayerSpec& spec,
         "generate: a {} config.json cannot express this layer exactly (it reads back as {})",
         to_string(spec.family), to_json(reread)));
 
-  const fs::path target = fs::absolute(fs::path(out)).lexically_normal();
   std::error_code ec;
-  if (fs::exists(target, ec) && !options.force)
+  if (fs::symlink_status(out, ec).type() != fs::file_type::not_found && !options.force)
     throw LoadError(out + ": already exists (pass --force to replace it)");
-  const fs::path parent = target.parent_path();
-  if (!fs::is_directory(parent, ec)) throw LoadError(parent.string() + ": no such directory");
-  // Build the whole checkpoint beside the target, then rename it into place.
-  const fs::path temp = parent / fmt::format(".{}.tmp-{}", target.filename().string(), ::getpid());
-  fs::remove_all(temp, ec);
-  if (!fs::create_directory(temp, ec))
-    throw LoadError(fmt::format("cannot create {}: {}", temp.string(), ec.message()));
-  try {
-    write_text_file((temp / "config.json").string(), config);
-    // One shard per layer (a layer at a time in memory), or one file for a single layer.
-    json::Json weight_map = json::Json::object();
-    std::uint64_t total = 0;
-    for (int n = 0; n < options.layers; ++n) {
-      const LayerStorage storage =
-          LayerStorage::random(spec, options.seed + static_cast<std::uint64_t>(n));
-      const LayerTensors tensors = gpt_oss_layer_tensors(spec, storage.weights(), n);
-      const std::string file =
-          options.layers == 1
-              ? "model.safetensors"
-              : fmt::format("model-{:05d}-of-{:05d}.safetensors", n + 1, options.layers);
-      write_safetensors((temp / file).string(), tensors.tensors, {{"format", "pt"}});
-      for (const TensorToWrite& t : tensors.tensors) {
-        weight_map[t.name] = file;
-        total += t.data.size();
-      }
-      if (options.progress)
-        options.progress(fmt::format("generate: layer {}/{} -> {}", n + 1, options.layers, file));
+  // Built whole beside OUT, then renamed into place (files::AtomicDirectory).
+  files::AtomicDirectory staging(out);
+  const std::string& temp = staging.path();
+  files::write_file_atomically(temp + "/config.json", config);
+  // One shard per layer (a layer at a time in memory), or one file for a single layer.
+  json::Json weight_map = json::Json::object();
+  std::uint64_t total = 0;
+  for (int n = 0; n < options.layers; ++n) {
+    const LayerStorage storage =
+        LayerStorage::random(spec, options.seed + static_cast<std::uint64_t>(n));
+    const LayerTensors tensors = gpt_oss_layer_tensors(spec, storage.weights(), n);
+    const std::string file = options.layers == 1 ? "model.safetensors"
+                                                 : fmt::format("model-{:05d}-of-{:05d}.safetensors",
+                                                               n + 1, options.layers);
+    write_safetensors(temp + "/" + file, tensors.tensors, {{"format", "pt"}});
+    for (const TensorToWrite& t : tensors.tensors) {
+      weight_map[t.name] = file;
+      total += t.data.size();
     }
-    if (options.layers > 1)
-      write_text_file(
-          (temp / "model.safetensors.index.json").string(),
-          json::Json{{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}}.dump(2) +
-              "\n");
-    if (fs::exists(target, ec)) fs::remove_all(target);
-    fs::rename(temp, target);
-  } catch (...) {
-    fs::remove_all(temp, ec);
-    throw;
+    if (options.progress)
+      options.progress(fmt::format("generate: layer {}/{} -> {}", n + 1, options.layers, file));
   }
+  if (options.layers > 1)
+    files::write_file_atomically(
+        temp + "/model.safetensors.index.json",
+        json::Json{{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}}.dump(2) +
+            "\n");
+  staging.commit(/*replace_existing=*/options.force);
 }
 
-}  // namespace mxmoe::io
+}  // namespace mxmoe

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "mxmoe/generate.hpp"
 #include "mxmoe/layer_spec.hpp"
 #include "mxmoe/safetensors.hpp"
 #include "mxmoe/weights.hpp"
@@ -20,19 +21,8 @@ struct LayerTensors {
 };
 LayerTensors gpt_oss_layer_tensors(const LayerSpec& spec, const LayerWeights& w, int layer);
 
-struct GenerateOptions {
-  int layers = 1;
-  std::uint64_t seed = 1;  // layer N's weights: LayerStorage::random(spec, seed + N)
-  bool force = false;      // replace an existing OUT as a whole
-  std::function<void(const std::string&)> progress;  // one line per layer; may be empty
-};
-
-// Writes a checkpoint of LAYERS MoE layers with SPEC's shape and random weights: config.json
-// (model_config_json) and model.safetensors. It is written into a temporary sibling
-// directory and renamed into place when complete, so OUT is either the whole checkpoint or
-// untouched. Checks that the written config reads back as SPEC. Throws LoadError (I/O,
-// OUT exists without force) or std::invalid_argument (SPEC not expressible as a config).
-void generate_checkpoint(const std::string& out, const LayerSpec& spec,
-                         const GenerateOptions& options);
+// generate_checkpoint and its options are public (mxmoe/generate.hpp); this room writes them.
+using ::mxmoe::generate_checkpoint;
+using ::mxmoe::GenerateOptions;
 
 }  // namespace mxmoe::io

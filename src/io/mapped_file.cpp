@@ -7,10 +7,11 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
+#include <limits>
+#include <optional>
 #include <utility>
 
+#include "base/file.hpp"
 #include "mxmoe/checkpoint.hpp"
 
 namespace mxmoe::io {
@@ -22,21 +23,17 @@ std::string errno_text() {
 }  // namespace
 
 MappedFile MappedFile::open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw LoadError(path + ": cannot open: " + errno_text());
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    const std::string why = errno_text();
+  std::string error;
+  const std::optional<files::OpenedFile> opened = files::try_open_regular_file(path, error);
+  if (!opened) throw LoadError(error);
+  const int fd = opened->fd;
+  if (opened->size > std::numeric_limits<std::size_t>::max()) {
     ::close(fd);
-    throw LoadError(path + ": cannot stat: " + why);
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    throw LoadError(path + ": not a regular file");
+    throw LoadError(path + ": too large to map");
   }
   MappedFile file;
   file.path_ = path;
-  file.size_ = static_cast<std::size_t>(st.st_size);
+  file.size_ = static_cast<std::size_t>(opened->size);
   if (file.size_ > 0) {
     void* p = ::mmap(nullptr, file.size_, PROT_READ, MAP_PRIVATE, fd, 0);
     if (p == MAP_FAILED) {
@@ -76,12 +73,7 @@ void MappedFile::release() noexcept {
 }
 
 std::string read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw LoadError(path + ": cannot open: " + errno_text());
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw LoadError(path + ": read error");
-  return text.str();
+  return files::read_regular_file<LoadError>(path, files::kMaxJsonBytes);
 }
 
 }  // namespace mxmoe::io

@@ -11,8 +11,8 @@ namespace mxmoe::io {
 
 class MappedFile {
  public:
-  // Maps PATH read-only. Throws LoadError naming the file (missing, not a regular file,
-  // mmap failure). An empty file maps to an empty span.
+  // Maps PATH read-only. Throws LoadError naming the file (missing, not a regular file, e.g.
+  // a FIFO or /dev/zero, refused at once; mmap failure). An empty file maps to an empty span.
   static MappedFile open(const std::string& path);
   MappedFile() = default;
   ~MappedFile();
@@ -31,7 +31,8 @@ class MappedFile {
   std::size_t size_ = 0;
 };
 
-// Reads a small text file (config.json, an index) whole. Throws LoadError naming it.
+// Reads a JSON document (config.json, an index) whole: a regular file of at most
+// files::kMaxJsonBytes. Throws LoadError naming it.
 std::string read_text_file(const std::string& path);
 
 }  // namespace mxmoe::io

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 
+#include "io/checkpoint_file.hpp"
 #include "io/gpt_oss_layout.hpp"
 #include "io/mapped_file.hpp"
 #include "mxmoe/checkpoint.hpp"
@@ -11,7 +12,7 @@
 namespace mxmoe::io {
 
 ModelDir ModelDir::open(const std::string& dir) {
-  const std::string config_path = dir + "/config.json";
+  const std::string config_path = checkpoint_file(dir, "config.json");
   std::string name = std::filesystem::path(dir).lexically_normal().filename().string();
   if (name.empty()) name = std::filesystem::path(dir).lexically_normal().parent_path().filename();
   std::string text = read_text_file(config_path);

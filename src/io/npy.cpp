@@ -6,11 +6,11 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <limits>
 #include <map>
 #include <stdexcept>
 
+#include "base/file.hpp"
 #include "io/mapped_file.hpp"
 #include "mxmoe/checkpoint.hpp"
 #include "mxmoe/format.hpp"
@@ -132,7 +132,11 @@ std::vector<std::int64_t> parse_shape(const std::string& tuple, const std::strin
 
 NpyArray read_npy(const std::string& path, bool allow_bf16_as_u16) {
   const io::MappedFile file = io::MappedFile::open(path);
-  const auto bytes = file.bytes();
+  return parse_npy(file.bytes(), path, allow_bf16_as_u16);
+}
+
+NpyArray parse_npy(std::span<const std::uint8_t> bytes, const std::string& path,
+                   bool allow_bf16_as_u16) {
   if (bytes.size() < kMagicLen + 4 || std::memcmp(bytes.data(), kMagic, kMagicLen) != 0)
     throw LoadError(path + ": not a .npy file (bad magic)");
   const int major = bytes[6];
@@ -178,6 +182,9 @@ NpyArray read_npy(const std::string& path, bool allow_bf16_as_u16) {
 
   NpyArray out;
   out.shape = parse_shape(fields["shape"], path);
+  if (out.shape.size() > kMaxNpyRank)
+    throw LoadError(fmt::format("{}: .npy shape {} has {} dimensions, more than {}", path,
+                                fields["shape"], out.shape.size(), kMaxNpyRank));
   std::uint64_t count = 1;
   for (const std::int64_t d : out.shape) {
     const auto ud = static_cast<std::uint64_t>(d);
@@ -223,20 +230,17 @@ void write_npy(const std::string& path, std::span<const float> data,
   const std::size_t total = 10 + header.size() + 1;  // magic(6) version(2) len(2) ... '\n'
   header.append((64 - total % 64) % 64, ' ');
   header += '\n';
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw LoadError(path + ": cannot create");
+  files::AtomicFile out(path);
   out.write(kMagic, kMagicLen);
   const char version[2] = {1, 0};
   out.write(version, 2);
   const char len[2] = {static_cast<char>(header.size() & 0xFF),
                        static_cast<char>(header.size() >> 8)};
   out.write(len, 2);
-  out.write(header.data(), static_cast<std::streamsize>(header.size()));
+  out.write(header);
   static_assert(std::endian::native == std::endian::little, "npy writer assumes little-endian");
-  out.write(reinterpret_cast<const char*>(data.data()),
-            static_cast<std::streamsize>(data.size() * sizeof(float)));
-  out.close();
-  if (!out) throw LoadError(path + ": write failed");
+  out.write(data.data(), data.size() * sizeof(float));
+  out.commit();
 }
 
 }  // namespace mxmoe

@@ -7,12 +7,13 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
 
-#include "io/mapped_file.hpp"
+#include "base/file.hpp"
 #include "base/json.hpp"
+#include "io/checkpoint_file.hpp"
+#include "io/mapped_file.hpp"
 #include "io/tensor_set.hpp"
 #include "model/model_config.hpp"
 #include "mxmoe/checkpoint.hpp"
@@ -120,18 +121,11 @@ std::vector<std::uint64_t> u64s(std::initializer_list<std::int64_t> d) {
   return out;
 }
 
-void write_text(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  out.close();
-  if (!out) throw LoadError(path + ": write failed");
-}
-
 }  // namespace
 
 void quantize_checkpoint(const std::string& in_dir, const std::string& out_dir,
                          const QuantizeOptions& options) {
-  const std::string config_path = in_dir + "/config.json";
+  const std::string config_path = checkpoint_file(in_dir, "config.json");
   const std::string config_text = read_text_file(config_path);
   const ModelConfig config = parse_model_config(config_text, config_path, "");
   if (config.quant_method == "mxfp4")
@@ -142,11 +136,29 @@ void quantize_checkpoint(const std::string& in_dir, const std::string& out_dir,
                     "quantize` (use the MXFP4 release)");
   const TensorSet set = TensorSet::open_dir(in_dir);
 
-  if (fs::exists(out_dir) && !options.force)
-    throw LoadError(out_dir + ": already exists (pass --force to write into it)");
-  if (fs::exists(out_dir) && fs::equivalent(out_dir, in_dir))
+  std::error_code ec;
+  const bool out_exists = fs::symlink_status(out_dir, ec).type() != fs::file_type::not_found;
+  if (out_exists && !options.force)
+    throw LoadError(out_dir + ": already exists (pass --force to replace it whole)");
+  if (out_exists && !fs::is_directory(fs::symlink_status(out_dir, ec)))
+    throw LoadError(out_dir +
+                    ": exists and is not a directory (--force replaces a directory only)");
+  if (out_exists && fs::equivalent(out_dir, in_dir, ec))
     throw LoadError(out_dir + ": the output directory is the input directory");
-  fs::create_directories(out_dir);
+  {
+    // Replacing a directory that holds the input would delete the input.
+    const std::string in_real = fs::weakly_canonical(in_dir, ec).string() + "/";
+    const std::string out_real = fs::weakly_canonical(out_dir, ec).string() + "/";
+    if (in_real.rfind(out_real, 0) == 0)
+      throw LoadError(out_dir + ": the output directory contains the input directory " + in_dir);
+  }
+  const auto check_cancelled = [&] {
+    if (options.cancelled && options.cancelled())
+      throw QuantizeCancelled("quantize: interrupted; " + out_dir +
+                              (out_exists ? " is left as it was" : " was not created"));
+  };
+  files::AtomicDirectory staging(out_dir);
+  const std::string& tmp = staging.path();
 
   const LayerSpec& s = config.moe;
   const std::int64_t e = s.num_experts, h = s.hidden, i = s.intermediate;
@@ -162,6 +174,7 @@ void quantize_checkpoint(const std::string& in_dir, const std::string& out_dir,
     const SourceNames src = source_names(set, layer);
     ProjectionWriter w1(e, 2 * i, h, options.scale_rule), w2(e, h, i, options.scale_rule);
     for (std::int64_t x = 0; x < e; ++x) {
+      check_cancelled();
       w1.add(require(set, fmt::format(fmt::runtime(src.gate), x), in_dir), x, 0, i);
       w1.add(require(set, fmt::format(fmt::runtime(src.up), x), in_dir), x, i, i);
       w2.add(require(set, fmt::format(fmt::runtime(src.down), x), in_dir), x, 0, h);
@@ -204,7 +217,8 @@ void quantize_checkpoint(const std::string& in_dir, const std::string& out_dir,
     ++shard;
     const std::string shard_name =
         fmt::format("model-{:05d}-of-{:05d}.safetensors", shard, moe_layers);
-    write_safetensors(out_dir + "/" + shard_name, out, {{"format", "pt"}});
+    check_cancelled();
+    write_safetensors(tmp + "/" + shard_name, out, {{"format", "pt"}});
     for (const auto& t : out) {
       weight_map[t.name] = shard_name;
       total += t.data.size();
@@ -218,7 +232,7 @@ void quantize_checkpoint(const std::string& in_dir, const std::string& out_dir,
 
   const nlohmann::ordered_json index = {{"metadata", {{"total_size", total}}},
                                         {"weight_map", weight_map}};
-  write_text(out_dir + "/model.safetensors.index.json", index.dump(2) + "\n");
+  files::write_file_atomically(tmp + "/model.safetensors.index.json", index.dump(2) + "\n");
 
   json::Json cfg = json::parse_strict<LoadError>(config_text, config_path);
   cfg["quantization_config"] = {
@@ -227,7 +241,9 @@ void quantize_checkpoint(const std::string& in_dir, const std::string& out_dir,
       {"mxmoe_gate_up_layout", "halves"},
       {"mxmoe_scale_rule", options.scale_rule == ScaleRule::floor ? "floor" : "round_up"}};
   if (cfg.contains("text_config")) cfg["text_config"].erase("quantization_config");
-  write_text(out_dir + "/config.json", cfg.dump(2) + "\n");
+  files::write_file_atomically(tmp + "/config.json", cfg.dump(2) + "\n");
+  check_cancelled();
+  staging.commit(/*replace_existing=*/options.force);
 }
 
 }  // namespace mxmoe::io

@@ -1,13 +1,11 @@
 // The safetensors writer (used by `mxmoe quantize` and by tests to build fixtures).
 #include <fmt/core.h>
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <stdexcept>
 
+#include "base/file.hpp"
 #include "mxmoe/checkpoint.hpp"
 #include "mxmoe/safetensors.hpp"
 
@@ -38,8 +36,7 @@ void write_safetensors(const std::string& path, std::span<const TensorToWrite> t
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // keeps the data buffer 8-byte aligned
 
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw LoadError(path + ": cannot create: " + std::strerror(errno));
+  files::AtomicFile out(path);
   std::uint64_t len = text.size();
   char len_bytes[8];
   for (char& b : len_bytes) {
@@ -47,12 +44,9 @@ void write_safetensors(const std::string& path, std::span<const TensorToWrite> t
     len >>= 8;
   }
   out.write(len_bytes, 8);
-  out.write(text.data(), static_cast<std::streamsize>(text.size()));
-  for (const TensorToWrite& t : tensors)
-    out.write(reinterpret_cast<const char*>(t.data.data()),
-              static_cast<std::streamsize>(t.data.size()));
-  out.close();
-  if (!out) throw LoadError(path + ": write failed");
+  out.write(text);
+  for (const TensorToWrite& t : tensors) out.write(t.data.data(), t.data.size());
+  out.commit();
 }
 
 }  // namespace mxmoe

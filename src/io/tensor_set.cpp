@@ -1,11 +1,6 @@
 #include "io/tensor_set.hpp"
 
-#include <sys/stat.h>
-
-#include <climits>
-#include <cstdlib>
-#include <memory>
-
+#include "io/checkpoint_file.hpp"
 #include "io/mapped_file.hpp"
 #include "mxmoe/checkpoint.hpp"
 
@@ -16,57 +11,29 @@ namespace {
 constexpr const char* kSingleFile = "model.safetensors";
 constexpr const char* kIndexFile = "model.safetensors.index.json";
 
-bool exists(const std::string& path) {
-  struct stat st {};
-  return ::lstat(path.c_str(), &st) == 0;
-}
-
-std::string real_path(const std::string& path) {
-  std::unique_ptr<char, decltype(&std::free)> resolved(::realpath(path.c_str(), nullptr),
-                                                       &std::free);
-  if (!resolved) throw LoadError(path + ": cannot resolve the path (missing or a broken link)");
-  return resolved.get();
-}
-
-// The shard must stay inside the checkpoint directory even through symlinks.
-std::string checked_shard_path(const std::string& dir, const std::string& real_dir,
-                               const std::string& shard, const std::string& index_path) {
-  if (!is_plain_file_name(shard))
-    throw LoadError(index_path + ": shard \"" + shard + "\" is not a plain file name");
-  const std::string path = dir + "/" + shard;
-  if (!exists(path)) throw LoadError(index_path + ": shard \"" + shard + "\" does not exist");
-  const std::string target = real_path(path);
-  if (target.compare(0, real_dir.size() + 1, real_dir + "/") != 0)
-    throw LoadError(index_path + ": shard \"" + shard + "\" resolves to " + target +
-                    ", outside the checkpoint directory " + real_dir);
-  return path;
-}
-
 }  // namespace
 
 TensorSet TensorSet::open_dir(const std::string& dir) {
   TensorSet set;
-  const std::string single = dir + "/" + kSingleFile;
-  const std::string index_path = dir + "/" + kIndexFile;
-  if (exists(single)) {
+  if (checkpoint_entry_exists(dir, kSingleFile)) {
     set.files_.reserve(1);
-    set.files_.push_back(SafetensorsFile::open(single));
+    set.files_.push_back(SafetensorsFile::open(checkpoint_file(dir, kSingleFile)));
     for (const TensorInfo& t : set.files_[0].header().tensors)
       set.refs_.emplace(t.name, TensorRef{&set.files_[0], &t});
     return set;
   }
-  if (!exists(index_path)) throw LoadError(dir + ": no " + kSingleFile + " and no " + kIndexFile);
+  if (!checkpoint_entry_exists(dir, kIndexFile))
+    throw LoadError(dir + ": no " + kSingleFile + " and no " + kIndexFile);
 
   set.sharded_ = true;
+  const std::string index_path = checkpoint_file(dir, kIndexFile);
   const SafetensorsIndex index = parse_safetensors_index(read_text_file(index_path), index_path);
-  const std::string real_dir = real_path(dir);
   std::map<std::string, std::size_t> shard_slot;
   for (const auto& [tensor, shard] : index.weight_map) shard_slot.emplace(shard, 0);
   set.files_.reserve(shard_slot.size());
   for (auto& [shard, slot] : shard_slot) {
     slot = set.files_.size();
-    set.files_.push_back(
-        SafetensorsFile::open(checked_shard_path(dir, real_dir, shard, index_path)));
+    set.files_.push_back(SafetensorsFile::open(checkpoint_file(dir, shard, index_path)));
   }
   for (const auto& [shard, slot] : shard_slot) {
     const SafetensorsFile& file = set.files_[slot];

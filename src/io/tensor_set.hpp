@@ -1,5 +1,5 @@
 // All tensors of a checkpoint directory: one model.safetensors, or the shards named by
-// model.safetensors.index.json (names checked, symlinks kept inside the directory, every
+// model.safetensors.index.json (every file under the rule of checkpoint_file.hpp; every
 // tensor in exactly one shard and exactly where the index says).
 #pragma once
 

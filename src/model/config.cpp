@@ -17,52 +17,91 @@ namespace {
 
 using Json = json::Json;
 
-// Reads typed fields of one JSON object; every error names the full field path.
+// Key aliases of a family's config class: transformers' attribute_map (an alias is read and
+// written under its canonical key, so transformers 5 writes `num_local_experts` for Qwen3-MoE)
+// and the names of the original releases (OpenAI's `experts_per_token`). A field is looked up
+// under its canonical key and every alias; two spellings present with different values are an
+// error. Sources and the list: docs/CHECKPOINTS.md. To add a family or a name, add a row.
+struct KeyAliases {
+  const char* canonical;
+  std::vector<const char*> aliases;
+};
+
+const std::vector<KeyAliases>& aliases_for(std::string_view model_type) {
+  static const std::vector<KeyAliases> kNone;
+  static const std::vector<std::pair<std::string_view, std::vector<KeyAliases>>> kTable = {
+      {"gpt_oss",
+       {{"num_local_experts", {"num_experts"}}, {"num_experts_per_tok", {"experts_per_token"}}}},
+      {"mixtral", {{"num_local_experts", {"num_experts"}}}},
+      {"qwen3_moe", {{"num_experts", {"num_local_experts"}}}},
+      {"deepseek_v3", {{"n_routed_experts", {"num_local_experts"}}}},
+      {"deepseek_v4", {{"n_routed_experts", {"num_local_experts"}}}},
+  };
+  for (const auto& [type, aliases] : kTable)
+    if (type == model_type) return aliases;
+  return kNone;
+}
+
+// Reads typed fields of one JSON object; every error names the field as written.
 class Fields {
  public:
   Fields(const Json& object, std::string prefix, std::string label, std::string model_type)
       : obj_(object),
         prefix_(std::move(prefix)),
         label_(std::move(label)),
-        model_type_(std::move(model_type)) {}
+        model_type_(std::move(model_type)),
+        aliases_(aliases_for(model_type_)) {}
 
-  bool has(const char* key) const { return obj_.contains(key) && !obj_[key].is_null(); }
+  bool has(const char* key) const { return spelling(key) != nullptr; }
   const Json& raw(const char* key) const {
-    if (!has(key))
-      throw LoadError(fmt::format("{}: missing field '{}' (required for model_type {})", label_,
-                                  path(key), model_type_));
-    return obj_[key];
+    const char* k = spelling(key);
+    if (k == nullptr)
+      throw LoadError(fmt::format("{}: missing field '{}'{} (required for model_type {})", label_,
+                                  path(key), also_known_as(key), model_type_));
+    return obj_[k];
   }
   [[noreturn]] void bad(const char* key, const std::string& what) const {
     throw LoadError(fmt::format("{}: field '{}': {}", label_, path(key), what));
   }
 
-  int integer(const char* key, int min_value) const {
+  // An integer in [min_value, max_value].
+  int integer(const char* key, int min_value, int max_value = kMaxInt) const {
     const Json& v = raw(key);
-    if (!v.is_number_integer() || v.get<std::int64_t>() < min_value ||
-        v.get<std::int64_t>() > std::numeric_limits<int>::max())
-      bad(key, fmt::format("expected an integer >= {}, got {}", min_value, v.dump()));
+    // Compared in 64 bits (nlohmann holds non-negative integers as unsigned), so a value that
+    // does not fit an int is out of range, never wrapped.
+    bool ok = v.is_number_integer();
+    if (ok && v.is_number_unsigned())
+      ok = v.get<std::uint64_t>() <= static_cast<std::uint64_t>(max_value) &&
+           static_cast<std::int64_t>(v.get<std::uint64_t>()) >= min_value;
+    else if (ok)
+      ok = v.get<std::int64_t>() >= min_value && v.get<std::int64_t>() <= max_value;
+    if (!ok)
+      bad(key, max_value == kMaxInt
+                   ? fmt::format("expected an integer >= {}, got {}", min_value, v.dump())
+                   : fmt::format("expected an integer in [{}, {}], got {}", min_value, max_value,
+                                 v.dump()));
     return static_cast<int>(v.get<std::int64_t>());
   }
-  int integer_or(const char* key, int min_value, int fallback) const {
-    return has(key) ? integer(key, min_value) : fallback;
+  int integer_or(const char* key, int min_value, int fallback, int max_value = kMaxInt) const {
+    return has(key) ? integer(key, min_value, max_value) : fallback;
   }
   float positive_number_or(const char* key, float fallback) const {
     if (!has(key)) return fallback;
-    const Json& v = obj_[key];
-    if (!v.is_number() || !(v.get<double>() > 0) || !std::isfinite(v.get<double>()))
+    const Json& v = raw(key);
+    if (!v.is_number() || !(v.get<double>() > 0) ||
+        !(v.get<double>() <= static_cast<double>(std::numeric_limits<float>::max())))
       bad(key, "expected a finite positive number, got " + v.dump());
     return static_cast<float>(v.get<double>());
   }
   bool boolean_or(const char* key, bool fallback) const {
     if (!has(key)) return fallback;
-    if (!obj_[key].is_boolean()) bad(key, "expected true or false, got " + obj_[key].dump());
-    return obj_[key].get<bool>();
+    if (!raw(key).is_boolean()) bad(key, "expected true or false, got " + raw(key).dump());
+    return raw(key).get<bool>();
   }
   std::string string_or(const char* key, const std::string& fallback) const {
     if (!has(key)) return fallback;
-    if (!obj_[key].is_string()) bad(key, "expected a string, got " + obj_[key].dump());
-    return obj_[key].get<std::string>();
+    if (!raw(key).is_string()) bad(key, "expected a string, got " + raw(key).dump());
+    return raw(key).get<std::string>();
   }
   // A field that, when present, must hold one of the values mxmoe implements.
   void require_string_in(const char* key, std::initializer_list<const char*> allowed) const {
@@ -75,21 +114,63 @@ class Fields {
     }
     bad(key, fmt::format("\"{}\" is not supported by mxmoe (supported: {})", v, list));
   }
-  std::string path(const char* key) const { return prefix_ + key; }
+  // The field as written in the file (the alias when only the alias is present).
+  std::string path(const char* key) const {
+    const char* k = spelling(key);
+    return prefix_ + (k != nullptr ? k : key);
+  }
 
  private:
+  static constexpr int kMaxInt = std::numeric_limits<int>::max();
+
+  const KeyAliases* aliases_of(const char* key) const {
+    for (const KeyAliases& a : aliases_)
+      if (std::string_view(a.canonical) == key) return &a;
+    return nullptr;
+  }
+  std::string also_known_as(const char* key) const {
+    std::string text;
+    if (const KeyAliases* a = aliases_of(key))
+      for (const char* alias : a->aliases) text += fmt::format(" or '{}{}'", prefix_, alias);
+    return text;
+  }
+  // The key under which KEY is present (canonical first), nullptr when absent. Two spellings
+  // with different values are refused: transformers would keep one, silently.
+  const char* spelling(const char* key) const {
+    const auto present = [&](const char* k) { return obj_.contains(k) && !obj_[k].is_null(); };
+    const KeyAliases* a = aliases_of(key);
+    const char* found = present(key) ? key : nullptr;
+    if (a == nullptr) return found;
+    for (const char* alias : a->aliases) {
+      if (!present(alias)) continue;
+      if (found == nullptr) {
+        found = alias;
+      } else if (obj_[alias] != obj_[found]) {
+        throw LoadError(fmt::format(
+            "{}: fields '{}{}' and '{}{}' are two names of one setting and disagree ({} vs {})",
+            label_, prefix_, found, prefix_, alias, obj_[found].dump(), obj_[alias].dump()));
+      }
+    }
+    return found;
+  }
+
   const Json& obj_;
   std::string prefix_, label_, model_type_;
+  const std::vector<KeyAliases>& aliases_;
 };
 
-// Experts per token: HF gpt-oss writes both names; they must agree when both are present.
 int read_top_k(const Fields& f) {
-  if (f.has("num_experts_per_tok") && f.has("experts_per_token") &&
-      f.integer("num_experts_per_tok", 1) != f.integer("experts_per_token", 1))
-    f.bad("experts_per_token", "disagrees with num_experts_per_tok");
-  if (!f.has("num_experts_per_tok") && f.has("experts_per_token"))
-    return f.integer("experts_per_token", 1);
-  return f.integer("num_experts_per_tok", 1);
+  return f.integer("num_experts_per_tok", 1, kMaxExperts);
+}
+int read_experts(const Fields& f, const char* key) {
+  return f.integer(key, 1, kMaxExperts);
+}
+int read_dim(const Fields& f, const char* key) {
+  return f.integer(key, 32, kMaxLayerDim);
+}
+// transformers' ACT2FN maps "silu" and "swish" to the same function.
+void require_silu(const Fields& f) {
+  f.require_string_in("hidden_act", {"silu", "swish"});
 }
 
 void check_shapes(const Fields& f, const LayerSpec& s, const char* experts_key,
@@ -108,17 +189,19 @@ std::vector<std::string> all_moe(int layers) {
   return std::vector<std::string>(static_cast<std::size_t>(layers));
 }
 
+// Fields of transformers' GptOssConfig that change the MoE output: num_local_experts,
+// num_experts_per_tok, hidden_size, intermediate_size, hidden_act, swiglu_alpha, swiglu_limit.
 void parse_gpt_oss(const Fields& f, ModelConfig& c) {
   LayerSpec& s = c.moe;
   s.family = Family::gpt_oss;
-  s.num_experts = f.integer("num_local_experts", 1);
+  s.num_experts = read_experts(f, "num_local_experts");
   s.top_k = read_top_k(f);
-  s.hidden = f.integer("hidden_size", 32);
-  s.intermediate = f.integer("intermediate_size", 32);
-  f.require_string_in("hidden_act", {"silu"});  // gpt-oss writes "silu" for its swiglu
+  s.hidden = read_dim(f, "hidden_size");
+  s.intermediate = read_dim(f, "intermediate_size");
+  require_silu(f);  // gpt-oss writes "silu" for its clamped swiglu
   s.routing = RoutingMethod::topk_softmax;
   s.activation = ActivationFn::swiglu_oai;
-  s.activation_params.alpha = 1.702f;
+  s.activation_params.alpha = f.positive_number_or("swiglu_alpha", 1.702f);
   s.activation_params.limit = f.positive_number_or("swiglu_limit", 7.0f);
   s.expert_bias = true;
   s.router_bias = true;
@@ -127,14 +210,17 @@ void parse_gpt_oss(const Fields& f, ModelConfig& c) {
   c.non_moe_reason = all_moe(c.num_layers);
 }
 
+// MixtralConfig: num_local_experts, num_experts_per_tok, hidden_size, intermediate_size,
+// hidden_act. router_jitter_noise acts in training only (transformers applies it when the
+// module is training), so it does not change inference.
 void parse_mixtral(const Fields& f, ModelConfig& c) {
   LayerSpec& s = c.moe;
   s.family = Family::mixtral;
-  s.num_experts = f.integer("num_local_experts", 1);
+  s.num_experts = read_experts(f, "num_local_experts");
   s.top_k = read_top_k(f);
-  s.hidden = f.integer("hidden_size", 32);
-  s.intermediate = f.integer("intermediate_size", 32);
-  f.require_string_in("hidden_act", {"silu"});
+  s.hidden = read_dim(f, "hidden_size");
+  s.intermediate = read_dim(f, "intermediate_size");
+  require_silu(f);
   s.routing = RoutingMethod::softmax_topk;
   s.routing_params.renormalize = true;
   s.activation = ActivationFn::silu_glu;
@@ -143,14 +229,30 @@ void parse_mixtral(const Fields& f, ModelConfig& c) {
   c.non_moe_reason = all_moe(c.num_layers);
 }
 
-void parse_qwen3_moe(const Fields& f, ModelConfig& c, const Json& obj) {
+// A list of layer indices (Qwen's mlp_only_layers); indices outside the model are refused.
+std::set<int> layer_list(const Fields& f, const char* key, int layers) {
+  std::set<int> out;
+  if (!f.has(key)) return out;
+  const Json& list = f.raw(key);
+  if (!list.is_array()) f.bad(key, "expected a list of layer indices");
+  for (const Json& v : list) {
+    if (!v.is_number_integer() || v.get<std::int64_t>() < 0 || v.get<std::int64_t>() >= layers)
+      f.bad(key, fmt::format("expected layer indices in [0, {}), got {}", layers, v.dump()));
+    out.insert(v.get<int>());
+  }
+  return out;
+}
+
+// Qwen3MoeConfig: num_experts, num_experts_per_tok, hidden_size, moe_intermediate_size,
+// hidden_act, norm_topk_prob, decoder_sparse_step, mlp_only_layers.
+void parse_qwen3_moe(const Fields& f, ModelConfig& c) {
   LayerSpec& s = c.moe;
   s.family = Family::qwen3_moe;
-  s.num_experts = f.integer("num_experts", 1);
+  s.num_experts = read_experts(f, "num_experts");
   s.top_k = read_top_k(f);
-  s.hidden = f.integer("hidden_size", 32);
-  s.intermediate = f.integer("moe_intermediate_size", 32);
-  f.require_string_in("hidden_act", {"silu"});
+  s.hidden = read_dim(f, "hidden_size");
+  s.intermediate = read_dim(f, "moe_intermediate_size");
+  require_silu(f);
   s.routing = RoutingMethod::softmax_topk;
   s.routing_params.renormalize = f.boolean_or("norm_topk_prob", false);  // HF default
   s.activation = ActivationFn::silu_glu;
@@ -162,15 +264,7 @@ void parse_qwen3_moe(const Fields& f, ModelConfig& c, const Json& obj) {
   check_shapes(f, s, "num_experts", "moe_intermediate_size");
 
   const int step = f.integer_or("decoder_sparse_step", 1, 1);
-  std::set<int> dense;
-  if (f.has("mlp_only_layers")) {
-    const Json& list = obj["mlp_only_layers"];
-    if (!list.is_array()) f.bad("mlp_only_layers", "expected a list of layer indices");
-    for (const Json& v : list) {
-      if (!v.is_number_integer()) f.bad("mlp_only_layers", "expected integers, got " + v.dump());
-      dense.insert(v.get<int>());
-    }
-  }
+  const std::set<int> dense = layer_list(f, "mlp_only_layers", c.num_layers);
   c.non_moe_reason = all_moe(c.num_layers);
   for (int i = 0; i < c.num_layers; ++i) {
     if (dense.count(i))
@@ -181,19 +275,27 @@ void parse_qwen3_moe(const Fields& f, ModelConfig& c, const Json& obj) {
   }
 }
 
+// DeepseekV3Config (and the original release's config.json): n_routed_experts,
+// num_experts_per_tok, hidden_size, moe_intermediate_size, hidden_act, n_shared_experts,
+// routed_scaling_factor, norm_topk_prob, n_group, topk_group, scoring_func, topk_method,
+// first_k_dense_replace, moe_layer_freq.
 void parse_deepseek(const Fields& f, ModelConfig& c, bool v4) {
   LayerSpec& s = c.moe;
   s.family = v4 ? Family::deepseek_v4 : Family::deepseek_v3;
-  s.num_experts = f.integer("n_routed_experts", 1);
+  s.num_experts = read_experts(f, "n_routed_experts");
   s.top_k = read_top_k(f);
-  s.hidden = f.integer("hidden_size", 32);
-  s.intermediate = f.integer("moe_intermediate_size", 32);
-  f.require_string_in("hidden_act", {"silu"});
+  s.hidden = read_dim(f, "hidden_size");
+  s.intermediate = read_dim(f, "moe_intermediate_size");
+  require_silu(f);
   s.routing_params.selection_bias = true;
   s.routing_params.routed_scaling_factor = f.positive_number_or("routed_scaling_factor", 1.0f);
   if (!f.boolean_or("norm_topk_prob", true))
     f.bad("norm_topk_prob", "false is not supported (mxmoe normalises the chosen weights)");
-  s.shared_experts = f.integer_or("n_shared_experts", 0, 0);
+  s.shared_experts = f.integer_or("n_shared_experts", 0, 0, kMaxLayerDim / 32);
+  if (std::int64_t{s.shared_experts} * s.intermediate > kMaxLayerDim)
+    f.bad("n_shared_experts",
+          fmt::format("{} shared experts of {} make an intermediate size over the bound {}",
+                      s.shared_experts, s.intermediate, kMaxLayerDim));
   s.shared_intermediate = s.shared_experts * s.intermediate;
   s.gate_up_layout = GateUpLayout::halves;
   if (v4) {
@@ -205,8 +307,8 @@ void parse_deepseek(const Fields& f, ModelConfig& c, bool v4) {
     f.require_string_in("scoring_func", {"sigmoid"});
     f.require_string_in("topk_method", {"noaux_tc"});
     s.routing = RoutingMethod::sigmoid_group_topk;
-    s.routing_params.n_group = f.integer_or("n_group", 1, 1);
-    s.routing_params.topk_group = f.integer_or("topk_group", 1, 1);
+    s.routing_params.n_group = f.integer_or("n_group", 1, 1, kMaxExperts);
+    s.routing_params.topk_group = f.integer_or("topk_group", 1, 1, kMaxExperts);
     s.activation = ActivationFn::silu_glu;
     if (s.num_experts % s.routing_params.n_group != 0)
       f.bad("n_group", fmt::format("{} groups do not divide the {} experts",
@@ -293,14 +395,14 @@ ModelConfig parse_model_config(std::string_view json_text, const std::string& la
                                 "deepseek_v3, deepseek_v4)");
   const Fields f(obj, prefix, label, c.model_type);
   c.moe.name = model_name;
-  c.num_layers = f.integer("num_hidden_layers", 1);
+  c.num_layers = f.integer("num_hidden_layers", 1, kMaxModelLayers);
 
   if (c.model_type == "gpt_oss") {
     parse_gpt_oss(f, c);
   } else if (c.model_type == "mixtral") {
     parse_mixtral(f, c);
   } else if (c.model_type == "qwen3_moe") {
-    parse_qwen3_moe(f, c, obj);
+    parse_qwen3_moe(f, c);
   } else if (c.model_type == "deepseek_v3") {
     parse_deepseek(f, c, /*v4=*/false);
   } else {

@@ -2,9 +2,9 @@
 #include <array>
 #include <string_view>
 
-#include "mxmoe/layer_spec.hpp"
 #include "base/enum_names.hpp"
 #include "model/layer_spec_json.hpp"
+#include "mxmoe/layer_spec.hpp"
 
 namespace mxmoe {
 namespace {
@@ -95,10 +95,10 @@ LayerSpec layer_spec_from_json(const Json& j) {
   LayerSpec s;
   s.name = get<std::string>(j, what, "name");
   s.family = parse_family(get<std::string>(j, what, "family"));
-  s.num_experts = get<int>(j, what, "num_experts");
-  s.top_k = get<int>(j, what, "top_k");
-  s.hidden = get<int>(j, what, "hidden");
-  s.intermediate = get<int>(j, what, "intermediate");
+  s.num_experts = static_cast<int>(json::get_integer(j, what, "num_experts", 1, kMaxExperts));
+  s.top_k = static_cast<int>(json::get_integer(j, what, "top_k", 1, kMaxExperts));
+  s.hidden = static_cast<int>(json::get_integer(j, what, "hidden", 1, kMaxLayerDim));
+  s.intermediate = static_cast<int>(json::get_integer(j, what, "intermediate", 1, kMaxLayerDim));
   s.routing = parse_routing_method(get<std::string>(j, what, "routing"));
   {
     const Json& r = j.at("routing_params");
@@ -107,24 +107,29 @@ LayerSpec layer_spec_from_json(const Json& j) {
         r, rw, {"renormalize", "selection_bias", "n_group", "topk_group", "routed_scaling_factor"});
     s.routing_params.renormalize = get<bool>(r, rw, "renormalize");
     s.routing_params.selection_bias = get<bool>(r, rw, "selection_bias");
-    s.routing_params.n_group = get<int>(r, rw, "n_group");
-    s.routing_params.topk_group = get<int>(r, rw, "topk_group");
-    s.routing_params.routed_scaling_factor = get<float>(r, rw, "routed_scaling_factor");
+    s.routing_params.n_group =
+        static_cast<int>(json::get_integer(r, rw, "n_group", 1, kMaxExperts));
+    s.routing_params.topk_group =
+        static_cast<int>(json::get_integer(r, rw, "topk_group", 1, kMaxExperts));
+    s.routing_params.routed_scaling_factor = json::get_float(r, rw, "routed_scaling_factor");
   }
   s.activation = parse_activation_fn(get<std::string>(j, what, "activation"));
   {
     const Json& a = j.at("activation_params");
     constexpr std::string_view aw = "LayerSpec.activation_params";
     json::expect_keys(a, aw, {"alpha", "limit"});
-    s.activation_params.alpha = get<float>(a, aw, "alpha");
-    s.activation_params.limit = get<float>(a, aw, "limit");
+    s.activation_params.alpha = json::get_float(a, aw, "alpha");
+    s.activation_params.limit = json::get_float(a, aw, "limit");
   }
   s.expert_bias = get<bool>(j, what, "expert_bias");
   s.router_bias = get<bool>(j, what, "router_bias");
   s.gate_up_layout = parse_gate_up_layout(get<std::string>(j, what, "gate_up_layout"));
-  s.shared_experts = get<int>(j, what, "shared_experts");
-  s.shared_intermediate = get<int>(j, what, "shared_intermediate");
+  s.shared_experts =
+      static_cast<int>(json::get_integer(j, what, "shared_experts", 0, kMaxLayerDim));
+  s.shared_intermediate =
+      static_cast<int>(json::get_integer(j, what, "shared_intermediate", 0, kMaxLayerDim));
   s.weight_format = parse_weight_format(get<std::string>(j, what, "weight_format"));
+  validate(s);  // a replayed deployment is judged only when its layer is one
   return s;
 }
 

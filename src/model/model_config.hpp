@@ -13,6 +13,10 @@
 
 namespace mxmoe {
 
+// The most layers a config.json may declare (num_hidden_layers): far above any real model
+// (DeepSeek-V3 has 61), low enough that per-layer bookkeeping stays small.
+inline constexpr int kMaxModelLayers = 16384;
+
 struct ModelConfig {
   std::string model_type;    // as written (text_config's when nested)
   std::string architecture;  // architectures[0], or ""

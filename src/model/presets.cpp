@@ -84,9 +84,9 @@ LayerSpec deepseek_v4_flash() {
   return s;
 }
 
-constexpr std::array<const char*, 6> kPresetNames = {"gpt-oss-20b",       "gpt-oss-120b",
-                                                     "deepseek-v4-flash", "deepseek-v3",
-                                                     "qwen3-30b-a3b",     "mixtral-8x7b"};
+constexpr std::array<const char*, 7> kPresetNames = {
+    "gpt-oss-20b",  "gpt-oss-120b", "deepseek-v4-flash", "deepseek-v3", "qwen3-30b-a3b",
+    "mixtral-8x7b", "tiny"};
 
 }  // namespace
 
@@ -103,6 +103,14 @@ LayerSpec preset(std::string_view name) {
     return softmax_family("qwen3-30b-a3b", Family::qwen3_moe, 128, 8, 2048, 768);
   if (name == "mixtral-8x7b")
     return softmax_family("mixtral-8x7b", Family::mixtral, 8, 2, 4096, 14336);
+  if (name == "tiny") {
+    // For quick tries: the gpt-oss math (biases, clamped swiglu) at E=8, top-2, H=I=256.
+    LayerSpec s = gpt_oss("tiny", 8);
+    s.top_k = 2;
+    s.hidden = 256;
+    s.intermediate = 256;
+    return s;
+  }
   std::string valid;
   for (const char* n : kPresetNames) valid += std::string(valid.empty() ? "" : ", ") + n;
   throw std::invalid_argument("unknown preset '" + std::string(name) + "'; valid: " + valid);

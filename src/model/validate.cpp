@@ -13,9 +13,10 @@ namespace {
 }
 
 void require_block_multiple(const LayerSpec& s, const char* field, int v) {
-  if (v <= 0 || v % 32 != 0)
+  if (v <= 0 || v % 32 != 0 || v > kMaxLayerDim)
     fail(s, std::string(field) + " = " + std::to_string(v) +
-                " must be a positive multiple of 32 (the MX block size)");
+                " must be a positive multiple of 32 (the MX block size), at most " +
+                std::to_string(kMaxLayerDim));
 }
 
 bool uses_scores_with_bias(RoutingMethod m) {
@@ -25,8 +26,9 @@ bool uses_scores_with_bias(RoutingMethod m) {
 }  // namespace
 
 void validate(const LayerSpec& s) {
-  if (s.num_experts <= 0)
-    fail(s, "num_experts = " + std::to_string(s.num_experts) + " must be > 0");
+  if (s.num_experts <= 0 || s.num_experts > kMaxExperts)
+    fail(s, "num_experts = " + std::to_string(s.num_experts) + " must be in [1, " +
+                std::to_string(kMaxExperts) + "]");
   if (s.top_k <= 0 || s.top_k > s.num_experts)
     fail(s, "top_k = " + std::to_string(s.top_k) +
                 " must be in [1, num_experts = " + std::to_string(s.num_experts) + "]");

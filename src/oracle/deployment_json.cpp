@@ -3,6 +3,7 @@
 
 #include "base/enum_names.hpp"
 #include "mxmoe/deployment.hpp"
+#include "mxmoe/runtime.hpp"
 #include "oracle/json_io.hpp"
 
 namespace mxmoe {
@@ -37,23 +38,41 @@ Json request_to_json(const Request& r) {
               {"threads", r.threads},
               {"tokens_hint", r.tokens_hint},
               {"forced_backend", r.forced_backend},
-              {"excluded_backends", r.excluded_backends}};
+              {"excluded_backends", r.excluded_backends},
+              {"allow_judge_only", r.allow_judge_only}};
 }
 
 Request request_from_json(const Json& j) {
   constexpr std::string_view what = "Request";
+  // allow_judge_only and placement came later: requests written before them still parse.
   json::expect_keys(j, what,
-                    {"activation", "batch_invariant", "ep_size", "ep_rank", "placement", "threads",
-                     "tokens_hint", "forced_backend", "excluded_backends"});
+                    {"activation", "batch_invariant", "ep_size", "ep_rank", "threads",
+                     "tokens_hint", "forced_backend", "excluded_backends"},
+                    {"allow_judge_only", "placement"});
   Request r;
+  if (j.contains("allow_judge_only")) r.allow_judge_only = get<bool>(j, what, "allow_judge_only");
   if (!j.at("activation").is_null())
     r.activation = parse_activation_format(get<std::string>(j, what, "activation"));
   r.batch_invariant = get<bool>(j, what, "batch_invariant");
-  r.ep_size = get<int>(j, what, "ep_size");
-  r.ep_rank = get<int>(j, what, "ep_rank");
-  r.placement = get<std::vector<int>>(j, what, "placement");
-  r.threads = get<int>(j, what, "threads");
-  r.tokens_hint = get<int>(j, what, "tokens_hint");
+  r.ep_size = static_cast<int>(json::get_integer(j, what, "ep_size", 1, kMaxExperts));
+  r.ep_rank = static_cast<int>(json::get_integer(j, what, "ep_rank", 0, kMaxExperts - 1));
+  r.threads = static_cast<int>(json::get_integer(j, what, "threads", 0, kMaxThreads));
+  r.tokens_hint = static_cast<int>(json::get_integer(j, what, "tokens_hint", 1, kMaxTokensPerCall));
+  if (j.contains("placement")) {
+    const Json& owners = j.at("placement");
+    if (!owners.is_array() || owners.size() > static_cast<std::size_t>(kMaxExperts))
+      throw std::invalid_argument(std::string(what) + ": field \"placement\": expected an array " +
+                                  "of at most " + std::to_string(kMaxExperts) + " ranks");
+    r.placement.reserve(owners.size());
+    for (const Json& owner : owners) {
+      if (!owner.is_number_integer() || owner.get<std::int64_t>() < 0 ||
+          owner.get<std::int64_t>() >= kMaxExperts)
+        throw std::invalid_argument(std::string(what) + ": field \"placement\": " + owner.dump() +
+                                    " is not a rank in [0, " + std::to_string(kMaxExperts - 1) +
+                                    "]");
+      r.placement.push_back(static_cast<int>(owner.get<std::int64_t>()));
+    }
+  }
   r.forced_backend = get<std::string>(j, what, "forced_backend");
   r.excluded_backends = get<std::vector<std::string>>(j, what, "excluded_backends");
   return r;

@@ -1,16 +1,16 @@
 // Names of the closed catalogue of reason codes (docs/REASON_CODES.md documents each).
 #include <array>
 
-#include "mxmoe/oracle.hpp"
 #include "base/enum_names.hpp"
+#include "mxmoe/oracle.hpp"
 
 namespace mxmoe {
 namespace {
 
-constexpr std::array<std::string_view, 13> kReasonNames = {
+constexpr std::array<std::string_view, 14> kReasonNames = {
     "unsupported_isa", "os_denied",     "not_compiled",    "weight_format",    "activation_format",
     "activation_fn",   "routing",       "shape_alignment", "batch_invariance", "expert_parallel",
-    "no_device",       "user_excluded", "not_forced"};
+    "no_device",       "user_excluded", "not_forced",      "judge_only"};
 
 }  // namespace
 

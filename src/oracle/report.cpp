@@ -1,10 +1,12 @@
 // The human forms of a Selection: the NoBackendError message (which starts with the
-// sentence users already search for and keeps every reason), the table, the dispatch log.
+// sentence users already search for and keeps every reason), the table, the dispatch log;
+// and the hardware report of `mxmoe info` (it lists the registered backends).
 #include "oracle/report.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <iterator>
 
 namespace mxmoe {
 namespace {
@@ -146,6 +148,49 @@ std::string format_dispatch_log(const Selection& s) {
     if (!v.reasons.empty()) out += " [" + codes(v) + "]";
     out += "\n";
   }
+  return out;
+}
+
+namespace {
+
+std::string bytes_text(std::uint64_t b) {
+  if (b == 0) return "unknown";
+  if (b % (1ull << 20) == 0) return fmt::format("{} MiB", b >> 20);
+  return fmt::format("{} KiB", b >> 10);
+}
+
+std::string join_or_none(const std::vector<std::string>& items) {
+  return items.empty() ? "none" : join(items, " ");
+}
+
+}  // namespace
+
+std::string format_hardware_report(const Hardware& h) {
+  std::vector<std::string> usable, absent;
+  for (std::string_view name : isa_feature_names())
+    (isa_feature(h.isa, name).value_or(false) ? usable : absent).emplace_back(name);
+  std::vector<std::string> backends;
+  for (const Backend* b : registered_backends()) backends.emplace_back(b->name());
+  std::string out;
+  fmt::format_to(std::back_inserter(out), "CPU:        {} ({}), {} logical CPUs\n",
+                 h.model.empty() ? "unknown" : h.model,
+                 h.vendor.empty() ? "unknown vendor" : h.vendor, h.logical_cpus);
+  fmt::format_to(std::back_inserter(out), "Caches:     L1d {}, L2 {}, L3 {} (per cpu0's view)\n",
+                 bytes_text(h.l1d_bytes), bytes_text(h.l2_bytes), bytes_text(h.l3_bytes));
+  fmt::format_to(std::back_inserter(out), "ISA usable: {}\n", join_or_none(usable));
+  fmt::format_to(std::back_inserter(out), "ISA absent: {}\n", join_or_none(absent));
+  fmt::format_to(std::back_inserter(out), "OS denied:  {}\n", join_or_none(h.os_denied));
+  fmt::format_to(std::back_inserter(out), "ISA cap:    {}\n",
+                 h.isa_cap.empty() ? "none (MXMOE_MAX_ISA unset)" : h.isa_cap);
+  if (h.cuda_devices.empty()) {
+    out += "CUDA:       none (no CUDA runtime in this build)\n";
+  } else {
+    for (const CudaDevice& d : h.cuda_devices)
+      fmt::format_to(std::back_inserter(out), "CUDA:       {} (sm_{}, {})\n", d.name, d.sm,
+                     bytes_text(d.memory_bytes));
+  }
+  fmt::format_to(std::back_inserter(out), "Source:     {}\n", h.source);
+  fmt::format_to(std::back_inserter(out), "Backends:   {}\n", join_or_none(backends));
   return out;
 }
 

@@ -7,6 +7,7 @@
 #include <numeric>
 #include <string>
 
+#include "mxmoe/log.hpp"
 #include "mxmoe/oracle.hpp"
 #include "oracle/report.hpp"
 
@@ -21,8 +22,7 @@ void check_known_name(const std::string& name, std::span<const Backend* const> c
                       std::string_view role) {
   for (const Backend* b : candidates)
     if (b->name() == name) return;
-  std::string valid;
-  for (const Backend* b : candidates) valid += (valid.empty() ? "" : ", ") + std::string(b->name());
+  const std::string valid = backend_names(candidates);
   throw std::invalid_argument(fmt::format("unknown backend '{}' ({}); valid backends: {}", name,
                                           role, valid.empty() ? "none registered" : valid));
 }
@@ -127,6 +127,15 @@ Selection judge_candidates(const Deployment& d, const Preferences& prefs,
       v.reasons.push_back({ReasonCode::user_excluded, "the request excludes this backend",
                            "not excluded", "excluded",
                            "remove it from --exclude / MXMOE_EXCLUDE_BACKENDS"});
+    if (b->judge_only() && req.forced_backend != v.name && !req.allow_judge_only)
+      v.reasons.push_back({ReasonCode::judge_only,
+                           fmt::format("{} is a judge of the other backends, hundreds of times "
+                                       "slower; it runs only when asked for",
+                                       v.name),
+                           "forced by name or allow_judge_only=true", "not asked for",
+                           fmt::format("--backend {} or --allow-reference "
+                                       "(MXMOE_BACKEND={} / MXMOE_ALLOW_REFERENCE=1)",
+                                       v.name, v.name)});
     if (!req.forced_backend.empty() && req.forced_backend != v.name)
       v.reasons.push_back({ReasonCode::not_forced,
                            fmt::format("the request forces backend {}", req.forced_backend),
@@ -166,6 +175,11 @@ std::vector<std::pair<std::string, Request>> single_changes(const Request& r,
     std::erase(c.excluded_backends, name);
     changes.emplace_back(fmt::format("not excluding {}", name), c);
   }
+  if (!r.allow_judge_only) {
+    Request c = r;
+    c.allow_judge_only = true;
+    changes.emplace_back("allow_judge_only=true", c);
+  }
   if (r.ep_size != 1) {
     Request c = r;
     c.ep_size = 1;
@@ -189,6 +203,8 @@ std::vector<Suggestion> suggest(const Selection& failed, const Preferences& pref
     for (const Verdict& v : s.candidates)
       if (v.supported && v.name != s.chosen) others += (others.empty() ? "" : ", ") + v.name;
     std::string text = fmt::format("{} would allow {}", change, s.chosen);
+    if (change == "allow_judge_only=true")
+      text += " (--allow-reference / MXMOE_ALLOW_REFERENCE=1; a judge, hundreds of times slower)";
     if (!others.empty()) text += fmt::format(" (also {})", others);
     out.push_back({change, s.chosen, std::move(text)});
   }
@@ -197,10 +213,18 @@ std::vector<Suggestion> suggest(const Selection& failed, const Preferences& pref
 
 }  // namespace
 
+std::string backend_names(std::span<const Backend* const> candidates) {
+  std::string names;
+  for (const Backend* b : candidates) names += (names.empty() ? "" : ", ") + std::string(b->name());
+  return names;
+}
+
 Selection judge(const Deployment& d, const Preferences& prefs,
                 std::span<const Backend* const> candidates) {
   Selection s = judge_candidates(d, prefs, candidates);
   if (s.chosen.empty()) s.suggestions = suggest(s, prefs, candidates);
+  if (log_enabled(LogCategory::dispatch))
+    log_message(LogCategory::dispatch, format_dispatch_log(s).c_str());
   return s;
 }
 

@@ -89,6 +89,29 @@ std::string to_json(const Selection& s) {
   return json_io::selection_to_json(s).dump(2);
 }
 
+std::string explain_json(const Selection& s) {
+  using json_io::Json;
+  Json candidates = Json::array(), suggestions = Json::array();
+  for (const Verdict& v : s.candidates) {
+    Json reasons = Json::array();
+    for (const Rejection& r : v.reasons) reasons.push_back(json_io::rejection_to_json(r));
+    candidates.push_back({{"name", v.name},
+                          {"supported", v.supported},
+                          {"estimated_us", v.supported ? Json(v.estimated_us) : Json(nullptr)},
+                          {"reasons", reasons}});
+  }
+  for (const Suggestion& g : s.suggestions) suggestions.push_back(json_io::suggestion_to_json(g));
+  const bool none = s.chosen.empty();
+  return Json{{"selected", none ? Json(nullptr) : Json(s.chosen)},
+              {"why", none ? Json(nullptr) : Json(s.why)},
+              {"preferences", s.preferences_source},
+              {"deployment", json_io::deployment_to_json(s.deployment)},
+              {"candidates", candidates},
+              {"error", none ? Json(format_no_backend_message(s)) : Json(nullptr)},
+              {"suggestions", suggestions}}
+      .dump(2);
+}
+
 Selection selection_from_json(std::string_view text) {
   return json_io::selection_from_json(json::parse_strict(text, "Selection"));
 }

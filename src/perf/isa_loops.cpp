@@ -1,11 +1,29 @@
 #include "perf/isa_loops.hpp"
 
+#if defined(__x86_64__)
 #include <immintrin.h>
+#endif
 
 #include <array>
 #include <cstring>
 
 namespace mxmoe::perf::loops {
+
+std::uint64_t read_scalar(const std::byte* data, std::size_t bytes) {
+  std::array<std::uint64_t, 8> acc{};
+  for (std::size_t off = 0; off < bytes; off += 64) {
+    for (std::size_t j = 0; j < 8; ++j) {
+      std::uint64_t v;
+      std::memcpy(&v, data + off + 8 * j, sizeof v);
+      acc[j] += v;
+    }
+  }
+  std::uint64_t total = 0;
+  for (std::uint64_t a : acc) total += a;
+  return total;
+}
+
+#if defined(__x86_64__)
 
 namespace {
 
@@ -57,19 +75,6 @@ __attribute__((target("avx2"))) std::uint64_t read_avx2(const std::byte* data, s
   return lanes[0] + lanes[1] + lanes[2] + lanes[3];
 }
 
-std::uint64_t read_scalar(const std::byte* data, std::size_t bytes) {
-  std::array<std::uint64_t, 8> acc{};
-  for (std::size_t off = 0; off < bytes; off += 64) {
-    for (std::size_t j = 0; j < 8; ++j) {
-      std::uint64_t v;
-      std::memcpy(&v, data + off + 8 * j, sizeof v);
-      acc[j] += v;
-    }
-  }
-  std::uint64_t total = 0;
-  for (std::uint64_t a : acc) total += a;
-  return total;
-}
 
 __attribute__((target("avx512f"))) double fma_avx512(std::int64_t iterations) {
   const __m512 a = _mm512_set1_ps(g_multiplier), b = _mm512_set1_ps(g_addend);
@@ -122,6 +127,41 @@ __attribute__((target("avx512f,avx512vnni"))) double vnni_avx512(std::int64_t it
   double sum = 0;
   for (std::int32_t v : lanes) sum += v;
   return sum;
+}
+
+namespace {
+
+// The checksum of kChains int32 accumulators.
+__attribute__((target("avx2"))) double sum_chains(const __m256i (&acc)[kChains]) {
+  __m256i total = acc[0];
+  for (std::size_t c = 1; c < kChains; ++c) total = _mm256_add_epi32(total, acc[c]);
+  std::array<std::int32_t, 8> lanes;
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(lanes.data()), total);
+  double sum = 0;
+  for (std::int32_t v : lanes) sum += v;
+  return sum;
+}
+
+}  // namespace
+
+// The int8 product instructions of ymm machines. vpmaddubsw feeds its own output back (as
+// unsigned bytes) so that each chain is one dependent instruction per round.
+__attribute__((target("avx2"))) double maddubs_avx2(std::int64_t iterations) {
+  const __m256i b = _mm256_set1_epi32(g_int8_pattern);
+  __m256i acc[kChains];
+  for (std::size_t c = 0; c < kChains; ++c) acc[c] = _mm256_set1_epi32(static_cast<int>(c));
+  for (std::int64_t i = 0; i < iterations; ++i)
+    for (__m256i& v : acc) v = _mm256_maddubs_epi16(v, b);
+  return sum_chains(acc);
+}
+
+__attribute__((target("avx2,avxvnni"))) double vnni_avx(std::int64_t iterations) {
+  const __m256i a = _mm256_set1_epi32(g_int8_pattern), b = _mm256_set1_epi32(g_int8_pattern);
+  __m256i acc[kChains];
+  for (std::size_t c = 0; c < kChains; ++c) acc[c] = _mm256_set1_epi32(static_cast<int>(c));
+  for (std::int64_t i = 0; i < iterations; ++i)
+    for (__m256i& v : acc) v = _mm256_dpbusd_avx_epi32(v, a, b);
+  return sum_chains(acc);
 }
 
 namespace {
@@ -220,5 +260,21 @@ __attribute__((target("amx-tile,amx-bf16"))) double amx_bf16(std::int64_t iterat
   _tile_release();
   return sum_tiles(out);  // float bit patterns summed as integers: a checksum only
 }
+
+#else  // not x86-64: such a machine's Hardware has none of these features, so the limits
+       // code never calls the loops below; they exist so the library links everywhere.
+
+std::uint64_t read_avx512(const std::byte*, std::size_t) { return 0; }
+std::uint64_t read_avx2(const std::byte*, std::size_t) { return 0; }
+double fma_avx512(std::int64_t) { return 0; }
+double fma_avx2(std::int64_t) { return 0; }
+double bf16_dp_avx512(std::int64_t) { return 0; }
+double vnni_avx512(std::int64_t) { return 0; }
+double maddubs_avx2(std::int64_t) { return 0; }
+double vnni_avx(std::int64_t) { return 0; }
+double amx_int8(std::int64_t) { return 0; }
+double amx_bf16(std::int64_t) { return 0; }
+
+#endif
 
 }  // namespace mxmoe::perf::loops

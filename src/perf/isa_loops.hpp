@@ -21,6 +21,8 @@ inline constexpr double kFmaAvx512Ops = kChains * 16 * 2;     // vfmadd231ps zmm
 inline constexpr double kFmaAvx2Ops = kChains * 8 * 2;        // vfmadd231ps ymm
 inline constexpr double kBf16DpAvx512Ops = kChains * 32 * 2;  // vdpbf16ps zmm: 32 products
 inline constexpr double kVnniAvx512Ops = kChains * 64 * 2;    // vpdpbusd zmm: 64 products
+inline constexpr double kMaddubsAvx2Ops = kChains * 32 * 2;   // vpmaddubsw ymm: 32 products
+inline constexpr double kVnniAvxOps = kChains * 32 * 2;       // vpdpbusd ymm (VEX): 32 products
 // AMX: 4 accumulator tiles (2x2 blocking), 16 rows x 64 bytes each.
 inline constexpr double kAmxInt8Ops = 4.0 * 16 * 16 * 64 * 2;  // tdpbssd: 16x16x64 products
 inline constexpr double kAmxBf16Ops = 4.0 * 16 * 16 * 32 * 2;  // tdpbf16ps: 16x16x32
@@ -29,9 +31,10 @@ double fma_avx512(std::int64_t iterations);
 double fma_avx2(std::int64_t iterations);
 double bf16_dp_avx512(std::int64_t iterations);
 double vnni_avx512(std::int64_t iterations);
+double maddubs_avx2(std::int64_t iterations);
+double vnni_avx(std::int64_t iterations);
 // Configure tiles on the calling thread, loop, release. Need the AMX permission first.
 double amx_int8(std::int64_t iterations);
 double amx_bf16(std::int64_t iterations);
-
 
 }  // namespace mxmoe::perf::loops

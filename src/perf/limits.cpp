@@ -131,6 +131,10 @@ std::vector<PeakLoop> peak_loops() {
        [](const IsaFeatures& i) { return need(i.avx512f && i.avx512_bf16, "avx512_bf16"); }},
       {"int8_vnni_avx512", "GOP/s", loops::kVnniAvx512Ops, loops::vnni_avx512,
        [](const IsaFeatures& i) { return need(i.avx512f && i.avx512_vnni, "avx512_vnni"); }},
+      {"int8_maddubs_avx2", "GOP/s", loops::kMaddubsAvx2Ops, loops::maddubs_avx2,
+       [](const IsaFeatures& i) { return need(i.avx2, "avx2"); }},
+      {"int8_vnni_avx", "GOP/s", loops::kVnniAvxOps, loops::vnni_avx,
+       [](const IsaFeatures& i) { return need(i.avx2 && i.avx_vnni, "avx_vnni"); }},
       {"int8_amx", "GOP/s", loops::kAmxInt8Ops, loops::amx_int8,
        [](const IsaFeatures& i) {
          return need(i.amx_tile && i.amx_int8, "amx_tile and amx_int8");
@@ -193,6 +197,8 @@ std::string peak_class_for_backend(const std::string& backend) {
   if (backend == "reference" || backend == "avx2") return "fp32_fma_avx2";
   if (backend == "avx512_bf16") return "bf16_dp_avx512";
   if (backend == "avx512_vnni") return "int8_vnni_avx512";
+  if (backend == "avx2_int8") return "int8_maddubs_avx2";
+  if (backend == "avx_vnni_int8") return "int8_vnni_avx";
   if (backend == "amx_int8") return "int8_amx";
   if (backend == "amx_bf16") return "bf16_amx";
   return "";

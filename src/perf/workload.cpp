@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <numeric>
 #include <sstream>
@@ -153,21 +154,18 @@ void BalancedRouting::fill(std::int64_t tokens, std::int32_t* ids, float* weight
   }
 }
 
-std::vector<int> parse_positive_int_list(const std::string& text, const std::string& what) {
+std::vector<int> parse_int_list(const std::string& text, const std::string& what, int min_value,
+                                int max_value) {
   std::vector<int> values;
   for (const std::string& item : split_commas(text)) {
-    std::size_t used = 0;
-    long value = 0;
-    try {
-      value = std::stol(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (item.empty() || used != item.size() || value <= 0 || value > 1'000'000'000)
-      throw std::invalid_argument(what + ": '" + item + "' is not a positive integer (in '" + text +
-                                  "')");
-    const int v = static_cast<int>(value);
-    if (std::find(values.begin(), values.end(), v) == values.end()) values.push_back(v);
+    int value = 0;
+    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), value);
+    if (item.empty() || ec != std::errc() || end != item.data() + item.size() ||
+        value < min_value || value > max_value)
+      throw std::invalid_argument(what + ": '" + item + "' is not an integer in [" +
+                                  std::to_string(min_value) + ", " + std::to_string(max_value) +
+                                  "] (in '" + text + "')");
+    if (std::find(values.begin(), values.end(), value) == values.end()) values.push_back(value);
   }
   if (values.empty()) throw std::invalid_argument(what + ": empty list");
   return values;

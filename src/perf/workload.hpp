@@ -68,9 +68,11 @@ class BalancedRouting {
   std::vector<std::int32_t> pending_;  // upcoming experts, front first
 };
 
-// "1,8,64" -> {1, 8, 64}: positive integers, duplicates removed, order kept. Throws
-// std::invalid_argument naming `what` for an empty list or a bad item.
-std::vector<int> parse_positive_int_list(const std::string& text, const std::string& what);
+// "1,8,64" -> {1, 8, 64}: integers in [min_value, max_value], duplicates removed, order
+// kept. Throws std::invalid_argument naming `what` and the range for an empty list or a bad
+// item.
+std::vector<int> parse_int_list(const std::string& text, const std::string& what, int min_value,
+                                int max_value);
 // "a,b" -> {"a", "b"}: non-empty names, duplicates removed, order kept; throws when empty.
 std::vector<std::string> parse_name_list(const std::string& text, const std::string& what);
 

@@ -165,6 +165,16 @@ struct MoeLayer::Impl {
     return b;
   }
 
+  std::int64_t max_tokens() const noexcept {
+    return std::numeric_limits<std::int32_t>::max() / spec().top_k;
+  }
+  void check_tokens(const char* call, std::int64_t tokens) const {
+    if (tokens < 0 || tokens > max_tokens())
+      throw std::invalid_argument(std::string(call) + ": " + std::to_string(tokens) +
+                                  " tokens; a call carries 0.." + std::to_string(max_tokens()) +
+                                  " (tokens x top_k are numbered in 32 bits)");
+  }
+
   Buffers buffers(std::int64_t tokens, bool bf16_io) {
     std::size_t total = 0;
     carve(nullptr, tokens, bf16_io, total);
@@ -323,7 +333,7 @@ MoeLayer& MoeLayer::operator=(MoeLayer&&) noexcept = default;
 
 void MoeLayer::forward(const float* x, std::int64_t tokens, float* y) {
   impl_->require_all_experts("forward");
-  if (tokens < 0) throw std::invalid_argument("forward: tokens < 0");
+  impl_->check_tokens("forward", tokens);
   if (tokens == 0) return;
   Impl::Buffers b = impl_->buffers(tokens, false);
   impl_->router_logits(x, tokens, b.logits);
@@ -332,7 +342,7 @@ void MoeLayer::forward(const float* x, std::int64_t tokens, float* y) {
 
 void MoeLayer::forward_logits(const float* x, const float* logits, std::int64_t tokens, float* y) {
   impl_->require_all_experts("forward_logits");
-  if (tokens < 0) throw std::invalid_argument("forward_logits: tokens < 0");
+  impl_->check_tokens("forward_logits", tokens);
   if (tokens == 0) return;
   Impl::Buffers b = impl_->buffers(tokens, false);
   impl_->route_and_run(x, logits, tokens, y, b);
@@ -341,7 +351,7 @@ void MoeLayer::forward_logits(const float* x, const float* logits, std::int64_t 
 void MoeLayer::forward_routed(const float* x, const std::int32_t* ids, const float* weights,
                               std::int64_t tokens, float* y) {
   impl_->require_all_experts("forward_routed");
-  if (tokens < 0) throw std::invalid_argument("forward_routed: tokens < 0");
+  impl_->check_tokens("forward_routed", tokens);
   if (tokens == 0) return;
   validate_routing(impl_->spec(), ids, weights, tokens);
   Impl::Buffers b = impl_->buffers(tokens, false);
@@ -350,7 +360,7 @@ void MoeLayer::forward_routed(const float* x, const std::int32_t* ids, const flo
 
 void MoeLayer::forward_bf16(const std::uint16_t* x, std::int64_t tokens, std::uint16_t* y) {
   impl_->require_all_experts("forward_bf16");
-  if (tokens < 0) throw std::invalid_argument("forward_bf16: tokens < 0");
+  impl_->check_tokens("forward_bf16", tokens);
   if (tokens == 0) return;
   Impl::Buffers b = impl_->buffers(tokens, true);
   const std::int64_t n = tokens * impl_->spec().hidden;
@@ -363,7 +373,7 @@ void MoeLayer::forward_bf16(const std::uint16_t* x, std::int64_t tokens, std::ui
 void MoeLayer::forward_routed_bf16(const std::uint16_t* x, const std::int32_t* ids,
                                    const float* weights, std::int64_t tokens, std::uint16_t* y) {
   impl_->require_all_experts("forward_routed_bf16");
-  if (tokens < 0) throw std::invalid_argument("forward_routed_bf16: tokens < 0");
+  impl_->check_tokens("forward_routed_bf16", tokens);
   if (tokens == 0) return;
   validate_routing(impl_->spec(), ids, weights, tokens);
   Impl::Buffers b = impl_->buffers(tokens, true);
@@ -374,7 +384,7 @@ void MoeLayer::forward_routed_bf16(const std::uint16_t* x, const std::int32_t* i
 }
 
 void MoeLayer::route(const float* x, std::int64_t tokens, std::int32_t* ids, float* weights) {
-  if (tokens < 0) throw std::invalid_argument("route: tokens < 0");
+  impl_->check_tokens("route", tokens);
   if (tokens == 0) return;
   Impl::Buffers b = impl_->buffers(tokens, false);
   impl_->route(x, tokens, b, ids, weights);
@@ -406,7 +416,7 @@ void MoeLayer::compute_slots(const float* rows, std::int64_t num_rows, const std
 bool MoeLayer::shared_expert(const float* x, std::int64_t tokens, float* out) {
   Impl& m = *impl_;
   if (!m.shared_kernel) return false;
-  if (tokens < 0) throw std::invalid_argument("shared_expert: tokens < 0");
+  impl_->check_tokens("shared_expert", tokens);
   if (tokens == 0) return true;
   const auto t = static_cast<std::size_t>(tokens);
   Carver measure(nullptr);
@@ -422,7 +432,7 @@ bool MoeLayer::shared_expert(const float* x, std::int64_t tokens, float* out) {
 
 void MoeLayer::combine(const float* weights, const float* slot_out, const float* shared,
                        std::int64_t tokens, float* y) const {
-  if (tokens < 0) throw std::invalid_argument("combine: tokens < 0");
+  impl_->check_tokens("combine", tokens);
   const LayerSpec& s = impl_->spec();
   combine_slots(*impl_->pool, weights, slot_out, shared, s.top_k, s.hidden, tokens, y);
 }
@@ -453,6 +463,15 @@ const Selection& MoeLayer::selection() const noexcept {
 }
 const LayerSpec& MoeLayer::spec() const noexcept {
   return impl_->spec();
+}
+std::int64_t MoeLayer::max_tokens() const noexcept {
+  return impl_->max_tokens();
+}
+std::size_t MoeLayer::workspace_bytes(std::int64_t tokens) const {
+  impl_->check_tokens("workspace_bytes", tokens);
+  std::size_t total = 0;
+  impl_->carve(nullptr, tokens, /*bf16_io=*/false, total);
+  return total;
 }
 std::uint64_t MoeLayer::workspace_allocations() const noexcept {
   return impl_->workspace.growths();

@@ -1,12 +1,25 @@
 #include "mxmoe/runtime.hpp"
 
+#include <sched.h>
+
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 #include <thread>
 
 #include "base/thread_pool.hpp"
+#include "mxmoe/log.hpp"
 
 namespace mxmoe {
+
+int default_thread_count() noexcept {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  int cpus = 0;
+  if (::sched_getaffinity(0, sizeof(set), &set) == 0) cpus = CPU_COUNT(&set);
+  if (cpus <= 0) cpus = static_cast<int>(std::thread::hardware_concurrency());
+  return std::clamp(cpus, 1, kMaxThreads);
+}
 
 Runtime::Runtime(RuntimeOptions options) : options_(std::move(options)) {
   if (options_.threads < 0 || options_.threads > kMaxThreads)
@@ -17,9 +30,14 @@ Runtime::Runtime(RuntimeOptions options) : options_(std::move(options)) {
     if (cpu < 0 || cpu >= 65536)
       throw std::invalid_argument("Runtime: cpu_affinity holds " + std::to_string(cpu) +
                                   " (CPU numbers are 0..65535)");
-  if (options_.threads == 0)
-    options_.threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  if (options_.threads > kMaxThreads) options_.threads = kMaxThreads;
+  const int cpus = default_thread_count();
+  if (options_.threads == 0) options_.threads = cpus;
+  if (options_.threads > cpus && log_enabled(LogCategory::warning))
+    log_message(
+        LogCategory::warning,
+        ("mxmoe: warning: " + std::to_string(options_.threads) + " threads on a machine with " +
+         std::to_string(cpus) + " logical CPUs: allowed, but the extra threads only contend\n")
+            .c_str());
   pool_ = std::make_unique<ThreadPool>(options_.threads, options_.cpu_affinity);
 }
 

@@ -95,7 +95,8 @@ void check_ops(const strip::StripOps& ops, const Case& c, std::uint64_t seed) {
           magnitude += std::fabs(term);
         }
         // float32 accumulation: at most cols/8 + 8 roundings of 2^-24 in any lane chain
-        // (8 or 16 lanes, pairs for vdpbf16ps, plus the final tree), relative to sum |terms|;
+        // (8 or 16 lanes, pairs for vdpbf16ps, plus the final tree; avx2's per-block partials
+        // add 4 roundings per block to cols/32 accumulations), relative to sum |terms|;
         // plus one float32 subnormal spacing per term for the smallest scales. A single
         // wrongly decoded element is off by ~sum|terms|/cols, far above this.
         const double bound =
@@ -116,9 +117,14 @@ void check_ops(const strip::StripOps& ops, const Case& c, std::uint64_t seed) {
   }
 }
 
-strip::StripOps avx2_ops() {
-  return {strip::NibbleOrder::row_blocks, 4, avx2_kernels::kMaxTokens, &avx2_kernels::decode_strip,
-          &avx2_kernels::dot_strip};
+strip::StripOps avx2_ops(bool fused_via_memory) {
+  return {strip::NibbleOrder::row_blocks,
+          4,
+          avx2_kernels::kMaxTokens,
+          &avx2_kernels::decode_strip,
+          &avx2_kernels::dot_strip,
+          fused_via_memory ? &avx2_kernels::fused_dot_strip_via_memory
+                           : &avx2_kernels::fused_dot_strip};
 }
 strip::StripOps bf16_ops() {
   return {strip::NibbleOrder::row_words,   2,
@@ -140,7 +146,10 @@ TEST(StripKernels, Avx2MatchesFloat64) {
   if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
     GTEST_SKIP() << "CPU lacks AVX2/FMA";
   std::uint64_t seed = 1;
-  for (const Case& c : kCases) check_ops(avx2_ops(), c, seed++);
+  for (const Case& c : kCases) {
+    check_ops(avx2_ops(false), c, seed);
+    check_ops(avx2_ops(true), c, seed++);  // the other fused form: the same bits
+  }
 }
 
 TEST(StripKernels, Avx512Bf16MatchesFloat64) {

@@ -44,6 +44,34 @@ TEST(Int8BackendChecks, MissingIsaAndOtherFormatsAreRejected) {
   }
 }
 
+// An AVX2-only machine (Zen 2/3) runs avx2_int8; AVX-VNNI (Alder Lake) adds avx_vnni_int8.
+TEST(Int8BackendChecks, YmmBackendsNeedAvx2AndAvxVnni) {
+  Deployment d = int8_deployment(small_spec());
+  d.hardware.os_denied.clear();
+  d.hardware.isa = IsaFeatures{};
+  d.hardware.isa.avx2 = d.hardware.isa.fma = d.hardware.isa.f16c = true;
+  EXPECT_TRUE(find_backend("avx2_int8")->check(d).empty());
+  const auto vnni = find_backend("avx_vnni_int8")->check(d);
+  ASSERT_EQ(vnni.size(), 1u);
+  EXPECT_EQ(vnni.front().code, ReasonCode::unsupported_isa);
+  EXPECT_EQ(vnni.front().required, "avx_vnni");
+  d.hardware.isa.avx_vnni = true;
+  EXPECT_TRUE(find_backend("avx_vnni_int8")->check(d).empty());
+  d.request.batch_invariant = true;  // one numerics class with avx512_vnni: invariant too
+  EXPECT_TRUE(find_backend("avx2_int8")->check(d).empty());
+  EXPECT_TRUE(find_backend("avx_vnni_int8")->check(d).empty());
+  d.hardware.isa.f16c = false;  // an AVX2 CPU without F16C does not exist, but the check holds
+  EXPECT_TRUE(has_code(find_backend("avx2_int8")->check(d), ReasonCode::unsupported_isa));
+  d.hardware.isa = IsaFeatures{};
+  d.request.activation = ActivationFormat::bf16;
+  for (const char* name : {"avx2_int8", "avx_vnni_int8"}) {
+    SCOPED_TRACE(name);
+    const auto reasons = find_backend(name)->check(d);
+    EXPECT_TRUE(has_code(reasons, ReasonCode::unsupported_isa));
+    EXPECT_TRUE(has_code(reasons, ReasonCode::activation_format));
+  }
+}
+
 TEST(Int8BackendChecks, GptOssShapeWithNinetyBlocksIsSupported) {
   Deployment d = int8_deployment(preset("gpt-oss-20b"));
   d.hardware.isa = avx512_with_vnni();

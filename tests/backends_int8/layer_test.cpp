@@ -1,7 +1,8 @@
-// avx512_vnni and amx_int8 on whole expert batches: against the reference backend (same
-// int8 semantics, double accumulation) and a float64 evaluation written in the test, on
-// random layers with tails (H = 96, I = 160), 1..300 tokens, zero-token experts, one expert
-// taking every token, tiny E8M0 scales; identical bits across threads, paths and batches.
+// The int8 backends (avx512_vnni, amx_int8, avx2_int8, avx_vnni_int8) on whole expert batches:
+// against the reference backend (same int8 semantics, double accumulation) and a float64 evaluation
+// written in the test, on random layers with tails (H = 96, I = 160), 1..300 tokens, zero-token
+// experts, one expert taking every token, tiny E8M0 scales; identical bits across threads, paths
+// and batches.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -20,6 +21,10 @@ bool has_vnni() {
   static const IsaFeatures isa = probe_hardware().isa;
   return isa.avx512f && isa.avx512bw && isa.avx512vl && isa.avx512dq && isa.avx512_vnni;
 }
+bool has_avx2() {
+  static const IsaFeatures isa = probe_hardware().isa;
+  return isa.avx2 && isa.fma && isa.f16c;
+}
 bool has_amx() {
   static const bool ok =
       has_vnni() && probe_hardware().isa.amx_int8 && hw::request_amx_tile_permission().empty();
@@ -31,6 +36,8 @@ std::vector<const Backend*> runnable() {
   std::vector<const Backend*> list;
   if (has_vnni()) list.push_back(find_backend("avx512_vnni"));
   if (has_amx()) list.push_back(find_backend("amx_int8"));
+  if (has_avx2()) list.push_back(find_backend("avx2_int8"));
+  if (has_avx2() && probe_hardware().isa.avx_vnni) list.push_back(find_backend("avx_vnni_int8"));
   return list;
 }
 
@@ -61,7 +68,7 @@ struct Case {
 
 TEST(Int8Backends, MatchReferenceBackendAndFloat64) {
   const auto backends = runnable();
-  if (backends.empty()) GTEST_SKIP() << "no AVX-512 VNNI";
+  if (backends.empty()) GTEST_SKIP() << "no int8 backend runs here (no AVX2)";
   const Case cases[] = {
       {ActivationFn::swiglu_oai, GateUpLayout::interleaved, true, 1},
       {ActivationFn::swiglu_oai, GateUpLayout::interleaved, true, 40},
@@ -92,7 +99,7 @@ TEST(Int8Backends, MatchReferenceBackendAndFloat64) {
 
 TEST(Int8Backends, ManyTokensOnOneExpertAndEmptyExperts) {
   const auto backends = runnable();
-  if (backends.empty()) GTEST_SKIP() << "no AVX-512 VNNI";
+  if (backends.empty()) GTEST_SKIP() << "no int8 backend runs here (no AVX2)";
   const LayerSpec spec = small_spec();
   const LayerStorage storage = LayerStorage::random(spec, 9);
   const Deployment d = int8_deployment(spec);
@@ -112,7 +119,7 @@ TEST(Int8Backends, ManyTokensOnOneExpertAndEmptyExperts) {
 
 TEST(Int8Backends, TinyScaleCodesAreNotFlushed) {
   const auto backends = runnable();
-  if (backends.empty()) GTEST_SKIP() << "no AVX-512 VNNI";
+  if (backends.empty()) GTEST_SKIP() << "no int8 backend runs here (no AVX2)";
   const LayerSpec spec = small_spec();
   const LayerStorage storage = LayerStorage::random(spec, 17);
   LayerWeights w = storage.weights();
@@ -145,7 +152,7 @@ TEST(Int8Backends, TinyScaleCodesAreNotFlushed) {
 
 TEST(Int8Backends, OneAndTwoThreadsGiveIdenticalBits) {
   const auto backends = runnable();
-  if (backends.empty()) GTEST_SKIP() << "no AVX-512 VNNI";
+  if (backends.empty()) GTEST_SKIP() << "no int8 backend runs here (no AVX2)";
   const LayerSpec spec = small_spec();
   const LayerStorage storage = LayerStorage::random(spec, 2);
   const Deployment d = int8_deployment(spec);
@@ -179,11 +186,54 @@ TEST(Int8Backends, AmxAndVnniPathsGiveIdenticalBits) {
   EXPECT_TRUE(same_bits(vnni, amx));
 }
 
+// One numerics class across instruction sets: the ymm backends give avx512_vnni's bits on
+// batches that use every token tile (1..4 slots per expert and many), with tiny scale codes,
+// every nonlinearity and layout, and hostile inputs (a token with an Inf, one with huge and
+// one with subnormal values).
+TEST(Int8Backends, YmmBackendsGiveTheAvx512VnniBits) {
+  if (!has_vnni() || !has_avx2()) GTEST_SKIP() << "needs AVX-512 VNNI and AVX2 to compare";
+  std::vector<const Backend*> ymm = {find_backend("avx2_int8")};
+  if (probe_hardware().isa.avx_vnni) ymm.push_back(find_backend("avx_vnni_int8"));
+  const Case cases[] = {
+      {ActivationFn::swiglu_oai, GateUpLayout::interleaved, true, 1},
+      {ActivationFn::swiglu_oai, GateUpLayout::interleaved, true, 5},
+      {ActivationFn::silu_glu, GateUpLayout::halves, false, 23},
+      {ActivationFn::silu_glu_clamp, GateUpLayout::halves, true, 300},
+  };
+  ThreadPool pool(2);
+  std::mt19937 rng(31);
+  for (const Case& c : cases) {
+    const LayerSpec spec = small_spec(c.fn, c.layout, c.bias);
+    const LayerStorage storage = LayerStorage::random(spec, 41);
+    LayerWeights w = storage.weights();
+    std::vector<std::uint8_t> s1(w.w1.scales,
+                                 w.w1.scales + w.w1.experts * w.w1.rows * w.w1.row_scales());
+    for (std::size_t i = 0; i < s1.size(); i += 7) s1[i] = static_cast<std::uint8_t>(rng() % 4);
+    w.w1.scales = s1.data();
+    const Deployment d = int8_deployment(spec);
+    const Routing routing = random_routing(c.tokens, spec.top_k, spec.num_experts, rng);
+    auto x = random_input(c.tokens, spec.hidden, rng);
+    if (c.tokens >= 5) {
+      x[3] = INFINITY;
+      for (int i = 0; i < spec.hidden; ++i) {
+        x[static_cast<std::size_t>(spec.hidden + i)] *= 1e30f;
+        x[static_cast<std::size_t>(2 * spec.hidden + i)] *= 1e-40f;
+      }
+    }
+    const auto want =
+        run_kernel(*find_backend("avx512_vnni")->create(d, w), spec, x, routing, pool);
+    for (const Backend* b : ymm) {
+      SCOPED_TRACE(std::string(b->name()) + " tokens " + std::to_string(c.tokens));
+      EXPECT_TRUE(same_bits(run_kernel(*b->create(d, w), spec, x, routing, pool), want));
+    }
+  }
+}
+
 // A token's slot outputs are the same bits alone and inside batches of several sizes, at any
 // position, with random neighbours (a quick version of the invariance suite).
 TEST(Int8Backends, TokenAloneEqualsTokenInBatch) {
   const auto backends = runnable();
-  if (backends.empty()) GTEST_SKIP() << "no AVX-512 VNNI";
+  if (backends.empty()) GTEST_SKIP() << "no int8 backend runs here (no AVX2)";
   const LayerSpec spec = small_spec();
   const LayerStorage storage = LayerStorage::random(spec, 6);
   const Deployment d = int8_deployment(spec);

@@ -28,7 +28,7 @@ const std::string& checkpoint_dir() {
     const std::string d =
         (std::filesystem::temp_directory_path() / ("mxmoe_capi_" + std::to_string(::getpid())))
             .string();
-    const std::string cmd = std::string(MXMOE_CLI_PATH) +
+    const std::string cmd = std::string(MXMOE_CLI_COMMAND) +
                             " generate --preset deepseek-v3 --experts 8 --top-k 2 --hidden 64 "
                             "--intermediate 32 --layers 2 --force --out " +
                             d + " 2>/dev/null";

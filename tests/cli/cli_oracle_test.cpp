@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "cli_process.hpp"
 #include "mxmoe/hardware.hpp"
 
 namespace {
@@ -18,46 +19,12 @@ namespace {
 using ::testing::HasSubstr;
 using Json = nlohmann::json;
 
-struct Result {
-  int rc = -1;
-  std::string out, err;
-};
-
-std::string slurp(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using mxmoe::cli_testing::Result;
+using mxmoe::cli_testing::run;
+using mxmoe::cli_testing::slurp;
 
 std::filesystem::path temp_dir() {
-  static const std::filesystem::path dir = [] {
-    auto d =
-        std::filesystem::temp_directory_path() / ("mxmoe_cli_oracle_" + std::to_string(::getpid()));
-    std::filesystem::create_directories(d);
-    return d;
-  }();
-  return dir;
-}
-
-// Removes the scratch folder when the suite ends.
-class ScratchCleanup : public ::testing::Environment {
- public:
-  void TearDown() override {
-    std::error_code ec;
-    std::filesystem::remove_all(temp_dir(), ec);
-  }
-};
-const auto* const kCleanup = ::testing::AddGlobalTestEnvironment(new ScratchCleanup);
-
-// Runs `env -i PATH=... <env> mxmoe <args>`: a clean environment, so MXMOE_* variables of
-// the developer's shell cannot change the verdicts.
-Result run(const std::string& env, const std::string& args) {
-  const auto out = temp_dir() / "out.txt", err = temp_dir() / "err.txt";
-  const std::string cmd = "env -i PATH=/usr/bin:/bin " + env + " " + MXMOE_CLI_PATH + " " + args +
-                          " >" + out.string() + " 2>" + err.string();
-  const int status = std::system(cmd.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
+  return mxmoe::cli_testing::scratch_dir();
 }
 
 Json explain_json(const std::string& env, const std::string& args, int expected_rc = 0) {
@@ -110,6 +77,83 @@ TEST(CliExplain, ReplayedHardwareWithoutAvx512MatchesTheCap) {
   EXPECT_EQ(replayed.at("deployment").at("hardware").at("source"), file.string());
 }
 
+// The shipped probes of the AVX2 classes (examples/hardware/): each is exactly what
+// `info --hardware --json` writes, and `explain` on it says what runs there and why.
+std::filesystem::path example_probe(const char* name) {
+  return std::filesystem::path(MXMOE_SOURCE_DIR) / "examples/hardware" / name;
+}
+
+const Json& candidate(const Json& j, const std::string& name) {
+  for (const Json& c : j.at("candidates"))
+    if (c.at("name") == name) return c;
+  ADD_FAILURE() << "no candidate " << name;
+  return j;
+}
+
+bool refused_for(const Json& c, const std::string& code, const std::string& required) {
+  for (const Json& r : c.at("reasons"))
+    if (r.at("code") == code && r.at("required") == required) return true;
+  return false;
+}
+
+TEST(CliExplain, ExampleProbesAreInTheFormInfoWrites) {
+  for (const char* name : {"zen3.json", "alderlake.json"}) {
+    SCOPED_TRACE(name);
+    const std::string text = slurp(example_probe(name));
+    const mxmoe::Hardware h = mxmoe::hardware_from_json(text);
+    EXPECT_EQ(mxmoe::to_json(h) + "\n", text);
+    EXPECT_TRUE(h.isa.avx2 && h.isa.fma && h.isa.f16c);
+    EXPECT_FALSE(h.isa.avx512f);
+    EXPECT_EQ(h.isa.avx_vnni, std::string(name) == "alderlake.json");
+  }
+}
+
+TEST(CliExplain, Zen3ProbeRunsTheAvx2Paths) {
+  const std::string hw = "--hardware " + example_probe("zen3.json").string();
+  // int8: the ymm int8 backend; AVX-VNNI and AVX-512 are missing, each said by name.
+  const Json int8 = explain_json("", hw + " --activation int8");
+  EXPECT_EQ(int8.at("selected"), "avx2_int8");
+  EXPECT_TRUE(refused_for(candidate(int8, "avx_vnni_int8"), "unsupported_isa", "avx_vnni"));
+  EXPECT_TRUE(refused_for(candidate(int8, "avx512_vnni"), "unsupported_isa", "avx512_vnni"));
+  EXPECT_TRUE(refused_for(candidate(int8, "avx2"), "activation_format", "f32, bf16"));
+  // The family default (bf16): the float strip backend, and the int8 path as a suggestion.
+  const Result text = run("", "explain " + hw);
+  EXPECT_EQ(text.rc, 0) << text.err;
+  EXPECT_THAT(text.out, HasSubstr("avx2 fma f16c"));
+  const Json bf16 = explain_json("", hw);
+  EXPECT_EQ(bf16.at("selected"), "avx2");
+  EXPECT_TRUE(refused_for(candidate(bf16, "avx2_int8"), "activation_format", "int8"));
+}
+
+TEST(CliExplain, AlderLakeProbeRunsTheAvxVnniPath) {
+  const std::string hw = "--hardware " + example_probe("alderlake.json").string();
+  for (const char* tokens : {"1", "512"}) {
+    SCOPED_TRACE(tokens);
+    const Json j = explain_json("", hw + " --activation int8 --tokens " + tokens);
+    EXPECT_EQ(j.at("selected"), "avx_vnni_int8");
+    EXPECT_TRUE(candidate(j, "avx2_int8").at("supported").get<bool>());
+  }
+  // Batch invariant: still the VNNI form (one numerics class with avx2_int8).
+  EXPECT_EQ(explain_json("", hw + " --activation int8 --batch-invariant").at("selected"),
+            "avx_vnni_int8");
+}
+
+// The cap that reproduces the AVX-VNNI class: AVX-512 is gone, avx_vnni stays where the CPU
+// has it (so on a CPU without it the verdicts are the avx2 cap's).
+TEST(CliExplain, AvxVnniCapDropsAvx512) {
+  const Json capped = explain_json("MXMOE_MAX_ISA=avx_vnni", "--activation int8");
+  EXPECT_EQ(capped.at("deployment").at("hardware").at("isa_cap"), "avx_vnni");
+  const Json isa = capped.at("deployment").at("hardware").at("isa");
+  EXPECT_FALSE(isa.at("avx512f").get<bool>());
+  const Json probe = Json::parse(run("", "info --hardware --json").out);
+  EXPECT_EQ(isa.at("avx_vnni"), probe.at("isa").at("avx_vnni"));
+  EXPECT_EQ(capped.at("selected"),
+            probe.at("isa").at("avx_vnni").get<bool>() ? "avx_vnni_int8" : "avx2_int8");
+  const Result bad = run("MXMOE_MAX_ISA=avx9", "explain");
+  EXPECT_EQ(bad.rc, 2);
+  EXPECT_THAT(bad.err, HasSubstr("none, avx2, avx_vnni, avx512, amx"));
+}
+
 TEST(CliExplain, NothingFitsExitsThreeWithTheFullMessage) {
   // Rank 7 of a group of 2 does not exist: every backend refuses (expert_parallel).
   const Result table = run("", "explain --ep-size 2 --ep-rank 7");
@@ -156,7 +200,8 @@ TEST(CliExplain, FlagsWinOverEnvironment) {
 TEST(CliExplain, VerboseDispatchLogsOneLinePerCandidate) {
   const Result r = run("MXMOE_VERBOSE=dispatch", "explain");
   EXPECT_EQ(r.rc, 0);
-  EXPECT_THAT(r.err, HasSubstr("mxmoe dispatch: reference: supported"));
+  EXPECT_THAT(r.err, HasSubstr("mxmoe dispatch: reference: rejected [judge_only]"));
+  EXPECT_THAT(r.err, HasSubstr(": selected ("));
 }
 
 TEST(CliBackends, MarkdownIsTheDocument) {

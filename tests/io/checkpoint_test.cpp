@@ -6,6 +6,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "io_fixtures.hpp"
 #include "mxmoe/hardware.hpp"
 #include "mxmoe/layer.hpp"
@@ -227,6 +229,73 @@ TEST(Bf16ExpertCheckpoint, OpenSaysToQuantizeFirst) {
   EXPECT_THAT(open_error(dir.path()),
               AllOf(HasSubstr("not MXFP4"), HasSubstr("experts.0.gate_proj.weight"),
                     HasSubstr("mxmoe quantize")));
+}
+
+// The hub cache: models--org--name/blobs/<hash> holds the bytes, snapshots/<rev>/<name> is a
+// relative link to ../../blobs/<hash>, for config.json, the index and every shard.
+TEST(HubCache, ShardedSnapshotWithLinksIntoBlobsLoads) {
+  namespace fs = std::filesystem;
+  TempDir root;
+  const fs::path repo = fs::path(root.path()) / "models--org--tiny";
+  const fs::path staging = repo / "staging";
+  fs::create_directories(staging);
+  const Dims d;
+  const auto layers = testing_io::write_gpt_oss_checkpoint(staging, d, /*sharded=*/true);
+  const fs::path blobs = repo / "blobs", snapshot_dir = repo / "snapshots" / "0123abcd";
+  fs::create_directories(blobs);
+  fs::create_directories(snapshot_dir);
+  int n = 0;
+  for (const auto& e : fs::directory_iterator(staging)) {
+    const std::string hash = "blob" + std::to_string(n++);
+    fs::rename(e.path(), blobs / hash);
+    fs::create_symlink(fs::path("../../blobs") / hash, snapshot_dir / e.path().filename());
+  }
+  ASSERT_EQ(n, 4);  // config.json, index, two shards
+
+  const Checkpoint c = Checkpoint::open(snapshot_dir);
+  ASSERT_EQ(c.num_layers(), 2);
+  const int tokens = 5;
+  const auto x = testing_io::random_input(tokens, d.hidden, 3);
+  EXPECT_LT(testing_io::relative_l2(run_layer(c, 1, x, tokens),
+                                    testing_io::gpt_oss_reference(d, layers[1], x, tokens)),
+            2e-5);
+}
+
+// gpt-oss's swiglu_alpha (GptOssConfig) is honoured, not replaced by 1.702: a checkpoint
+// written with alpha 1.0 matches the float64 layer with alpha 1.0, and not the one with 1.702.
+TEST(ConfigFields, SwigluAlphaIsHonouredEndToEnd) {
+  TempDir dir;
+  Dims d;
+  d.swiglu_alpha = 1.0;
+  d.swiglu_limit = 5.0;
+  const auto layers = testing_io::write_gpt_oss_checkpoint(dir.path(), d, /*sharded=*/false);
+  const Checkpoint c = Checkpoint::open(dir.path());
+  EXPECT_FLOAT_EQ(c.layer_spec(0).activation_params.alpha, 1.0f);
+  EXPECT_FLOAT_EQ(c.layer_spec(0).activation_params.limit, 5.0f);
+  const int tokens = 6;
+  const auto x = testing_io::random_input(tokens, d.hidden, 5);
+  const auto got = run_layer(c, 0, x, tokens);
+  EXPECT_LT(testing_io::relative_l2(got, testing_io::gpt_oss_reference(d, layers[0], x, tokens)),
+            2e-5);
+  Dims old = d;
+  old.swiglu_alpha = 1.702;
+  EXPECT_GT(testing_io::relative_l2(got, testing_io::gpt_oss_reference(old, layers[0], x, tokens)),
+            1e-3);
+}
+
+// transformers 5 writes num_local_experts for Qwen3-MoE (attribute_map): the checkpoint's
+// config with either name gives the same layer.
+TEST(ConfigFields, HuggingFaceKeyAliasesGiveTheSameLayer) {
+  TempDir dir;
+  const Dims d;
+  testing_io::write_gpt_oss_checkpoint(dir.path(), d, /*sharded=*/false);
+  nlohmann::json config = testing_io::gpt_oss_config(d);
+  const LayerSpec canonical = Checkpoint::open(dir.path()).layer_spec(0);
+  config.erase("num_local_experts");
+  config["num_experts"] = d.experts;  // GptOssConfig.attribute_map
+  config.erase("num_experts_per_tok");
+  testing_io::write_config(dir.path(), config);  // experts_per_token stays (OpenAI's name)
+  EXPECT_EQ(Checkpoint::open(dir.path()).layer_spec(0), canonical);
 }
 
 }  // namespace

@@ -19,7 +19,7 @@ using testing_io::TempDir;
 // Runs the executable with ARGS; returns (exit code, stdout [+ stderr when merged]).
 std::pair<int, std::string> run_cli(const std::string& args, bool merge_stderr = false) {
   const std::string command =
-      std::string(MXMOE_CLI_PATH) + " " + args + (merge_stderr ? " 2>&1" : " 2>/dev/null");
+      std::string(MXMOE_CLI_COMMAND) + " " + args + (merge_stderr ? " 2>&1" : " 2>/dev/null");
   FILE* pipe = ::popen(command.c_str(), "r");
   std::string out;
   char buffer[4096];

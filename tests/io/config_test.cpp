@@ -162,5 +162,112 @@ TEST(ModelConfig, DuplicateKeysAndBadJsonAreErrors) {
               AllOf(HasSubstr("config.json"), HasSubstr("invalid JSON")));
 }
 
+// Every key alias of the families' transformers config classes (their attribute_map) reads as
+// its canonical key; two spellings that disagree are refused, naming both.
+TEST(ModelConfig, HuggingFaceKeyAliasesOfEveryFamily) {
+  struct Case {
+    json config;
+    const char* canonical;
+    const char* alias;
+  };
+  json qwen = {{"model_type", "qwen3_moe"},    {"num_experts", 128},
+               {"num_experts_per_tok", 8},     {"hidden_size", 2048},
+               {"moe_intermediate_size", 768}, {"num_hidden_layers", 4},
+               {"norm_topk_prob", true}};
+  json mixtral = {{"model_type", "mixtral"},    {"num_local_experts", 8},
+                  {"num_experts_per_tok", 2},   {"hidden_size", 4096},
+                  {"intermediate_size", 14336}, {"num_hidden_layers", 2}};
+  json v3 = {{"model_type", "deepseek_v3"},
+             {"n_routed_experts", 256},
+             {"num_experts_per_tok", 8},
+             {"hidden_size", 7168},
+             {"moe_intermediate_size", 2048},
+             {"num_hidden_layers", 4},
+             {"n_group", 8},
+             {"topk_group", 4}};
+  json v4 = {{"model_type", "deepseek_v4"},   {"n_routed_experts", 256},
+             {"num_experts_per_tok", 6},      {"hidden_size", 4096},
+             {"moe_intermediate_size", 2048}, {"num_hidden_layers", 4}};
+  json oss = gpt_oss_20b();
+  oss.erase("experts_per_token");
+  const Case cases[] = {
+      {qwen, "num_experts", "num_local_experts"},  // what transformers 5 writes
+      {mixtral, "num_local_experts", "num_experts"},
+      {oss, "num_local_experts", "num_experts"},
+      {oss, "num_experts_per_tok", "experts_per_token"},
+      {v3, "n_routed_experts", "num_local_experts"},
+      {v4, "n_routed_experts", "num_local_experts"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.config["model_type"].get<std::string>() + ": " + c.alias);
+    const LayerSpec canonical = parse(c.config).moe;
+    json aliased = c.config;
+    aliased[c.alias] = aliased[c.canonical];
+    aliased.erase(c.canonical);
+    EXPECT_EQ(parse(aliased).moe, canonical);
+    json both = c.config;
+    both[c.alias] = both[c.canonical];
+    EXPECT_EQ(parse(both).moe, canonical);  // two spellings that agree
+    both[c.alias] = both[c.canonical].get<int>() / 2;
+    EXPECT_THAT(error_of(both), AllOf(HasSubstr(c.canonical), HasSubstr(c.alias),
+                                      HasSubstr("two names of one setting and disagree")));
+    json neither = c.config;
+    neither.erase(c.canonical);
+    EXPECT_THAT(error_of(neither),
+                HasSubstr(std::string("missing field '") + c.canonical + "' or '" + c.alias + "'"));
+  }
+}
+
+// gpt-oss's swiglu_alpha is honoured (not replaced by 1.702) and checked; hidden_act swish is
+// transformers' other name of silu.
+TEST(ModelConfig, ActivationFieldsAreHonouredOrRefused) {
+  json j = gpt_oss_20b();
+  j["swiglu_alpha"] = 1.5;
+  EXPECT_FLOAT_EQ(parse(j).moe.activation_params.alpha, 1.5f);
+  EXPECT_FLOAT_EQ(parse(gpt_oss_20b()).moe.activation_params.alpha, 1.702f);
+  for (const json& bad : {json(-1.0), json(0), json("1.7"), json(1e300)}) {
+    j["swiglu_alpha"] = bad;
+    EXPECT_THAT(error_of(j), HasSubstr("'swiglu_alpha'")) << bad.dump();
+  }
+  json swish = gpt_oss_20b();
+  swish["hidden_act"] = "swish";
+  EXPECT_EQ(parse(swish).moe, parse(gpt_oss_20b()).moe);
+}
+
+// Every size read from the file is bounded before it is used: a hundred million layers no
+// longer make `info` run for a minute at 5 GB, two billion no longer throw std::bad_alloc.
+TEST(ModelConfig, SizesAreRangeCheckedBeforeUse) {
+  const auto with = [](const char* key, const json& value) {
+    json j = gpt_oss_20b();
+    j[key] = value;
+    return j;
+  };
+  EXPECT_THAT(error_of(with("num_hidden_layers", 100000000)),
+              HasSubstr("'num_hidden_layers': expected an integer in [1, 16384], got 100000000"));
+  EXPECT_THAT(error_of(with("num_hidden_layers", 2000000000)), HasSubstr("[1, 16384]"));
+  EXPECT_THAT(error_of(with("num_hidden_layers", 1e8)), HasSubstr("'num_hidden_layers'"));
+  EXPECT_THAT(error_of(with("num_hidden_layers", -3)), HasSubstr("'num_hidden_layers'"));
+  EXPECT_THAT(error_of(with("num_local_experts", 1000000000)),
+              HasSubstr("'num_local_experts': expected an integer in [1, 65536]"));
+  EXPECT_THAT(error_of(with("hidden_size", 1099511627776)),
+              HasSubstr("'hidden_size': expected an integer in [32, 262144]"));
+  EXPECT_THAT(error_of(with("intermediate_size", 18446744073709551615ull)),
+              HasSubstr("'intermediate_size'"));
+  EXPECT_EQ(parse(with("num_hidden_layers", 16384)).non_moe_reason.size(), 16384u);
+
+  json qwen = {{"model_type", "qwen3_moe"},   {"num_experts", 8},
+               {"num_experts_per_tok", 2},    {"hidden_size", 64},
+               {"moe_intermediate_size", 32}, {"num_hidden_layers", 4},
+               {"mlp_only_layers", {1, 4}}};
+  EXPECT_THAT(error_of(qwen), HasSubstr("'mlp_only_layers': expected layer indices in [0, 4)"));
+  qwen["mlp_only_layers"] = {1, 1099511627776};
+  EXPECT_THAT(error_of(qwen), HasSubstr("'mlp_only_layers'"));
+  json v3 = {{"model_type", "deepseek_v3"}, {"n_routed_experts", 16},
+             {"num_experts_per_tok", 2},    {"hidden_size", 64},
+             {"moe_intermediate_size", 32}, {"num_hidden_layers", 2},
+             {"n_shared_experts", 100000}};
+  EXPECT_THAT(error_of(v3), HasSubstr("'n_shared_experts'"));
+}
+
 }  // namespace
 }  // namespace mxmoe

@@ -1,6 +1,7 @@
 // Sharded checkpoints: index parsing, shard-name safety, and tensor/shard consistency.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 
@@ -107,20 +108,32 @@ TEST(ShardedCheckpoint, RejectsListedButMissingAndUnlistedTensors) {
   EXPECT_THAT(d.error(), AllOf(HasSubstr("absent.safetensors"), HasSubstr("does not exist")));
 }
 
-TEST(ShardedCheckpoint, RejectsSymlinksLeadingOutOfTheDirectory) {
+// The one file rule (io/checkpoint_file.hpp): symlinks are followed wherever they lead, as
+// Hugging Face does (its cache links snapshots/<rev>/NAME to ../../blobs/<hash>); what they
+// resolve to must be a regular file. A directory, a FIFO or a dangling link is refused.
+TEST(ShardedCheckpoint, FollowsSymlinksToRegularFilesOnly) {
   ShardedDir d;
   testing_io::TempDir outside;
   std::vector<std::uint8_t> four = {1, 2, 3, 4};
   const std::vector<TensorToWrite> t = {{"a", StDtype::U8, {4}, four}};
-  write_safetensors(outside / "evil.safetensors", t);
-  fs::create_symlink(outside / "evil.safetensors", d.dir / "s1.safetensors");
+  write_safetensors(outside / "blob", t);
+  fs::create_symlink(outside / "blob", d.dir / "s1.safetensors");
   d.index(R"({"a":"s1.safetensors"})");
-  EXPECT_THAT(d.error(), AllOf(HasSubstr("s1.safetensors"), HasSubstr("outside")));
-  // A link that stays inside the directory is fine.
-  fs::remove(d.dir / "s1.safetensors");
-  write_safetensors(d.dir / "real.safetensors", t);
-  fs::create_symlink(d.dir / "real.safetensors", d.dir / "s1.safetensors");
   EXPECT_EQ(d.error(), "");
+
+  fs::remove(d.dir / "s1.safetensors");
+  fs::create_directory(outside / "a_directory");
+  fs::create_symlink(outside / "a_directory", d.dir / "s1.safetensors");
+  EXPECT_THAT(d.error(), AllOf(HasSubstr("s1.safetensors"), HasSubstr("not a regular file")));
+
+  fs::remove(d.dir / "s1.safetensors");
+  ASSERT_EQ(::mkfifo((outside / "fifo").c_str(), 0600), 0);
+  fs::create_symlink(outside / "fifo", d.dir / "s1.safetensors");
+  EXPECT_THAT(d.error(), AllOf(HasSubstr("s1.safetensors"), HasSubstr("not a regular file")));
+
+  fs::remove(d.dir / "s1.safetensors");
+  fs::create_symlink(outside / "missing", d.dir / "s1.safetensors");
+  EXPECT_THAT(d.error(), AllOf(HasSubstr("s1.safetensors"), HasSubstr("cannot be followed")));
 }
 
 TEST(ShardedCheckpoint, RejectsADirectoryWithoutWeights) {

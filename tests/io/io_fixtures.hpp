@@ -13,6 +13,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -96,6 +97,7 @@ inline std::vector<double> dequant(const std::vector<std::uint8_t>& blocks,
 
 struct Dims {
   int experts = 4, top_k = 2, hidden = 64, intermediate = 96, layers = 2;
+  double swiglu_alpha = 1.702, swiglu_limit = 7.0;  // written to config.json
 };
 
 // One gpt-oss layer's tensors as written (router and biases BF16).
@@ -167,7 +169,8 @@ inline nlohmann::json gpt_oss_config(const Dims& d) {
           {"hidden_size", d.hidden},
           {"intermediate_size", d.intermediate},
           {"num_hidden_layers", d.layers},
-          {"swiglu_limit", 7.0},
+          {"swiglu_limit", d.swiglu_limit},
+          {"swiglu_alpha", d.swiglu_alpha},
           {"hidden_act", "silu"},
           {"torch_dtype", "bfloat16"},
           {"rope_theta", 150000},
@@ -207,7 +210,7 @@ inline std::vector<GptOssLayer> write_gpt_oss_checkpoint(const std::string& dir,
 }
 
 // float64 gpt-oss layer: top-k of the logits (ties: lower index), softmax over k,
-// h = W1 x + b1, interleaved gate/up, swiglu_oai (alpha 1.702, limit 7), y = sum w (W2 a + b2).
+// h = W1 x + b1, interleaved gate/up, swiglu_oai (d's alpha and limit), y = sum w (W2 a + b2).
 inline std::vector<double> gpt_oss_reference(const Dims& d, const GptOssLayer& l,
                                              const std::vector<float>& x, int tokens) {
   const auto E = static_cast<std::size_t>(d.experts), H = static_cast<std::size_t>(d.hidden),
@@ -243,9 +246,9 @@ inline std::vector<double> gpt_oss_reference(const Dims& d, const GptOssLayer& l
           g += w1[e][(2 * i) * H + h] * xh;
           u += w1[e][(2 * i + 1) * H + h] * xh;
         }
-        g = std::min(g, 7.0);
-        u = std::clamp(u, -7.0, 7.0);
-        a[i] = g / (1.0 + std::exp(-1.702 * g)) * (u + 1.0);
+        g = std::min(g, d.swiglu_limit);
+        u = std::clamp(u, -d.swiglu_limit, d.swiglu_limit);
+        a[i] = g / (1.0 + std::exp(-d.swiglu_alpha * g)) * (u + 1.0);
       }
       for (std::size_t h = 0; h < H; ++h) {
         double s = l.b2[e * H + h];
@@ -273,6 +276,86 @@ inline std::vector<float> random_input(int tokens, int hidden, std::uint32_t see
   std::vector<float> x(static_cast<std::size_t>(tokens * hidden));
   for (auto& v : x) v = d(rng);
   return x;
+}
+
+// A BF16 Mixtral-style checkpoint (the input of `mxmoe quantize`): E, top-k, H, I, layers.
+inline constexpr int kE = 4, kK = 2, kH = 64, kI = 96, kLayers = 2;
+
+struct Bf16Expert {
+  std::vector<float> gate, up, down;  // [I,H], [I,H], [H,I], BF16-exact values
+};
+struct Bf16Layer {
+  std::vector<float> router;  // [E,H] stored as F32
+  std::vector<Bf16Expert> experts;
+};
+
+// Writes a Mixtral-style checkpoint (HF v5 names: mlp.gate, mlp.experts.{e}.*_proj) of
+// NUM_LAYERS layers; SEED draws the weights; a NaN goes into the last expert's gate of layer
+// NAN_LAYER (-1: none).
+inline std::vector<Bf16Layer> write_bf16_mixtral(const std::string& dir,
+                                                 std::vector<std::vector<std::uint8_t>>& keep,
+                                                 int num_layers = kLayers, std::uint32_t seed = 21,
+                                                 int nan_layer = -1) {
+  std::mt19937 rng(seed);
+  std::vector<Bf16Layer> layers(static_cast<std::size_t>(num_layers));
+  std::vector<TensorToWrite> tensors;
+  keep.reserve(keep.size() + static_cast<std::size_t>(num_layers * (1 + 3 * kE)));
+  const auto add = [&](const std::string& name, StDtype dtype, std::vector<std::uint64_t> shape,
+                       std::vector<std::uint8_t> bytes) {
+    keep.push_back(std::move(bytes));
+    tensors.push_back({name, dtype, std::move(shape), keep.back()});
+  };
+  for (int n = 0; n < num_layers; ++n) {
+    auto& l = layers[static_cast<std::size_t>(n)];
+    const std::string p = "model.layers." + std::to_string(n) + ".mlp.";
+    l.router = random_bf16_values(rng, kE * kH, 0.2f);
+    std::vector<std::uint8_t> router_bytes(l.router.size() * 4);
+    std::memcpy(router_bytes.data(), l.router.data(), router_bytes.size());
+    add(p + "gate.weight", StDtype::F32, u64s({kE, kH}), std::move(router_bytes));
+    for (int e = 0; e < kE; ++e) {
+      Bf16Expert x;
+      x.gate = random_bf16_values(rng, kI * kH, 0.05f);
+      if (n == nan_layer && e == kE - 1) x.gate[3] = std::nanf("");
+      x.up = random_bf16_values(rng, kI * kH, 0.05f);
+      x.down = random_bf16_values(rng, kH * kI, 0.05f);
+      const std::string q = p + "experts." + std::to_string(e) + ".";
+      add(q + "gate_proj.weight", StDtype::BF16, u64s({kI, kH}), bf16_bytes(x.gate));
+      add(q + "up_proj.weight", StDtype::BF16, u64s({kI, kH}), bf16_bytes(x.up));
+      add(q + "down_proj.weight", StDtype::BF16, u64s({kH, kI}), bf16_bytes(x.down));
+      l.experts.push_back(std::move(x));
+    }
+  }
+  write_safetensors(dir + "/model.safetensors", tensors);
+  write_config(dir, {{"model_type", "mixtral"},
+                     {"num_local_experts", kE},
+                     {"num_experts_per_tok", kK},
+                     {"hidden_size", kH},
+                     {"intermediate_size", kI},
+                     {"num_hidden_layers", num_layers},
+                     {"hidden_act", "silu"},
+                     {"torch_dtype", "bfloat16"}});
+  return layers;
+}
+
+// Every regular file under DIR (relative name -> bytes): a directory's exact state.
+inline std::map<std::string, std::string> directory_snapshot(const std::string& dir) {
+  std::map<std::string, std::string> out;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir))
+    if (e.is_regular_file()) {
+      std::ifstream in(e.path(), std::ios::binary);
+      std::stringstream bytes;
+      bytes << in.rdbuf();
+      out[std::filesystem::relative(e.path(), dir).string()] = bytes.str();
+    }
+  return out;
+}
+
+// Entries of DIR with ".mxmoe-tmp-" in their name (temporaries left behind).
+inline int temporaries_in(const std::string& dir) {
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    n += e.path().filename().string().find(".mxmoe-tmp-") != std::string::npos ? 1 : 0;
+  return n;
 }
 
 }  // namespace mxmoe::testing_io

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
 
 #include "io/mapped_file.hpp"
 #include "io/quantize_checkpoint.hpp"
@@ -20,61 +21,14 @@ namespace {
 using ::testing::HasSubstr;
 using testing_io::TempDir;
 
-constexpr int kE = 4, kK = 2, kH = 64, kI = 96, kLayers = 2;
-
-struct Bf16Expert {
-  std::vector<float> gate, up, down;  // [I,H], [I,H], [H,I], BF16-exact values
-};
-struct Bf16Layer {
-  std::vector<float> router;  // [E,H] stored as F32
-  std::vector<Bf16Expert> experts;
-};
-
-// Writes a Mixtral-style checkpoint (HF v5 names: mlp.gate, mlp.experts.{e}.*_proj).
-std::vector<Bf16Layer> write_bf16_mixtral(const std::string& dir,
-                                          std::vector<std::vector<std::uint8_t>>& keep) {
-  std::mt19937 rng(21);
-  std::vector<Bf16Layer> layers(kLayers);
-  std::vector<TensorToWrite> tensors;
-  keep.reserve(64);
-  const auto add = [&](const std::string& name, StDtype dtype, std::vector<std::uint64_t> shape,
-                       std::vector<std::uint8_t> bytes) {
-    keep.push_back(std::move(bytes));
-    tensors.push_back({name, dtype, std::move(shape), keep.back()});
-  };
-  for (int n = 0; n < kLayers; ++n) {
-    auto& l = layers[static_cast<std::size_t>(n)];
-    const std::string p = "model.layers." + std::to_string(n) + ".mlp.";
-    l.router = testing_io::random_bf16_values(rng, kE * kH, 0.2f);
-    std::vector<std::uint8_t> router_bytes(l.router.size() * 4);
-    std::memcpy(router_bytes.data(), l.router.data(), router_bytes.size());
-    add(p + "gate.weight", StDtype::F32, testing_io::u64s({kE, kH}), std::move(router_bytes));
-    for (int e = 0; e < kE; ++e) {
-      Bf16Expert x;
-      x.gate = testing_io::random_bf16_values(rng, kI * kH, 0.05f);
-      x.up = testing_io::random_bf16_values(rng, kI * kH, 0.05f);
-      x.down = testing_io::random_bf16_values(rng, kH * kI, 0.05f);
-      const std::string q = p + "experts." + std::to_string(e) + ".";
-      add(q + "gate_proj.weight", StDtype::BF16, testing_io::u64s({kI, kH}),
-          testing_io::bf16_bytes(x.gate));
-      add(q + "up_proj.weight", StDtype::BF16, testing_io::u64s({kI, kH}),
-          testing_io::bf16_bytes(x.up));
-      add(q + "down_proj.weight", StDtype::BF16, testing_io::u64s({kH, kI}),
-          testing_io::bf16_bytes(x.down));
-      l.experts.push_back(std::move(x));
-    }
-  }
-  write_safetensors(dir + "/model.safetensors", tensors);
-  testing_io::write_config(dir, {{"model_type", "mixtral"},
-                                 {"num_local_experts", kE},
-                                 {"num_experts_per_tok", kK},
-                                 {"hidden_size", kH},
-                                 {"intermediate_size", kI},
-                                 {"num_hidden_layers", kLayers},
-                                 {"hidden_act", "silu"},
-                                 {"torch_dtype", "bfloat16"}});
-  return layers;
-}
+using testing_io::Bf16Expert;
+using testing_io::Bf16Layer;
+using testing_io::kE;
+using testing_io::kH;
+using testing_io::kI;
+using testing_io::kK;
+using testing_io::kLayers;
+using testing_io::write_bf16_mixtral;
 
 std::vector<std::uint8_t> tensor_bytes(const std::string& dir, const std::string& name) {
   const auto index =
@@ -241,6 +195,96 @@ TEST(Quantize, RejectsNanInAWeight) {
     EXPECT_THAT(e.what(), HasSubstr("experts.2.up_proj.weight"));
     EXPECT_THAT(e.what(), HasSubstr("index 9"));
   }
+}
+
+// --- quantize is transactional: a temporary sibling directory renamed into place ---------
+
+using testing_io::directory_snapshot;
+using testing_io::temporaries_in;
+
+struct QuantizeFixture : ::testing::Test {
+  TempDir root;
+  std::string in = root / "in", out = root / "out";
+  std::vector<std::vector<std::uint8_t>> keep;
+  std::map<std::string, std::string> previous;
+
+  // OUT from a first conversion, plus a stray file a user left there.
+  void SetUp() override {
+    std::filesystem::create_directories(in);
+    write_bf16_mixtral(in, keep, 3, 1);
+    io::quantize_checkpoint(in, out, {});
+    testing_io::write_bytes(out + "/model.safetensors", "stale");
+    previous = directory_snapshot(out);
+    ASSERT_EQ(previous.size(), 6u);  // 3 shards, index, config, the stray file
+  }
+};
+
+// --force replaces the directory as a whole: no file of the old one survives (a stale
+// model.safetensors beside new shards would win at load time and load silently).
+TEST_F(QuantizeFixture, ForceReplacesTheWholeDirectory) {
+  write_bf16_mixtral(in, keep, 2, 2);
+  io::QuantizeOptions force;
+  force.force = true;
+  io::quantize_checkpoint(in, out, force);
+  const auto now = directory_snapshot(out);
+  EXPECT_EQ(now.count("model.safetensors"), 0u);
+  EXPECT_EQ(now.size(), 4u);  // 2 shards, index, config
+  EXPECT_EQ(Checkpoint::open(out).num_layers(), 2);
+  EXPECT_EQ(temporaries_in(root.path()), 0);
+}
+
+TEST_F(QuantizeFixture, ExistingOutputIsRefusedWithoutForce) {
+  try {
+    io::quantize_checkpoint(in, out, {});
+    FAIL();
+  } catch (const LoadError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("--force"));
+  }
+  EXPECT_EQ(directory_snapshot(out), previous);
+}
+
+// A failure in the last layer (a NaN weight) after two layers were written: OUT is exactly
+// as it was, and nothing is left beside it.
+TEST_F(QuantizeFixture, FailureMidwayLeavesThePreviousOutputIntact) {
+  write_bf16_mixtral(in, keep, 3, 2, /*nan_layer=*/2);
+  io::QuantizeOptions force;
+  force.force = true;
+  int layers_done = 0;
+  force.progress = [&](const std::string&) { ++layers_done; };
+  EXPECT_THROW(io::quantize_checkpoint(in, out, force), LoadError);
+  EXPECT_EQ(layers_done, 2);
+  EXPECT_EQ(directory_snapshot(out), previous);
+  EXPECT_EQ(temporaries_in(root.path()), 0);
+}
+
+// Cancelled (what SIGINT does in the CLI) after the first layer: the same.
+TEST_F(QuantizeFixture, CancellationLeavesThePreviousOutputIntact) {
+  write_bf16_mixtral(in, keep, 3, 2);
+  io::QuantizeOptions force;
+  force.force = true;
+  int layers_done = 0;
+  force.progress = [&](const std::string&) { ++layers_done; };
+  force.cancelled = [&] { return layers_done >= 1; };
+  EXPECT_THROW(io::quantize_checkpoint(in, out, force), io::QuantizeCancelled);
+  EXPECT_EQ(layers_done, 1);
+  EXPECT_EQ(directory_snapshot(out), previous);
+  EXPECT_EQ(temporaries_in(root.path()), 0);
+}
+
+// Replacing a directory that holds the input would delete the input: refused.
+TEST_F(QuantizeFixture, OutputContainingTheInputIsRefused) {
+  const std::string nested_in = out + "/src";
+  std::filesystem::create_directories(nested_in);
+  write_bf16_mixtral(nested_in, keep, 1, 3);
+  io::QuantizeOptions force;
+  force.force = true;
+  try {
+    io::quantize_checkpoint(nested_in, out, force);
+    FAIL();
+  } catch (const LoadError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("contains the input"));
+  }
+  EXPECT_TRUE(std::filesystem::exists(nested_in + "/model.safetensors"));
 }
 
 }  // namespace

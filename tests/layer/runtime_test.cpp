@@ -1,7 +1,11 @@
 // Runtime (one pool per process, shared by layers) and expert placement.
+#include "mxmoe/runtime.hpp"
+
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <limits>
 #include <numeric>
 #include <set>
 #include <thread>
@@ -9,8 +13,8 @@
 
 #include "base/thread_pool.hpp"
 #include "layer_fixture.hpp"
+#include "mxmoe/log.hpp"
 #include "mxmoe/placement.hpp"
-#include "mxmoe/runtime.hpp"
 
 namespace {
 
@@ -86,6 +90,64 @@ TEST(Placement, SliceExpertsNarrowsTheViews) {
   EXPECT_EQ(s.router_weight.data, w.router_weight.data);  // routing covers every expert
   EXPECT_THROW(mxmoe::slice_experts(w, {4, 7}), std::invalid_argument);
   EXPECT_THROW(mxmoe::slice_experts(w, {3, 2}), std::invalid_argument);
+}
+
+}  // namespace
+
+namespace {
+
+// A call's size is bounded before anything is allocated: the slots of one call are numbered
+// in 32 bits, so more tokens than max_tokens() is an error naming the bound, and the
+// workspace a call needs can be asked for first (what `mxmoe run` compares with the memory
+// available).
+TEST(LayerBounds, TokensPerCallAreBoundedAndTheWorkspaceIsKnownBeforehand) {
+  const mxmoe::LayerSpec spec = layer_test::shrink("gpt-oss-20b", 8, 4, 64, 64);
+  const mxmoe::LayerStorage storage = mxmoe::LayerStorage::random(spec, 3);
+  Runtime runtime(1);
+  mxmoe::MoeLayer layer(storage.weights(),
+                        layer_test::reference_selection(spec, mxmoe::ActivationFormat::f32),
+                        runtime);
+  EXPECT_EQ(layer.max_tokens(), std::numeric_limits<std::int32_t>::max() / 4);
+  const std::size_t one = layer.workspace_bytes(1), many = layer.workspace_bytes(1000);
+  EXPECT_GT(one, 0u);
+  // At least the per-slot outputs: tokens x top_k x H floats.
+  EXPECT_GE(many, std::size_t{1000} * 4 * 64 * sizeof(float));
+  EXPECT_GT(many, one);
+  try {
+    (void)layer.workspace_bytes(layer.max_tokens() + 1);
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("32 bits"), std::string::npos) << e.what();
+  }
+  std::vector<float> x(64), y(64);
+  EXPECT_THROW(layer.forward(x.data(), layer.max_tokens() + 1, y.data()), std::invalid_argument);
+  EXPECT_THROW(layer.forward(x.data(), -1, y.data()), std::invalid_argument);
+  EXPECT_EQ(layer.workspace_allocations(), 0u);  // refused before allocating
+  layer.forward(x.data(), 1, y.data());
+  EXPECT_EQ(layer.workspace_allocations(), 1u);
+}
+
+// More threads than logical CPUs is allowed, and said once through the library's log.
+TEST(LayerBounds, MoreThreadsThanCpusIsAllowedAndWarned) {
+  struct Seen {
+    std::string text;
+  } seen;
+  const auto capture = [](mxmoe::LogCategory, const char* message, void* user) {
+    static_cast<Seen*>(user)->text += message;
+  };
+  const mxmoe::LogSink previous =
+      mxmoe::set_log_sink({capture, &seen, static_cast<unsigned>(mxmoe::LogCategory::warning)});
+  const int threads = mxmoe::default_thread_count() + 1;
+  {
+    Runtime runtime(threads);
+    EXPECT_EQ(runtime.threads(), threads);
+  }
+  { Runtime fits(1); }
+  mxmoe::set_log_sink(previous);
+  EXPECT_NE(seen.text.find(std::to_string(threads) + " threads on a machine with"),
+            std::string::npos)
+      << seen.text;
+  EXPECT_EQ(std::count(seen.text.begin(), seen.text.end(), '\n'), 1);
 }
 
 }  // namespace

@@ -33,6 +33,7 @@ TEST(Presets, RealShapes) {
        ActivationFn::silu_glu},
       {"deepseek-v4-flash", 256, 6, 4096, 2048, 1, 2048, RoutingMethod::sqrtsoftplus_topk,
        ActivationFn::silu_glu_clamp},
+      {"tiny", 8, 2, 256, 256, 0, 0, RoutingMethod::topk_softmax, ActivationFn::swiglu_oai},
   };
   EXPECT_EQ(mxmoe::preset_names().size(), std::size(wants));
   for (const Want& w : wants) {

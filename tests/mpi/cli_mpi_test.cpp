@@ -94,8 +94,11 @@ TEST_F(CliMpi, RunUnderMpirunWritesTheBytesOfOneProcess) {
       const Result group = sh(
           kMpirun + " -n " + std::to_string(n) + " " + kMxmoe + args + " --output " + path, root());
       ASSERT_EQ(group.rc, 0) << group.err;
-      EXPECT_THAT(group.err, HasSubstr("expert parallel: " + std::to_string(n) + " ranks"));
-      EXPECT_THAT(group.err, HasSubstr("rank " + std::to_string(n - 1) + ": "));
+      // Rank 0 prints the report on stdout, once, with every rank's line.
+      EXPECT_THAT(group.out, HasSubstr("expert parallel: " + std::to_string(n) + " ranks"));
+      EXPECT_THAT(group.out, HasSubstr("rank " + std::to_string(n - 1) + ": "));
+      EXPECT_EQ(group.out.find("layer: ", group.out.find("layer: ") + 1), std::string::npos)
+          << group.out;
       const std::string a = slurp(alone), b = slurp(path);
       ASSERT_FALSE(a.empty());
       EXPECT_TRUE(a == b) << n << " ranks: the output bytes differ from one process's";
@@ -136,7 +139,7 @@ struct Killed {
 Killed signal_a_rank_mid_run(const std::string& model, int signal, double deadline) {
   const std::string err = fs::temp_directory_path() / ("mxmoe_kill_" + std::to_string(getpid()));
   const std::string command = kMpirun + " -n 3 " + kMxmoe + " run --model " + model +
-                              " --layer 0 --tokens 4 --reps 1000000 --ep-deadline " +
+                              " --layer 0 --tokens 4 --reps 100000 --ep-deadline " +
                               std::to_string(deadline);
   const pid_t child = fork();
   if (child == 0) {
@@ -148,12 +151,12 @@ Killed signal_a_rank_mid_run(const std::string& model, int signal, double deadli
     ::_exit(127);
   }
   Killed k;
-  // Running when rank 0 has printed the choice (the timed calls follow).
+  // Running when rank 0 has said it starts the warm-up call (the timed calls follow).
   const auto started = Clock::now();
   std::vector<std::pair<pid_t, int>> ranks;
   while (Clock::now() - started < std::chrono::seconds(60)) {
     ranks = ranks_of(child);
-    if (ranks.size() == 3 && slurp(err).find("chosen:") != std::string::npos) break;
+    if (ranks.size() == 3 && slurp(err).find("warm-up call") != std::string::npos) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // mid-run
@@ -232,12 +235,18 @@ TEST_F(CliMpi, ARankWhoseProbeLacksTheBackendGivesOneGatheredReport) {
   ASSERT_NE(first, std::string::npos) << all;
   EXPECT_EQ(all.find(sentence, first + 1), std::string::npos) << all;
 
-  // Not forcing: the group agrees on a backend every rank runs, and says why it left the
-  // others.
-  const Result agreed =
+  // Not forcing: only the judge-only reference backend runs on rank 2, which the oracle never
+  // chooses unasked, so the group refuses; allowed, the group agrees on it and says why it
+  // left the others.
+  const Result refused =
       sh(kMpirun + " -n 2 " + run + " : -n 1 env MXMOE_MAX_ISA=none " + run, root());
+  EXPECT_EQ(refused.rc, 3) << refused.err;
+  EXPECT_THAT(refused.out + refused.err, HasSubstr("rank 2: avx2 rejected: unsupported_isa"));
+  const Result agreed = sh(kMpirun + " -n 2 " + run + " --allow-reference : -n 1 env " +
+                               "MXMOE_MAX_ISA=none " + run + " --allow-reference",
+                           root());
   EXPECT_EQ(agreed.rc, 0) << agreed.err;
-  EXPECT_THAT(agreed.err, HasSubstr("chosen: reference (agreed by 3 ranks"));
+  EXPECT_THAT(agreed.out, HasSubstr("chosen: reference (agreed by 3 ranks"));
 }
 
 TEST_F(CliMpi, ExplainShowsPerRankMemoryAndTheExpertParallelPredicates) {
@@ -256,10 +265,33 @@ TEST_F(CliMpi, ExplainShowsPerRankMemoryAndTheExpertParallelPredicates) {
   for (const auto& rank : ep.at("ranks")) experts += rank.at("expert_bytes").get<std::uint64_t>();
   // 16 experts of W1 [128, 64] + W2 [64, 64] in MXFP4 (17 bytes per 32 weights).
   EXPECT_EQ(experts, 16u * (128 * 64 + 64 * 64) / 32 * 17);
+  // A rank outside the group is a usage error (exit 2); a placement table that does not fit
+  // the layer is the expert_parallel predicate (exit 3, every backend says why).
   const Result bad =
       sh(kMxmoe + " explain --model " + f.dir + " --layer 0 --ep-size 2 --ep-rank 2", root());
-  EXPECT_EQ(bad.rc, 3);
-  EXPECT_THAT(bad.out, HasSubstr("expert_parallel: expert-parallel rank out of range"));
+  EXPECT_EQ(bad.rc, 2);
+  EXPECT_THAT(bad.err, HasSubstr("--ep-rank 2 is outside [0, --ep-size 2)"));
+  const std::string short_table = root() + "/placement_short.json";
+  std::ofstream(short_table) << R"({"ranks": 3, "owner": [0, 1, 2]})";
+  const Result wrong =
+      sh(kMxmoe + " explain --model " + f.dir + " --layer 0 --placement " + short_table, root());
+  EXPECT_EQ(wrong.rc, 3) << wrong.err;
+  EXPECT_THAT(wrong.out, HasSubstr("expert_parallel: the expert placement is invalid"));
+  // A scattered table: expert e on rank e % 3 (6, 5, 5 experts), read from the file.
+  std::string owners;
+  for (int e = 0; e < 16; ++e) owners += (e ? ", " : "") + std::to_string(e % 3);
+  const std::string scattered = root() + "/placement_scattered.json";
+  std::ofstream(scattered) << R"({"ranks": 3, "owner": [)" + owners + "]}";
+  const Result placed =
+      sh(kMxmoe + " explain --model " + f.dir + " --layer 0 --placement " + scattered, root());
+  ASSERT_EQ(placed.rc, 0) << placed.err;
+  for (const char* line : {"rank 0: 6 experts", "rank 1: 5 experts", "rank 2: 5 experts"})
+    EXPECT_THAT(placed.out, HasSubstr(line));
+  const std::string garbage_file = root() + "/placement_garbage.json";
+  std::ofstream(garbage_file) << R"({"ranks": 2, "owner": [0, 1)";
+  const Result garbage = sh(kMxmoe + " explain --placement " + garbage_file, root());
+  EXPECT_EQ(garbage.rc, 1);
+  EXPECT_THAT(garbage.err, HasSubstr("--placement "));
 }
 
 TEST_F(CliMpi, BenchUnderMpirunReportsEveryRank) {

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include "stub_backend.hpp"
@@ -63,10 +64,23 @@ TEST(Json, HardwareRoundTripsIncludingThisMachinesProbe) {
   EXPECT_THAT(to_json(random), HasSubstr("\"avx512_vnni\": "));
 }
 
+// A random deployment whose layer validates (the JSON form refuses an invalid layer).
+Deployment random_valid_deployment(std::mt19937& rng) {
+  while (true) {
+    Deployment d = random_deployment(rng);
+    try {
+      validate(d.layer);
+      return d;
+    } catch (const std::invalid_argument&) {
+    }
+  }
+}
+
 TEST(Json, DeploymentRoundTrips) {
   std::mt19937 rng(11);
   for (int i = 0; i < 50; ++i) {
-    const Deployment d = random_deployment(rng);
+    Deployment d = random_valid_deployment(rng);
+    d.request.allow_judge_only = i % 2 == 1;
     ASSERT_EQ(deployment_from_json(to_json(d)), d) << to_json(d);
     EXPECT_EQ(request_from_json(to_json(d.request)), d.request);
     EXPECT_EQ(layer_spec_from_json(to_json(d.layer)), d.layer);
@@ -74,6 +88,45 @@ TEST(Json, DeploymentRoundTrips) {
   Deployment unset = sample_deployment();
   unset.request.activation.reset();
   EXPECT_EQ(deployment_from_json(to_json(unset)), unset);
+}
+
+// Replayed files are untrusted: numbers are range-checked (never wrapped into an int), a
+// layer that validate() refuses is refused, and a Request written before allow_judge_only
+// existed still reads (as false).
+TEST(Json, ReplayedDocumentsAreBounded) {
+  const nlohmann::json good = nlohmann::json::parse(to_json(sample_deployment()));
+  // The error of reading GOOD with one value replaced ("" when it is accepted).
+  const auto error_with = [&](const char* section, const char* key, const nlohmann::json& value,
+                              const char* inner = nullptr) {
+    nlohmann::json j = good;
+    if (inner != nullptr)
+      j[section][inner][key] = value;
+    else
+      j[section][key] = value;
+    try {
+      (void)deployment_from_json(j.dump());
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_THAT(error_with("request", "threads", 100000),
+              HasSubstr("\"threads\": expected an integer in [0, 1024], got 100000"));
+  EXPECT_THAT(error_with("request", "tokens_hint", 1e12), HasSubstr("tokens_hint"));
+  EXPECT_THAT(error_with("hardware", "logical_cpus", 1000000),
+              HasSubstr("\"logical_cpus\": expected an integer in [1, 1024], got 1000000"));
+  EXPECT_THAT(error_with("hardware", "logical_cpus", 1e12), HasSubstr("logical_cpus"));
+  EXPECT_THAT(error_with("hardware", "logical_cpus", -5), HasSubstr("logical_cpus"));
+  EXPECT_THAT(error_with("layer", "num_experts", 3000000000LL), HasSubstr("num_experts"));
+  EXPECT_THAT(error_with("layer", "alpha", 1e300, "activation_params"),
+              HasSubstr("outside the range of a float"));
+  EXPECT_THAT(error_with("layer", "top_k", 33), HasSubstr("top_k = 33"));
+  EXPECT_EQ(error_with("request", "threads", 1024), "");
+
+  // A Request written before allow_judge_only existed still reads (as false).
+  nlohmann::json old = nlohmann::json::parse(to_json(sample_deployment().request));
+  old.erase("allow_judge_only");
+  EXPECT_EQ(request_from_json(old.dump()), sample_deployment().request);
 }
 
 TEST(Json, SelectionRoundTripsWithReasonsAndSuggestions) {

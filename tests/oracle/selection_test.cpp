@@ -3,6 +3,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
+#include "mxmoe/log.hpp"
 #include "stub_backend.hpp"
 
 namespace mxmoe::testing {
@@ -172,6 +175,67 @@ TEST(Selection, SuggestionsListEverySingleChangeThatHelps) {
   std::vector<std::string> changes;
   for (const Suggestion& g : t.suggestions) changes.push_back(g.text);
   EXPECT_EQ(changes, (std::vector<std::string>{"batch_invariant=false would allow amx_int8"}));
+}
+
+// A judge (reference) is the only backend for a request, and hundreds of times slower: the
+// oracle never chooses it silently. Nothing fits (NoBackendError at select), with every reason
+// and a suggestion naming it; forced by name or allowed, it is chosen.
+TEST(Selection, JudgeOnlyBackendIsNeverChosenSilently) {
+  BackendCapabilities fast_caps = portable_caps();
+  fast_caps.batch_invariant_activations = {ActivationFormat::bf16};
+  StubBackend fast("fast", fast_caps, 1.0);
+  StubBackend judge_stub("reference", portable_caps(), 1000.0);
+  judge_stub.as_judge();
+  Deployment d = sample_deployment();
+  d.request.activation = ActivationFormat::mxfp8;
+  d.request.batch_invariant = true;
+
+  try {
+    (void)select(d, Preferences{}, candidates(fast, judge_stub));
+    FAIL() << "the judge was chosen without being asked for";
+  } catch (const NoBackendError& e) {
+    const Selection& s = e.selection();
+    EXPECT_EQ(s.candidates[1].reasons.front().code, ReasonCode::judge_only);
+    EXPECT_THAT(s.candidates[1].reasons.front().remedy, HasSubstr("--allow-reference"));
+    ASSERT_FALSE(s.suggestions.empty());
+    EXPECT_EQ(s.suggestions.back().change, "allow_judge_only=true");
+    EXPECT_EQ(s.suggestions.back().backend, "reference");
+    EXPECT_THAT(std::string(e.what()), HasSubstr("allow_judge_only=true"));
+  }
+  Deployment allowed = d;
+  allowed.request.allow_judge_only = true;
+  EXPECT_EQ(select(allowed, Preferences{}, candidates(fast, judge_stub)).chosen, "reference");
+  Deployment forced = d;
+  forced.request.forced_backend = "reference";
+  EXPECT_EQ(select(forced, Preferences{}, candidates(fast, judge_stub)).chosen, "reference");
+  // When a fast backend fits, it wins even when the judge is allowed (cost ranks them).
+  allowed.request.batch_invariant = false;
+  EXPECT_EQ(select(allowed, Preferences{}, candidates(fast, judge_stub)).chosen, "fast");
+}
+
+// The dispatch log goes through the library's log sink (MXMOE_VERBOSE=dispatch sets its
+// category): one line per candidate on each judge(), and nothing when the category is off.
+TEST(Selection, DispatchLogGoesThroughTheLogSink) {
+  struct Captured {
+    std::string text;
+    int calls = 0;
+  } captured;
+  const auto capture = [](LogCategory category, const char* message, void* user) {
+    auto* c = static_cast<Captured*>(user);
+    if (category == LogCategory::dispatch) c->text += message;
+    ++c->calls;
+  };
+  const Ladder l;
+  const LogSink previous =
+      set_log_sink({capture, &captured, static_cast<unsigned>(LogCategory::dispatch)});
+  (void)judge(sample_deployment(), Preferences{}, l.all());
+  set_log_sink({capture, &captured, 0});
+  (void)judge(sample_deployment(), Preferences{}, l.all());
+  set_log_sink(previous);
+  EXPECT_EQ(captured.calls, 1);
+  EXPECT_THAT(captured.text, HasSubstr("mxmoe dispatch: amx_int8: selected"));
+  EXPECT_THAT(captured.text, HasSubstr("mxmoe dispatch: reference: supported"));
+  EXPECT_EQ(std::count(captured.text.begin(), captured.text.end(), '\n'), 4);
 }
 
 // A probe captured on a machine without AVX-512, and one where the OS refused AMX, replayed

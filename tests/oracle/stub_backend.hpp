@@ -37,8 +37,14 @@ class StubBackend final : public Backend {
   std::unique_ptr<ExpertKernel> create(const Deployment&, const LayerWeights&) const override {
     return nullptr;  // never executed: these tests only judge
   }
+  bool judge_only() const noexcept override { return judge_only_; }
+  StubBackend& as_judge() {
+    judge_only_ = true;
+    return *this;
+  }
 
  private:
+  bool judge_only_ = false;
   std::string name_;
   BackendCapabilities caps_;
   double cost_us_, us_per_token_;

@@ -137,17 +137,28 @@ TEST(BalancedRouting, RejectsImpossibleTopK) {
   EXPECT_THROW(BalancedRouting(4, 0, 1), std::invalid_argument);
 }
 
-TEST(ParseLists, CommaListsOfPositiveIntegers) {
-  EXPECT_EQ(parse_positive_int_list("1,8,64,512", "--tokens"), (std::vector<int>{1, 8, 64, 512}));
-  EXPECT_EQ(parse_positive_int_list(" 2 , 1", "--threads"), (std::vector<int>{2, 1}));
-  EXPECT_EQ(parse_positive_int_list("8,1,8", "--tokens"), (std::vector<int>{8, 1}));
+TEST(ParseLists, CommaListsOfIntegersInARange) {
+  const auto parse = [](const std::string& text) {
+    return parse_int_list(text, "--tokens", 1, 1'000'000'000);
+  };
+  EXPECT_EQ(parse("1,8,64,512"), (std::vector<int>{1, 8, 64, 512}));
+  EXPECT_EQ(parse(" 2 , 1"), (std::vector<int>{2, 1}));
+  EXPECT_EQ(parse("8,1,8"), (std::vector<int>{8, 1}));
   for (const char* bad : {"", "0", "-1", "1,,2", "1,", "x", "1x", "3.5", "99999999999"})
-    EXPECT_THROW(parse_positive_int_list(bad, "--tokens"), std::invalid_argument) << bad;
+    EXPECT_THROW(parse(bad), std::invalid_argument) << bad;
   try {
-    parse_positive_int_list("1,y", "--tokens");
+    parse("1,y");
     FAIL();
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("--tokens: 'y'"), std::string::npos) << e.what();
+  }
+  // Thread lists: 0 (all CPUs) is legal, the bound is not exceeded.
+  EXPECT_EQ(parse_int_list("0,2", "--threads", 0, 1024), (std::vector<int>{0, 2}));
+  try {
+    parse_int_list("100000", "--threads", 0, 1024);
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("[0, 1024]"), std::string::npos) << e.what();
   }
 }
 

@@ -237,9 +237,10 @@ void AmxBf16Kernel::run(const ExpertForward& f) const noexcept {
     const float* up_bias = packed_.up_bias.data() + e * inter + kTaskRows * jt;
     gemm_task(scratch(thread), packed_.w1_group(e, g0), packed_.w1_group_bytes(), fold, 4, nbh,
               xb + tile0 * x_tile_stride, x_tile_stride, count,
-              [&](std::int64_t c0, int m, const float* acc) {
+              // Init-captures: clang before 16 cannot capture structured bindings.
+              [&, row_tile = jt](std::int64_t c0, int m, const float* acc) {
                 k::glu_to_bf16(acc, m, gate_bias, up_bias, glu_,
-                               ab + (tile0 + c0 / 16) * a_tile_stride + jt * x_block,
+                               ab + (tile0 + c0 / 16) * a_tile_stride + row_tile * x_block,
                                a_tile_stride);
               });
   });
@@ -258,10 +259,10 @@ void AmxBf16Kernel::run(const ExpertForward& f) const noexcept {
     const float* bias = packed_.b2.data() + e * h + kTaskRows * ot;
     gemm_task(scratch(thread), packed_.w2_group(e, g0), packed_.w2_group_bytes(), fold, 2, nbi,
               ab + tile0 * a_tile_stride, a_tile_stride, count,
-              [&](std::int64_t c0, int m, const float* acc) {
+              [&, out_tile = ot](std::int64_t c0, int m, const float* acc) {
                 for (int r = 0; r < m; ++r) {
                   const std::int64_t slot = batch.order[offsets[e] + c0 + r];
-                  float* dst = f.slot_out + slot * h + kTaskRows * ot;
+                  float* dst = f.slot_out + slot * h + kTaskRows * out_tile;
                   for (int o = 0; o < kTaskRows; ++o) dst[o] = acc[r * kTaskRows + o] + bias[o];
                 }
               });

@@ -4,8 +4,8 @@
 // by batch size keeps batch invariance.
 #include <memory>
 
-#include "backends/int8/int8_expert_kernel.hpp"
 #include "backends/described_backend.hpp"
+#include "backends/int8/int8_expert_kernel.hpp"
 #include "hw/amx_permission.hpp"
 
 namespace mxmoe {
@@ -14,7 +14,8 @@ namespace {
 #if MXMOE_X86_KERNELS
 std::unique_ptr<ExpertKernel> create_amx_int8(const Deployment& d, const LayerWeights& weights) {
   hw::require_amx_tile_permission("amx_int8", "avx512_vnni");
-  return int8_backend::make_int8_expert_kernel(d.layer, weights, /*use_amx=*/true);
+  return int8_backend::make_int8_expert_kernel(d.layer, weights,
+                                               int8_backend::Int8Kernels::amx_int8);
 }
 #endif
 

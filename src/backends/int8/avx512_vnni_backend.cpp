@@ -2,15 +2,16 @@
 // exact int32 block dot products with vpdpbusd, fp32 scale-and-accumulate per block.
 #include <memory>
 
-#include "backends/int8/int8_expert_kernel.hpp"
 #include "backends/described_backend.hpp"
+#include "backends/int8/int8_expert_kernel.hpp"
 
 namespace mxmoe {
 namespace {
 
 #if MXMOE_X86_KERNELS
 std::unique_ptr<ExpertKernel> create_avx512_vnni(const Deployment& d, const LayerWeights& weights) {
-  return int8_backend::make_int8_expert_kernel(d.layer, weights, /*use_amx=*/false);
+  return int8_backend::make_int8_expert_kernel(d.layer, weights,
+                                               int8_backend::Int8Kernels::avx512_vnni);
 }
 #endif
 

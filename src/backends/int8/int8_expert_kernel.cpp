@@ -31,6 +31,29 @@ void arrange_int8(const std::uint8_t (&codes)[group16::kRows][32], std::uint8_t*
             static_cast<std::uint8_t>(codes[i][8 * h + j] | (codes[i][8 * h + 4 + j] << 4));
 }
 
+// The per-ISA functions of one Int8Kernels choice.
+struct IsaOps {
+  void (*quantize)(const float*, std::int64_t, std::int8_t*, float*, std::int32_t*) noexcept;
+  void (*gemm16)(const std::uint8_t*, int, const k::QuantRows&, int, float*, std::int64_t) noexcept;
+  void (*glu_quantize)(const float*, int, const float*, const float*, const k::GluParams&,
+                       std::int8_t*, float*, std::int32_t*, std::int64_t, std::int64_t) noexcept;
+  bool use_amx;
+};
+
+IsaOps isa_ops(Int8Kernels kernels) {
+  switch (kernels) {
+    case Int8Kernels::avx2:
+      return {&k::quantize_int8_avx2, &k::gemm16_avx2, &k::glu_quantize_avx2, false};
+    case Int8Kernels::avx_vnni:
+      return {&k::quantize_int8_avx2, &k::gemm16_avx_vnni, &k::glu_quantize_avx2, false};
+    case Int8Kernels::amx_int8:
+      return {&k::quantize_int8_avx512, &k::gemm16_vnni, &k::glu_quantize_avx512, true};
+    case Int8Kernels::avx512_vnni:
+      break;
+  }
+  return {&k::quantize_int8_avx512, &k::gemm16_vnni, &k::glu_quantize_avx512, false};
+}
+
 // Byte offsets of the workspace regions for `positions` slots and `threads` threads.
 struct Layout {
   std::size_t xq, xd, xc, aq, ad, ac, thread_base, per_thread, total;
@@ -39,10 +62,10 @@ struct Layout {
 
 class Int8ExpertKernel final : public ExpertKernel {
  public:
-  Int8ExpertKernel(const LayerSpec& spec, const LayerWeights& w, bool use_amx)
+  Int8ExpertKernel(const LayerSpec& spec, const LayerWeights& w, Int8Kernels kernels)
       : hidden_(spec.hidden),
         inter_(spec.intermediate),
-        use_amx_(use_amx),
+        ops_(isa_ops(kernels)),
         packed_(group16::pack_experts(spec, w, &arrange_int8, "int8 expert kernel")) {
     static_assert(group16::kBlockBytes == k::kGroupBlockBytes &&
                   group16::kNibbleBytes == k::kGroupNibbleBytes);
@@ -75,7 +98,7 @@ class Int8ExpertKernel final : public ExpertKernel {
     std::size_t at = 0;
     // The AMX path reads whole 16-row A tiles: an expert's last partial chunk reads up to 15
     // rows past its slots (other experts' rows, or this padding); those results are dropped.
-    const std::size_t rows = p + (use_amx_ ? kChunk - 1 : 0);
+    const std::size_t rows = p + (ops_.use_amx ? kChunk - 1 : 0);
     l.xq = at, at += align_up(rows * h);
     l.xd = at, at += align_up(rows * nbh * sizeof(float));
     l.xc = at, at += align_up(p * nbh * sizeof(std::int32_t));
@@ -85,7 +108,7 @@ class Int8ExpertKernel final : public ExpertKernel {
     l.thread_base = at;
     std::size_t t = 0;
     l.t_h = t, t += align_up(kChunk * 64 * sizeof(float));
-    if (use_amx_) {
+    if (ops_.use_amx) {
       const std::size_t nb = std::max(nbh, nbi);
       l.t_btiles = t, t += align_up(4 * nb * k::kAmxBTileBytes);
       l.t_wscale = t, t += align_up(4 * nb * 16 * sizeof(float));
@@ -97,7 +120,7 @@ class Int8ExpertKernel final : public ExpertKernel {
   }
 
   int hidden_, inter_;
-  bool use_amx_;
+  IsaOps ops_;
   group16::PackedExperts packed_;
   k::GluParams glu_;
 };
@@ -121,7 +144,7 @@ void Int8ExpertKernel::run(const ExpertForward& f) const noexcept {
 
   // The AMX tail rows past the last slot (see layout()) are read but their results dropped;
   // zero them so stale workspace bytes (NaN or subnormal scales) cannot slow the tiles down.
-  if (use_amx_) {
+  if (ops_.use_amx) {
     const auto pad = static_cast<std::size_t>(kChunk - 1);
     std::memset(xq + positions * h, 0, pad * static_cast<std::size_t>(h));
     std::memset(xd + positions * nbh, 0, pad * static_cast<std::size_t>(nbh) * sizeof(float));
@@ -136,7 +159,7 @@ void Int8ExpertKernel::run(const ExpertForward& f) const noexcept {
     const std::int64_t end = std::min(positions, (task + 1) * kQuantChunk);
     for (std::int64_t p = task * kQuantChunk; p < end; ++p) {
       const std::int64_t row = batch.slot_rows[batch.order[p]];
-      k::quantize_int8_avx512(f.x + row * h, h, xq + p * h, xd + p * nbh, xc + p * nbh);
+      ops_.quantize(f.x + row * h, h, xq + p * h, xd + p * nbh, xc + p * nbh);
     }
   });
 
@@ -152,7 +175,7 @@ void Int8ExpertKernel::run(const ExpertForward& f) const noexcept {
                        int blocks, const k::QuantRows& x, std::int64_t count, auto&& consume) {
     std::byte* region = thread_region(thread);
     auto* hbuf = reinterpret_cast<float*>(region + l.t_h);
-    const bool amx = use_amx_ && count >= kChunk;
+    const bool amx = ops_.use_amx && count >= kChunk;
     std::int8_t* btiles = nullptr;
     float* wscale = nullptr;
     std::int32_t* cbuf = nullptr;
@@ -178,8 +201,8 @@ void Int8ExpertKernel::run(const ExpertForward& f) const noexcept {
                         wscale + static_cast<std::size_t>(g * blocks) * 16, blocks, xs, m,
                         hbuf + 16 * g, stride, cbuf);
         } else {
-          k::gemm16_vnni(group0 + static_cast<std::size_t>(g) * group_bytes, blocks, xs, m,
-                         hbuf + 16 * g, stride);
+          ops_.gemm16(group0 + static_cast<std::size_t>(g) * group_bytes, blocks, xs, m,
+                      hbuf + 16 * g, stride);
         }
       }
       consume(c0, m, hbuf);
@@ -199,11 +222,12 @@ void Int8ExpertKernel::run(const ExpertForward& f) const noexcept {
     const float* gate_bias = packed_.gate_bias.data() + e * inter + kTileRows * jt;
     const float* up_bias = packed_.up_bias.data() + e * inter + kTileRows * jt;
     gemm_tile(thread, group0, packed_.w1_group_bytes(), 4, static_cast<int>(nbh), x, count,
-              [&](std::int64_t c0, int m, const float* acc) {
+              // Init-captures: clang before 16 cannot capture structured bindings.
+              [&, row_tile = jt](std::int64_t c0, int m, const float* acc) {
                 const std::int64_t p = p0 + c0;
-                k::glu_quantize_avx512(acc, m, gate_bias, up_bias, glu_,
-                                       aq + p * inter + kTileRows * jt, ad + p * nbi + jt,
-                                       ac + p * nbi + jt, inter, nbi);
+                ops_.glu_quantize(acc, m, gate_bias, up_bias, glu_,
+                                  aq + p * inter + kTileRows * row_tile, ad + p * nbi + row_tile,
+                                  ac + p * nbi + row_tile, inter, nbi);
               });
   });
 
@@ -218,10 +242,10 @@ void Int8ExpertKernel::run(const ExpertForward& f) const noexcept {
     const k::QuantRows a{aq + p0 * inter, ad + p0 * nbi, ac + p0 * nbi, inter, nbi};
     const float* bias = packed_.b2.data() + e * h + kTileRows * ot;
     gemm_tile(thread, group0, packed_.w2_group_bytes(), 2, static_cast<int>(nbi), a, count,
-              [&](std::int64_t c0, int m, const float* acc) {
+              [&, out_tile = ot](std::int64_t c0, int m, const float* acc) {
                 for (int r = 0; r < m; ++r) {
                   const std::int64_t slot = batch.order[offsets[e] + c0 + r];
-                  float* dst = f.slot_out + slot * h + kTileRows * ot;
+                  float* dst = f.slot_out + slot * h + kTileRows * out_tile;
                   for (int o = 0; o < kTileRows; ++o) dst[o] = acc[r * kTileRows + o] + bias[o];
                 }
               });
@@ -231,8 +255,9 @@ void Int8ExpertKernel::run(const ExpertForward& f) const noexcept {
 }  // namespace
 
 std::unique_ptr<ExpertKernel> make_int8_expert_kernel(const LayerSpec& spec,
-                                                      const LayerWeights& weights, bool use_amx) {
-  return std::make_unique<Int8ExpertKernel>(spec, weights, use_amx);
+                                                      const LayerWeights& weights,
+                                                      Int8Kernels kernels) {
+  return std::make_unique<Int8ExpertKernel>(spec, weights, kernels);
 }
 
 }  // namespace mxmoe::int8_backend

@@ -3,6 +3,7 @@
 // (expert, 32-row tile): quantize inputs, GEMM1 + GLU + requantize, GEMM2 + bias.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 
 #include "backends/kernel.hpp"
@@ -11,10 +12,18 @@
 
 namespace mxmoe::int8_backend {
 
-// use_amx: experts with at least 16 slots go through AMX tiles, the others through VNNI;
-// both produce identical bits. The caller made sure the CPU (and for AMX the OS permission)
-// allows the instructions. Throws std::invalid_argument when the weights disagree with spec.
+// The kernels a backend runs (int8_kernels.hpp); every choice gives identical bits.
+enum class Int8Kernels : std::uint8_t {
+  avx512_vnni,  // AVX-512 quantizer, GLU and vpdpbusd GEMM (zmm)
+  amx_int8,     // the same, and AMX tiles for experts with at least 16 slots
+  avx2,         // AVX2 quantizer, GLU and vpmaddubsw + vpmaddwd GEMM (ymm)
+  avx_vnni,     // the AVX2 quantizer and GLU, VEX vpdpbusd GEMM (ymm)
+};
+
+// The caller made sure the CPU (and for AMX the OS permission) allows the instructions.
+// Throws std::invalid_argument when the weights disagree with spec.
 std::unique_ptr<ExpertKernel> make_int8_expert_kernel(const LayerSpec& spec,
-                                                      const LayerWeights& weights, bool use_amx);
+                                                      const LayerWeights& weights,
+                                                      Int8Kernels kernels);
 
 }  // namespace mxmoe::int8_backend

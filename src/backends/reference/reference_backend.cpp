@@ -18,6 +18,7 @@ BackendDescription reference_description() {
   b.name = "reference";
   b.description = "plain C++ (no SIMD), double accumulation; every format; the judge of the others";
   b.create = &create_reference;
+  b.judge_only = true;  // ~1.6 s per gpt-oss-20b call: never chosen unless asked for
   b.capabilities.activations = all_activation_formats();
   b.capabilities.batch_invariant_activations = all_activation_formats();
   // Deliberately slow constants (~1 GFLOP/s per thread, weights read at ~2 GB/s) so any

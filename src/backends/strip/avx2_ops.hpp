@@ -1,5 +1,8 @@
-// The avx2 backend's ISA kernels (kernels/avx2_strip.cpp, compiled with -mavx2 -mfma -mf16c):
-// MXFP4 strips decoded to float with the block scale folded in, FMA dot products.
+// The avx2 backend's ISA kernels (kernels/avx2/avx2_strip.cpp, compiled with -mavx2 -mfma
+// -mf16c): MXFP4 strips decoded to exact floats (a byte-shuffle lookup of fp16 high bytes, then
+// vcvtph2ps), FMA dot products with the block scale applied once per block and token (not per
+// element): per (row, token) the 32 products of a block are summed in 8 lanes, then
+// acc = fma(partial, 2^(code-128), acc).
 #pragma once
 
 #include <cstdint>
@@ -8,12 +11,20 @@
 
 namespace mxmoe::avx2_kernels {
 
-inline constexpr int kMaxTokens = 2;  // 4 rows x 2 tokens of ymm accumulators + 4 weights
+inline constexpr int kMaxTokens = 2;  // 2 rows x 2 tokens x (partial, accumulator) in ymm
 
-// Float decode: exact for every scale code (E2M1 x 2^(code-127) is a float32, subnormal for
-// the smallest codes), so strips never need the scale outside.
+// Decodes the unscaled doubled E2M1 codes (exact floats) and the block scales as floats, so
+// strips never need PackedStrip::scale_outside.
 void decode_strip(const strip::PackedStrip& strip, void* decoded);
 void dot_strip(const void* decoded, std::int64_t kblocks, bool scale_outside,
                const void* const* x_rows, int tokens, float* out);
+// decode_strip + dot_strip in one pass over the packed strip (same bits). Two forms of the
+// same operations, for the cores where each is faster (docs/perf/BACKENDS_AVX2.md): fp16 words
+// converted from registers (AMD Zen), or stored and converted from memory (Intel cores, where
+// taking the upper 128 bits of a register costs a port-5 uop).
+void fused_dot_strip(const strip::PackedStrip& strip, const void* const* x_rows, int tokens,
+                     float* out);
+void fused_dot_strip_via_memory(const strip::PackedStrip& strip, const void* const* x_rows,
+                                int tokens, float* out);
 
 }  // namespace mxmoe::avx2_kernels

@@ -3,8 +3,8 @@
 // strips of 4 rows x up to 6 tokens. The portable driver is backends/mxfp4_strip.
 #include <memory>
 
-#include "backends/strip/avx512_bf16_ops.hpp"
 #include "backends/described_backend.hpp"
+#include "backends/strip/avx512_bf16_ops.hpp"
 #include "backends/strip/strip_kernel.hpp"
 
 namespace mxmoe {

@@ -1,4 +1,4 @@
-// The expert nonlinearities (src/model/activation.hpp) on 16 floats with AVX-512F. Include
+// The expert nonlinearities (glu_math.hpp) on 16 floats with AVX-512F. Include
 // ONLY from kernels/*.cpp compiled with AVX-512 flags. Everything here has internal linkage
 // (an unnamed namespace), so two kernel objects built with different ISA flags never share,
 // through the linker, a body that uses instructions one of them may not run.
@@ -6,58 +6,33 @@
 
 #include <immintrin.h>
 
+#include "backends/common/simd/glu_math.hpp"
 #include "backends/common/simd/glu_params.hpp"
 
 namespace mxmoe::simd {
 namespace {
 
-// e^x to about 1 ulp: x = n ln2 + r, |r| <= ln2/2, degree-7 Taylor polynomial, times 2^n.
-inline __m512 exp_ps(__m512 x) {
-  x = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(100.0f)), _mm512_set1_ps(-100.0f));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187045e-06f), r);
-  __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  return _mm512_scalef_ps(p, n);
-}
-
-inline __m512 sigmoid_ps(__m512 z) {
-  const __m512 one = _mm512_set1_ps(1.0f);
-  return _mm512_div_ps(one, _mm512_add_ps(one, exp_ps(_mm512_sub_ps(_mm512_setzero_ps(), z))));
-}
-
-// x / (1 + e^-x), the formula of src/model/activation.hpp.
-inline __m512 silu_ps(__m512 x) {
-  const __m512 one = _mm512_set1_ps(1.0f);
-  return _mm512_div_ps(x, _mm512_add_ps(one, exp_ps(_mm512_sub_ps(_mm512_setzero_ps(), x))));
-}
+// The vector operations of glu_math.hpp on 16 floats.
+struct Zmm {
+  using vec = __m512;
+  static vec set1(float v) { return _mm512_set1_ps(v); }
+  static vec add(vec a, vec b) { return _mm512_add_ps(a, b); }
+  static vec sub(vec a, vec b) { return _mm512_sub_ps(a, b); }
+  static vec mul(vec a, vec b) { return _mm512_mul_ps(a, b); }
+  static vec div(vec a, vec b) { return _mm512_div_ps(a, b); }
+  static vec min(vec a, vec b) { return _mm512_min_ps(a, b); }
+  static vec max(vec a, vec b) { return _mm512_max_ps(a, b); }
+  static vec fmadd(vec a, vec b, vec c) { return _mm512_fmadd_ps(a, b, c); }
+  static vec fnmadd(vec a, vec b, vec c) { return _mm512_fnmadd_ps(a, b, c); }
+  static vec round_nearest(vec a) {
+    return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  }
+  static vec scale_pow2(vec a, vec n) { return _mm512_scalef_ps(a, n); }
+};
 
 // act(gate, up) for 16 (gate, up) pairs.
 inline __m512 glu(__m512 g, __m512 u, const GluParams& p) {
-  const __m512 limit = _mm512_set1_ps(p.limit);
-  const __m512 neg_limit = _mm512_set1_ps(-p.limit);
-  switch (p.fn) {
-    case kGluSwigluOai: {
-      g = _mm512_min_ps(g, limit);
-      u = _mm512_max_ps(_mm512_min_ps(u, limit), neg_limit);
-      const __m512 s = sigmoid_ps(_mm512_mul_ps(_mm512_set1_ps(p.alpha), g));
-      return _mm512_mul_ps(_mm512_mul_ps(g, s), _mm512_add_ps(u, _mm512_set1_ps(1.0f)));
-    }
-    case kGluSiluClamp:
-      g = _mm512_min_ps(g, limit);
-      u = _mm512_max_ps(_mm512_min_ps(u, limit), neg_limit);
-      return _mm512_mul_ps(silu_ps(g), u);
-    default:  // kGluSilu
-      return _mm512_mul_ps(silu_ps(g), u);
-  }
+  return glu_v<Zmm>(g, u, p);
 }
 
 // One row of a 32-unit GEMM1 result, 64 floats [gate 0-15 | up 0-15 | gate 16-31 | up 16-31]

@@ -6,8 +6,8 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
-#include "backends/int8/int8_kernels.hpp"
 #include "backends/common/simd/glu_avx512.hpp"
+#include "backends/int8/int8_kernels.hpp"
 
 namespace mxmoe::int8_kernels {
 namespace {
@@ -84,9 +84,14 @@ __attribute__((always_inline)) inline void gemm16_tokens(const std::uint8_t* gro
   for (int j = 0; j < n; ++j) _mm512_storeu_ps(out + (t0 + j) * out_stride, acc[j]);
 }
 
-// One 32-element block of 2 x 16 floats: d = amax/127, q = RNE(v * (1/d)) in [-127, 127].
+// One 32-element block of 2 x 16 floats: d = amax/127 (NaN if the block holds a NaN, as the
+// definition says: vmaxps alone would drop it), q = RNE(v * (1/d)) in [-127, 127].
 void quantize_block(__m512 v0, __m512 v1, std::int8_t* q, float* d, std::int32_t* corr) {
-  const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+  const bool has_nan =
+      (_mm512_cmp_ps_mask(v0, v0, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(v1, v1, _CMP_UNORD_Q)) != 0;
+  const float amax =
+      has_nan ? __builtin_nanf("")
+              : _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
   const float scale = amax / 127.0f;
   const float inverse = scale != 0.0f ? 1.0f / scale : 0.0f;
   const __m512 inv = _mm512_set1_ps(inverse);

@@ -1,0 +1,11 @@
+# Cross-compiling mxmoe for 64-bit Arm Linux with Debian's cross toolchain
+# (g++-aarch64-linux-gnu) and arm64 libraries from multiarch (libfmt-dev:arm64,
+# libgtest-dev:arm64); tests run under qemu-user. See scripts/cross-aarch64.sh.
+set(CMAKE_SYSTEM_NAME Linux)
+set(CMAKE_SYSTEM_PROCESSOR aarch64)
+set(CMAKE_C_COMPILER aarch64-linux-gnu-gcc)
+set(CMAKE_CXX_COMPILER aarch64-linux-gnu-g++)
+set(CMAKE_LIBRARY_ARCHITECTURE aarch64-linux-gnu)
+# Header-only packages (nlohmann-json, CLI11) are found under /usr/share; libraries only in
+# the aarch64 multiarch directories, so an x86-64 library can never be picked.
+set(CMAKE_CROSSCOMPILING_EMULATOR qemu-aarch64;-L;/usr/aarch64-linux-gnu)

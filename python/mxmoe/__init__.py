@@ -1,0 +1,289 @@
+"""mxmoe: Mixture-of-Experts layers with MXFP4 expert weights, on the CPU.
+
+A checkpoint directory (config.json + safetensors in the gpt-oss MXFP4 layout) is opened with
+:class:`Model`; each MoE layer is bound with :meth:`Model.layer`, which asks the oracle for the
+fastest backend that satisfies the request and packs the weights for it. A :class:`Layer` is
+called on any CPU array that speaks DLPack or the buffer protocol (numpy, torch, ...), read in
+place, and returns the same kind of array::
+
+    import numpy as np
+    import mxmoe
+
+    mxmoe.generate("/tmp/tiny", preset="qwen3-30b-a3b", experts=8, top_k=2,
+                   hidden=128, intermediate=64)
+    layer = mxmoe.Model("/tmp/tiny").layer(0)
+    y = layer(np.random.default_rng(0).standard_normal((4, 128), dtype=np.float32))
+
+The GIL is released while a layer computes, so layers called from several Python threads run
+at once. Every backend's verdict, with all its reasons, is in :func:`explain` and
+:attr:`Layer.selection`. docs/PYTHON.md in the repository has the whole story.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
+
+from ._mxmoe import Layer, LoadError, NoBackendError, __version__
+from . import _mxmoe
+
+__all__ = [
+    "Layer",
+    "LoadError",
+    "Model",
+    "NoBackendError",
+    "__version__",
+    "backends",
+    "dequantize_mxfp4",
+    "explain",
+    "generate",
+    "hardware",
+    "presets",
+    "quantize_mxfp4",
+]
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+def _names(value: Union[None, str, Iterable[str]], argument: str) -> List[str]:
+    """A comma list or a sequence of backend names, as a list."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [v for v in value.split(",") if v]
+    names = list(value)
+    for name in names:
+        if not isinstance(name, str):
+            raise TypeError(f"{argument}: expected backend names (str), got {type(name).__name__}")
+    return names
+
+
+def _int(value: Any, argument: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{argument}: expected an int, got {type(value).__name__}")
+    return value
+
+
+def _optional_str(value: Any, argument: str) -> Optional[str]:
+    if value is not None and not isinstance(value, str):
+        raise TypeError(f"{argument}: expected a str or None, got {type(value).__name__}")
+    return value
+
+
+def _hardware_json(hardware: Union[None, PathLike, Dict[str, Any]]):
+    """(JSON text, source) of a hardware description given as a dict or a file, or (None, None)."""
+    if hardware is None:
+        return None, None
+    if isinstance(hardware, dict):
+        return json.dumps(hardware), None
+    if isinstance(hardware, (str, os.PathLike)):
+        path = os.fspath(hardware)
+        with open(path, encoding="utf-8") as f:
+            return f.read(), path
+    raise TypeError(
+        "hardware: expected None (probe this machine), a dict or the path of a JSON file "
+        f"written by `mxmoe info --hardware --json`, got {type(hardware).__name__}"
+    )
+
+
+def explain(
+    preset: Optional[str] = None,
+    model: Optional[PathLike] = None,
+    layer: Optional[int] = None,
+    activation: Optional[str] = None,
+    batch_invariant: bool = False,
+    backend: Optional[str] = None,
+    exclude: Union[str, Sequence[str]] = (),
+    tokens: int = 1,
+    threads: int = 0,
+    hardware: Union[None, PathLike, Dict[str, Any]] = None,
+) -> Dict[str, Any]:
+    """Every backend's verdict for a deployment, with all its reasons.
+
+    The layer is a preset (``preset``, default ``"gpt-oss-20b"``; see :func:`presets`) or layer
+    ``layer`` (default 0) of the checkpoint directory ``model``. The request: ``activation``
+    (``"f32"``, ``"bf16"``, ``"int8"``, ``"mxfp8"``; None: the model family's preference),
+    ``batch_invariant``, a forced ``backend``, backends to ``exclude`` (names or a comma list),
+    ``tokens`` per call (ranks the candidates by estimated cost) and ``threads`` (0: every
+    logical CPU). ``hardware``: None probes this machine (capped by ``MXMOE_MAX_ISA``), or a
+    dict / the path of a file written by ``mxmoe info --hardware --json`` replays another one.
+
+    Returns the report of ``mxmoe explain --json`` as a dict: ``selected`` (None when no
+    backend fits), ``why``, ``preferences``, ``deployment``, ``candidates`` (``name``,
+    ``supported``, ``estimated_us``, ``reasons``), ``error`` (the text NoBackendError would
+    carry, or None) and ``suggestions``. Never raises for lack of a backend.
+    """
+    return _judge(preset, model, layer, activation, batch_invariant, backend, exclude, tokens,
+                  threads, hardware)[0]
+
+
+def _judge(preset, model, layer, activation, batch_invariant, backend, exclude, tokens, threads,
+           hardware):
+    """(the explain report as a dict, the text table of `mxmoe explain`) of one judgement."""
+    if preset is not None and model is not None:
+        raise ValueError("explain: give preset or model, not both")
+    if layer is not None and model is None:
+        raise ValueError("explain: layer needs model (a checkpoint directory)")
+    hardware_json, source = _hardware_json(hardware)
+    report, table = _mxmoe._explain(
+        _optional_str(preset, "preset"),
+        None if model is None else os.fspath(model),
+        0 if layer is None else _int(layer, "layer"),
+        _optional_str(activation, "activation"),
+        bool(batch_invariant),
+        _optional_str(backend, "backend"),
+        _names(exclude, "exclude"),
+        _int(tokens, "tokens"),
+        _int(threads, "threads"),
+        hardware_json,
+        source,
+    )
+    return json.loads(report), table
+
+
+class Model:
+    """A checkpoint directory: config.json + safetensors (one file or a sharded index).
+
+    Opening maps the files and reads only their headers. Each MoE layer is bound on first
+    use by :meth:`layer`; layers keep the mapping alive, so they outlive the Model object.
+    Raises :class:`LoadError` (an OSError) for a missing or malformed checkpoint.
+    """
+
+    def __init__(self, path: PathLike) -> None:
+        self._model = _mxmoe._Model(os.fspath(path))
+        self._layers: Dict[tuple, Layer] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def path(self) -> str:
+        """The checkpoint directory."""
+        return self._model.dir
+
+    @property
+    def config(self) -> Dict[str, Any]:
+        """config.json, as read (a fresh dict each time)."""
+        return json.loads(self._model.config_json)
+
+    @property
+    def num_layers(self) -> int:
+        """The number of decoder layers in config.json."""
+        return self._model.num_layers
+
+    @property
+    def moe_layers(self) -> List[int]:
+        """The indices of the MoE layers mxmoe runs, ascending."""
+        return list(self._model.moe_layers)
+
+    def skip_reason(self, index: int) -> str:
+        """Why layer ``index`` is not a MoE layer mxmoe runs ("" when it is)."""
+        return self._model.skip_reason(_int(index, "index"))
+
+    def layer(
+        self,
+        index: int,
+        activation: Optional[str] = None,
+        batch_invariant: bool = False,
+        threads: int = 0,
+        backend: Optional[str] = None,
+        exclude: Union[str, Sequence[str]] = (),
+        tokens: int = 1,
+    ) -> Layer:
+        """MoE layer ``index``, bound for this request (the arguments of :func:`explain`).
+
+        The oracle judges every backend on this machine and the fastest that fits packs the
+        weights; :class:`NoBackendError` (with ``.selection``) when none does. ``threads`` picks
+        the thread pool: 0 shares the pool of every logical CPU, N shares the process's pool of
+        N threads. The same arguments return the same Layer object.
+        """
+        key = (
+            _int(index, "index"),
+            _optional_str(activation, "activation"),
+            bool(batch_invariant),
+            _int(threads, "threads"),
+            _optional_str(backend, "backend"),
+            tuple(_names(exclude, "exclude")),
+            _int(tokens, "tokens"),
+        )
+        with self._lock:
+            found = self._layers.get(key)
+            if found is None:
+                found = self._model.bind(key[0], key[1], key[2], key[3], key[4], list(key[5]), key[6])
+                self._layers[key] = found
+            return found
+
+    def __repr__(self) -> str:
+        return f"<mxmoe.Model {self.path}: {self.num_layers} layers, MoE layers {self.moe_layers}>"
+
+
+def generate(
+    out: PathLike,
+    preset: str = "gpt-oss-20b",
+    *,
+    layers: int = 1,
+    experts: Optional[int] = None,
+    top_k: Optional[int] = None,
+    hidden: Optional[int] = None,
+    intermediate: Optional[int] = None,
+    seed: int = 1,
+    force: bool = False,
+) -> str:
+    """Writes a checkpoint of random MXFP4 MoE layers with a preset's shape; returns ``out``.
+
+    What ``mxmoe generate`` writes: config.json of the preset's family and the gpt-oss MXFP4
+    layout, layer N's weights drawn from ``seed + N``. ``experts``, ``top_k``, ``hidden`` and
+    ``intermediate`` (multiples of 32) resize the preset. The directory is written beside
+    ``out`` and renamed into place when complete; an existing ``out`` is an error unless
+    ``force``.
+    """
+    sizes = [0 if v is None else _int(v, name)
+             for v, name in ((experts, "experts"), (top_k, "top_k"), (hidden, "hidden"),
+                             (intermediate, "intermediate"))]
+    for value, name in zip(sizes, ("experts", "top_k", "hidden", "intermediate")):
+        if value < 0:
+            raise ValueError(f"{name}: expected a positive size, got {value}")
+    seed = _int(seed, "seed")
+    if seed < 0:
+        raise ValueError(f"seed: expected a non-negative int, got {seed}")
+    return _mxmoe._generate(os.fspath(out), _optional_str(preset, "preset") or "gpt-oss-20b",
+                            _int(layers, "layers"), *sizes, seed, bool(force))
+
+
+def hardware() -> Dict[str, Any]:
+    """This machine's probe (``mxmoe info --hardware --json``), capped by ``MXMOE_MAX_ISA``."""
+    return json.loads(_mxmoe._hardware_json())
+
+
+def presets() -> List[str]:
+    """The names of the layer presets (real models' shapes)."""
+    return list(_mxmoe._presets())
+
+
+def backends() -> List[str]:
+    """The names of the registered backends."""
+    return list(_mxmoe._backends())
+
+
+def quantize_mxfp4(w: Any, scale_rule: str = "round_up"):
+    """MXFP4 of ``w`` [..., K] (K a multiple of 32) in the gpt-oss layout, with mxmoe's own
+    quantizer: ``(blocks, scales)``, numpy uint8 arrays of shapes [..., K/32, 16] and
+    [..., K/32]. Byte j of a block holds element 2j in its low nibble and 2j+1 in its high
+    nibble; a scale byte is an E8M0 exponent (2^(s-127)). ``scale_rule``: ``"round_up"``
+    (never clips; the Hugging Face converter's rule) or ``"floor"`` (OCP's). Elements round to
+    nearest even; a block holding NaN or Inf gets scale 0xFF (it decodes to NaN).
+    Needs numpy; ``w`` is anything numpy.asarray reads (converted to float32).
+    """
+    import numpy as np  # noqa: PLC0415 (only these helpers need numpy)
+
+    return _mxmoe._quantize_mxfp4(np.ascontiguousarray(w, dtype=np.float32), scale_rule)
+
+
+def dequantize_mxfp4(blocks: Any, scales: Any):
+    """The float32 values [..., K] of MXFP4 ``blocks`` [..., K/32, 16] and ``scales``
+    [..., K/32] (uint8, the layout of :func:`quantize_mxfp4`). Exact: every MXFP4 value is a
+    float32."""
+    import numpy as np  # noqa: PLC0415
+
+    return _mxmoe._dequantize_mxfp4(np.ascontiguousarray(blocks, dtype=np.uint8),
+                                    np.ascontiguousarray(scales, dtype=np.uint8))

@@ -1,0 +1,115 @@
+"""Type stubs of mxmoe._mxmoe, the C++ core of the package (tests/test_stubs.py checks that
+they name exactly what the extension defines). Use the package mxmoe: it re-exports Layer,
+NoBackendError and LoadError."""
+
+from typing import Any, Dict, List, Optional, Tuple, TypeVar
+
+__version__: str
+
+# Anything that speaks DLPack (__dlpack__) or the buffer protocol: numpy arrays, CPU torch
+# tensors, ... A layer returns the caller's kind of array (numpy in, numpy out; torch in,
+# torch out; any other producer: an array with __dlpack__ and the buffer protocol).
+ArrayLike = Any
+Out = TypeVar("Out")
+
+class NoBackendError(Exception):
+    """No backend supports the deployment. str(e) is the whole report (every backend with every
+    reason, and the single changes that would make one fit)."""
+
+    selection: Dict[str, Any]
+    """The same report as a dict: the keys of mxmoe.explain()."""
+
+class LoadError(OSError):
+    """A checkpoint is missing, unreadable or malformed: the message names the file, the
+    tensor and the numbers."""
+
+class Layer:
+    """One MoE layer bound to its checkpoint's weights and the backend the oracle chose (made by
+    mxmoe.Model.layer; there is no constructor).
+
+    Calls take x [tokens, hidden] as float32, or bfloat16 where the producer has it
+    (torch.bfloat16, ml_dtypes.bfloat16), or uint16 bfloat16 bit patterns with
+    bf16_bits=True; C-contiguous arrays are read in place (others are copied). The result has
+    x's dtype and kind; with ``out`` (a writable C-contiguous array of x's dtype and shape,
+    not overlapping x) it is written there and ``out`` is returned. The GIL is released while
+    the layer computes; calls on one layer from several threads run one at a time, calls on
+    different layers at once. Bad arguments raise TypeError (not an array, wrong dtype) or
+    ValueError (shape, device, values), naming the argument and what was expected.
+    """
+
+    def __call__(self, x: ArrayLike, out: Optional[Out] = None, *, bf16_bits: bool = False) -> Any:
+        """Same as forward()."""
+
+    def forward(self, x: ArrayLike, out: Optional[Out] = None, *, bf16_bits: bool = False) -> Any:
+        """The layer's output for x [tokens, hidden], routed by the layer's own router (the
+        output before the transformer block's residual add)."""
+
+    def forward_routed(self, x: ArrayLike, topk_ids: ArrayLike, topk_weights: ArrayLike,
+                       out: Optional[Out] = None, *, bf16_bits: bool = False) -> Any:
+        """The layer's output for x with the routing given, as vLLM's and SGLang's fused-experts
+        calls pass it: topk_ids [tokens, top_k] int32 or int64 (expert ids in [0, num_experts),
+        distinct per token), topk_weights [tokens, top_k] float32 (finite)."""
+
+    def _time_cpp_forward(self, x: ArrayLike, out: ArrayLike, iterations: int) -> Tuple[float, float]:
+        """(wall, calling thread's CPU) seconds of ``iterations`` calls of the C++ forward alone
+        (for benchmarks)."""
+
+    @property
+    def selection(self) -> Dict[str, Any]:
+        """The oracle's report for this layer (the keys of mxmoe.explain())."""
+    @property
+    def spec(self) -> Dict[str, Any]:
+        """The layer's shape and math (LayerSpec) as a dict."""
+    @property
+    def backend(self) -> str:
+        """The backend that runs this layer."""
+    @property
+    def activation(self) -> str:
+        """The format activations are rounded to before each expert GEMM."""
+    @property
+    def batch_invariant(self) -> bool:
+        """Whether each token's output bits are independent of the batch."""
+    @property
+    def index(self) -> int:
+        """The layer's index in its checkpoint."""
+    @property
+    def hidden(self) -> int: ...
+    @property
+    def intermediate(self) -> int: ...
+    @property
+    def num_experts(self) -> int: ...
+    @property
+    def top_k(self) -> int: ...
+    @property
+    def threads(self) -> int:
+        """Threads of the runtime (thread pool) the layer computes on."""
+    @property
+    def packed_weight_bytes(self) -> int:
+        """Bytes the backend packed for this layer (0 when it reads the mapping)."""
+
+class _Model:
+    def __init__(self, path: str) -> None: ...
+    def bind(self, index: int, activation: Optional[str], batch_invariant: bool, threads: int,
+             backend: Optional[str], exclude: List[str], tokens: int) -> Layer: ...
+    @property
+    def config_json(self) -> str: ...
+    @property
+    def dir(self) -> str: ...
+    @property
+    def num_layers(self) -> int: ...
+    @property
+    def moe_layers(self) -> List[int]: ...
+    def skip_reason(self, index: int) -> str: ...
+
+def _explain(preset: Optional[str], model: Optional[str], layer: int, activation: Optional[str],
+             batch_invariant: bool, backend: Optional[str], exclude: List[str], tokens: int,
+             threads: int, hardware_json: Optional[str],
+             hardware_source: Optional[str]) -> Tuple[str, str]: ...
+def _generate(out: str, preset: str, layers: int, experts: int, top_k: int, hidden: int,
+              intermediate: int, seed: int, force: bool) -> str: ...
+def _hardware_json() -> str: ...
+def _hardware_report(hardware_json: str) -> str: ...
+def _quantize_mxfp4(w: ArrayLike, scale_rule: str) -> Tuple[Any, Any]: ...
+def _dequantize_mxfp4(blocks: ArrayLike, scales: ArrayLike) -> Any: ...
+def _presets() -> List[str]: ...
+def _backends() -> List[str]: ...

@@ -1,0 +1,299 @@
+"""Hostile and unusual arguments: every bad one is a TypeError/ValueError (or mxmoe's own
+errors) naming the argument and what was expected; never a crash. Zero-copy and `out=`
+behave as documented."""
+
+from __future__ import annotations
+
+import os
+import tracemalloc
+
+import numpy as np
+import pytest
+
+import mxmoe
+
+
+@pytest.fixture(scope="module")
+def layer(models):
+    return models["gpt-oss-20b"].layer(0, activation="f32")
+
+
+@pytest.fixture(scope="module")
+def x(layer):
+    return np.random.default_rng(0).standard_normal((5, layer.hidden), dtype=np.float32)
+
+
+def routing(layer, tokens, dtype=np.int32):
+    rng = np.random.default_rng(1)
+    ids = np.array([rng.permutation(layer.num_experts)[:layer.top_k] for _ in range(tokens)],
+                   dtype=dtype).reshape(tokens, layer.top_k)
+    return ids, np.full((tokens, layer.top_k), 1.0 / layer.top_k, np.float32)
+
+
+@pytest.mark.parametrize("bad, error, words", [
+    (None, TypeError, ["x: expected a float32 or bfloat16 array of shape [tokens, 128]", "NoneType"]),
+    ([[1.0] * 128], TypeError, ["x: expected", "list"]),
+    ("text", TypeError, ["x: expected", "str"]),
+    (np.zeros((2, 128), np.float64), TypeError, ["x: expected", "float32", "got float64"]),
+    (np.zeros((2, 128), np.int32), TypeError, ["got int32"]),
+    (np.zeros((2, 128), np.uint16), TypeError, ["got uint16", "bf16_bits=True"]),
+    (np.zeros((2, 128), np.complex64), TypeError, ["got complex64"]),
+    (np.zeros(128, np.float32), ValueError, ["x: expected a 2-D array of shape [tokens, 128]",
+                                              "1-D shape [128]"]),
+    (np.zeros((1, 2, 128), np.float32), ValueError, ["3-D"]),
+    (np.zeros((2, 96), np.float32), ValueError, ["x: expected shape [tokens, 128], got [2, 96]"]),
+    (np.zeros((2, 0), np.float32), ValueError, ["got [2, 0]"]),
+])
+def test_bad_x_names_the_argument(layer, bad, error, words):
+    with pytest.raises(error) as e:
+        layer(bad)
+    for w in words:
+        assert w in str(e.value)
+
+
+def test_bf16_bits_needs_uint16(layer, x):
+    with pytest.raises(TypeError, match="bf16_bits=True expects a uint16 array"):
+        layer(x, bf16_bits=True)
+
+
+@pytest.mark.parametrize("make_out, error, words", [
+    (lambda x: np.zeros((5, 128), np.float64), TypeError, ["out: expected a writable C-contiguous float32 array of shape [5, 128]", "float64"]),
+    (lambda x: np.zeros((4, 128), np.float32), ValueError, ["out: expected", "got shape [4, 128]"]),
+    (lambda x: np.zeros((128, 5), np.float32).T, ValueError, ["strided"]),
+    (lambda x: np.zeros((5, 256), np.float32)[:, ::2], ValueError, ["strided"]),
+    (lambda x: x, ValueError, ["out: overlaps x"]),
+    (lambda x: np.frombuffer(bytearray(x.nbytes + 1), np.float32, x.size, 1).reshape(x.shape),
+     ValueError, ["unaligned"]),
+    (lambda x: [0.0], TypeError, ["out: expected", "list"]),
+])
+def test_bad_out_names_the_argument(layer, x, make_out, error, words):
+    xc = x.copy()
+    with pytest.raises(error) as e:
+        layer(xc, out=make_out(xc))
+    for w in words:
+        assert w in str(e.value)
+
+
+def test_read_only_out_is_refused(layer, x):
+    out = np.zeros_like(x)
+    out.flags.writeable = False
+    with pytest.raises(ValueError, match="out: the array is read-only"):
+        layer(x, out=out)
+
+
+def test_overlapping_views_are_refused(layer):
+    buf = np.zeros((6, 128), np.float32)
+    with pytest.raises(ValueError, match="overlaps x"):
+        layer(buf[:5], out=buf[1:])
+
+
+def test_out_is_written_and_returned(layer, x):
+    expected = layer(x)
+    out = np.full_like(x, np.nan)
+    result = layer(x, out=out)
+    assert result is out
+    np.testing.assert_array_equal(out, expected)
+
+
+def test_read_only_input_is_accepted(layer, x):
+    ro = x.copy()
+    ro.flags.writeable = False
+    np.testing.assert_array_equal(layer(ro), layer(x))
+
+
+@pytest.mark.parametrize("view", [
+    lambda x: np.asfortranarray(x),
+    lambda x: np.repeat(x, 2, axis=0)[::2],
+    lambda x: np.repeat(x, 3, axis=1)[:, ::3],
+    lambda x: x[::-1][::-1],
+    lambda x: np.flipud(np.flipud(x).copy()),
+    lambda x: np.frombuffer(b"\0" + x.tobytes(), np.float32, x.size, 1).reshape(x.shape),
+])
+def test_strided_inputs_give_the_contiguous_result(layer, x, view):
+    v = view(x)
+    before = v.copy()
+    np.testing.assert_array_equal(layer(v), layer(np.ascontiguousarray(v)))
+    np.testing.assert_array_equal(v, before)  # the input is never written
+
+
+def test_zero_tokens(layer):
+    y = layer(np.zeros((0, layer.hidden), np.float32))
+    assert y.shape == (0, layer.hidden) and y.dtype == np.float32
+    ids, w = routing(layer, 0)
+    assert layer.forward_routed(np.zeros((0, layer.hidden), np.float32), ids, w).shape == (0, 128)
+
+
+def test_contiguous_input_is_read_in_place(layer):
+    """With out= given, a call allocates nothing the size of x (numpy's allocations are
+    traced): x is read where it lies, not converted or copied."""
+    x = np.random.default_rng(2).standard_normal((512, layer.hidden), dtype=np.float32)
+    out = np.empty_like(x)
+    layer(x, out=out)  # warm the layer's workspace
+    tracemalloc.start()
+    try:
+        layer(x, out=out)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < x.nbytes // 4, f"a call traced {peak} bytes for a {x.nbytes}-byte input"
+
+
+@pytest.mark.parametrize("ids, weights, error, words", [
+    (np.zeros((5, 4), np.float32), None, TypeError, ["topk_ids: expected a int32 or int64 array of shape [5, 4]", "float32"]),
+    (np.zeros((5, 3), np.int32), None, ValueError, ["topk_ids: expected shape [5, 4], got [5, 3]"]),
+    (np.zeros((4, 4), np.int32), None, ValueError, ["topk_ids: expected shape [5, 4], got [4, 4]"]),
+    (None, np.zeros((5, 4), np.float64), TypeError, ["topk_weights: expected a float32 array of shape [5, 4]", "float64"]),
+    (None, np.zeros((5, 4, 1), np.float32), ValueError, ["topk_weights: expected a 2-D array"]),
+    (None, "w", TypeError, ["topk_weights: expected", "str"]),
+])
+def test_bad_routing_names_the_argument(layer, x, ids, weights, error, words):
+    good_ids, good_w = routing(layer, 5)
+    with pytest.raises(error) as e:
+        layer.forward_routed(x, good_ids if ids is None else ids,
+                             good_w if weights is None else weights)
+    for w in words:
+        assert w in str(e.value)
+
+
+@pytest.mark.parametrize("value", [2**32 + 1, -1, 16, 2**63 - 1, -2**63])
+def test_int64_ids_out_of_range_are_refused_not_wrapped(layer, x, value):
+    ids, w = routing(layer, 5, np.int64)
+    ids[2, 1] = value
+    with pytest.raises(ValueError, match=r"topk_ids\[2, 1\] = .* is not an expert of this layer \(0..15\)"):
+        layer.forward_routed(x, ids, w)
+
+
+@pytest.mark.parametrize("value", [-1, 16, 2**31 - 1])
+def test_int32_ids_out_of_range_are_refused(layer, x, value):
+    ids, w = routing(layer, 5)
+    ids[0, 0] = value
+    with pytest.raises(ValueError, match="expert id"):
+        layer.forward_routed(x, ids, w)
+
+
+def test_repeated_expert_in_a_token_is_refused(layer, x):
+    ids, w = routing(layer, 5)
+    ids[3, 1] = ids[3, 0]
+    with pytest.raises(ValueError):
+        layer.forward_routed(x, ids, w)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_non_finite_routing_weights_are_refused(layer, x, bad):
+    ids, w = routing(layer, 5)
+    w[1, 2] = bad
+    with pytest.raises(ValueError, match="not finite"):
+        layer.forward_routed(x, ids, w)
+
+
+def test_a_failed_call_leaves_the_layer_usable(layer, x):
+    ids, w = routing(layer, 5)
+    ids[0, 0] = 99
+    with pytest.raises(ValueError):
+        layer.forward_routed(x, ids, w)
+    ids, w = routing(layer, 5)
+    np.testing.assert_array_equal(layer.forward_routed(x, ids, w),
+                                  layer.forward_routed(x.copy(), ids, w))
+
+
+# --- Model, requests, errors --------------------------------------------------------------
+
+def test_missing_checkpoint_is_a_load_error(tmp_path):
+    with pytest.raises(mxmoe.LoadError) as e:
+        mxmoe.Model(tmp_path / "nothing-here")
+    assert isinstance(e.value, OSError)
+    assert "nothing-here" in str(e.value)
+
+
+def test_malformed_config_is_a_load_error(tmp_path):
+    (tmp_path / "config.json").write_text("{\"model_type\": \"gpt_oss\", ")
+    with pytest.raises(mxmoe.LoadError, match="config.json"):
+        mxmoe.Model(tmp_path)
+
+
+def test_layer_index_out_of_range(models):
+    with pytest.raises(mxmoe.LoadError, match="7"):
+        models["mixtral-8x7b"].layer(7)
+
+
+@pytest.mark.parametrize("kwargs, error, words", [
+    (dict(activation="fp7"), ValueError, ["activation:", "fp7", "bf16"]),
+    (dict(threads=-1), ValueError, ["threads: expected 0"]),
+    (dict(threads=5000), ValueError, ["threads: expected 0"]),
+    (dict(tokens=0), ValueError, ["tokens: expected at least 1"]),
+    (dict(backend="no_such_backend"), ValueError, ["no_such_backend", "reference"]),
+    (dict(exclude=["nope"]), ValueError, ["nope"]),
+    (dict(threads="2"), TypeError, ["threads: expected an int"]),
+    (dict(backend=3), TypeError, ["backend: expected a str"]),
+])
+def test_bad_request_names_the_argument(models, kwargs, error, words):
+    with pytest.raises(error) as e:
+        models["qwen3-30b-a3b"].layer(0, **kwargs)
+    for w in words:
+        assert w in str(e.value)
+
+
+def test_no_backend_error_carries_the_selection(models):
+    # Excluding every backend leaves none, on any machine.
+    with pytest.raises(mxmoe.NoBackendError) as e:
+        models["qwen3-30b-a3b"].layer(0, exclude=mxmoe.backends())
+    assert str(e.value).startswith("No MXFP4 MoE backend supports the deployment configuration.")
+    selection = e.value.selection
+    assert selection["selected"] is None
+    assert selection["error"] == str(e.value)
+    assert {c["name"] for c in selection["candidates"]} == set(mxmoe.backends())
+    for c in selection["candidates"]:
+        assert not c["supported"]
+        assert "user_excluded" in [r["code"] for r in c["reasons"]]
+
+
+def test_same_request_gives_the_same_layer(models):
+    m = models["deepseek-v4-flash"]
+    assert m.layer(1, activation="bf16") is m.layer(1, activation="bf16")
+    assert m.layer(1, activation="bf16") is not m.layer(1, activation="f32")
+
+
+def test_layer_properties(models, checkpoints):
+    layer = models["deepseek-v4-flash"].layer(1, activation="bf16", threads=1)
+    assert (layer.index, layer.hidden, layer.intermediate, layer.num_experts, layer.top_k) == \
+        (1, 128, 64, 16, 4)
+    assert layer.threads == 1
+    assert layer.backend == layer.selection["selected"] in mxmoe.backends()
+    assert layer.spec["family"] == "deepseek_v4"
+    assert layer.selection["deployment"]["layer"] == layer.spec
+    assert "deepseek_v4" in repr(layer) and layer.backend in repr(layer)
+    with pytest.raises(TypeError):
+        mxmoe.Layer()
+
+
+def test_model_properties(models, checkpoints):
+    m = models["mixtral-8x7b"]
+    assert m.path == os.fspath(checkpoints["mixtral-8x7b"])
+    assert m.config["model_type"] == "mixtral"
+    assert m.num_layers == 2 and m.moe_layers == [0, 1]
+    assert m.skip_reason(0) == ""
+    assert "mixtral" in repr(m) or checkpoints["mixtral-8x7b"] in repr(m)
+
+
+def test_layers_outlive_their_model(checkpoints):
+    layer = mxmoe.Model(checkpoints["qwen3-30b-a3b"]).layer(0)
+    import gc  # noqa: PLC0415
+    gc.collect()
+    x = np.ones((2, layer.hidden), np.float32)
+    assert np.isfinite(layer(x)).all()
+
+
+def test_generate_refuses_an_existing_directory_and_bad_sizes(tmp_path):
+    path = mxmoe.generate(tmp_path / "g", "mixtral-8x7b", experts=4, top_k=2, hidden=64,
+                          intermediate=32)
+    with pytest.raises(mxmoe.LoadError, match="already exists"):
+        mxmoe.generate(path, "mixtral-8x7b", experts=4, top_k=2, hidden=64, intermediate=32)
+    mxmoe.generate(path, "mixtral-8x7b", experts=4, top_k=2, hidden=64, intermediate=32,
+                   force=True)
+    with pytest.raises(ValueError, match="hidden"):
+        mxmoe.generate(tmp_path / "h", "mixtral-8x7b", hidden=33)
+    with pytest.raises(ValueError, match="top_k"):
+        mxmoe.generate(tmp_path / "k", "mixtral-8x7b", experts=4, top_k=5)
+    with pytest.raises(ValueError, match="no-such-preset"):
+        mxmoe.generate(tmp_path / "p", "no-such-preset")
+    assert not (tmp_path / "h").exists() and not (tmp_path / "k").exists()

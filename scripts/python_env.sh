@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Creates (or reuses) the virtual environment the Python tests run in, with the pinned
+# packages of python/requirements-test.txt (nanobind to build the extension, numpy and pytest
+# for the tests), and prints its interpreter. Idempotent: an environment that already holds
+# the pins is left as it is, without asking the network.
+#   scripts/python_env.sh VENV_DIR
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+venv=${1:?usage: python_env.sh VENV_DIR}
+requirements=$root/python/requirements-test.txt
+stamp=$venv/.mxmoe-requirements
+
+if [ ! -x "$venv/bin/python" ]; then
+  python3 -m venv "$venv" >&2
+fi
+if ! cmp -s "$requirements" "$stamp"; then
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$requirements" >&2
+  cp "$requirements" "$stamp"
+fi
+echo "$venv/bin/python"

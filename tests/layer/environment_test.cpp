@@ -1,0 +1,105 @@
+// The MXMOE_* variables through the library's one parser (include/mxmoe/config.hpp), with an
+// environment supplied by the test: every variable lands in its field, every bad value is a
+// ConfigError naming the variable and what is accepted, and unset variables leave defaults.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "mxmoe/config.hpp"
+#include "mxmoe/runtime.hpp"
+
+namespace mxmoe {
+namespace {
+
+using ::testing::HasSubstr;
+
+EnvironmentConfig parse(const std::map<std::string, std::string>& vars) {
+  return config_from_environment([&](std::string_view name) -> std::optional<std::string> {
+    const auto it = vars.find(std::string(name));
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  });
+}
+
+std::string error_of(const std::map<std::string, std::string>& vars) {
+  try {
+    (void)parse(vars);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Environment, UnsetVariablesGiveTheDefaults) {
+  const EnvironmentConfig c = parse({});
+  EXPECT_EQ(c.request, Request{});
+  EXPECT_EQ(c.max_isa, "");
+  EXPECT_EQ(c.ep_deadline_s, 30.0);
+  EXPECT_EQ(c.log_categories, static_cast<unsigned>(LogCategory::warning));
+  EXPECT_TRUE(c.variables_set.empty());
+}
+
+TEST(Environment, EveryVariableLandsInItsField) {
+  const EnvironmentConfig c = parse({{"MXMOE_BACKEND", "avx2"},
+                                     {"MXMOE_EXCLUDE_BACKENDS", "amx_int8,reference"},
+                                     {"MXMOE_EXCLUDE", "avx512_vnni"},
+                                     {"MXMOE_ACTIVATION", "int8"},
+                                     {"MXMOE_BATCH_INVARIANT", "yes"},
+                                     {"MXMOE_THREADS", "1024"},
+                                     {"MXMOE_ALLOW_REFERENCE", "on"},
+                                     {"MXMOE_MAX_ISA", "avx2"},
+                                     {"MXMOE_VERBOSE", "dispatch"},
+                                     {"MXMOE_EP_DEADLINE", "2.5"}});
+  EXPECT_EQ(c.request.forced_backend, "avx2");
+  EXPECT_EQ(c.request.excluded_backends,
+            (std::vector<std::string>{"amx_int8", "reference", "avx512_vnni"}));
+  EXPECT_EQ(c.request.activation, ActivationFormat::int8);
+  EXPECT_TRUE(c.request.batch_invariant);
+  EXPECT_EQ(c.request.threads, kMaxThreads);
+  EXPECT_TRUE(c.request.allow_judge_only);
+  EXPECT_EQ(c.max_isa, "avx2");
+  EXPECT_TRUE(c.log_categories & static_cast<unsigned>(LogCategory::dispatch));
+  EXPECT_EQ(c.ep_deadline_s, 2.5);
+  EXPECT_EQ(c.variables_set.size(), 10u);
+  EXPECT_EQ(environment_variable_names().size(), 10u);
+}
+
+TEST(Environment, BadValuesNameTheVariableAndTheAcceptedValues) {
+  EXPECT_EQ(error_of({{"MXMOE_THREADS", "100000"}}),
+            "MXMOE_THREADS=100000: expected an integer in [0, 1024] (0 = all logical CPUs)");
+  for (const char* bad : {"abc", "-1", "1.5", "2x", " 2", "99999999999999999999"})
+    EXPECT_THAT(error_of({{"MXMOE_THREADS", bad}}), HasSubstr("MXMOE_THREADS=")) << bad;
+  EXPECT_THAT(error_of({{"MXMOE_BATCH_INVARIANT", "maybe"}}), HasSubstr("not a boolean"));
+  EXPECT_THAT(error_of({{"MXMOE_ALLOW_REFERENCE", "2"}}), HasSubstr("MXMOE_ALLOW_REFERENCE=2"));
+  EXPECT_THAT(error_of({{"MXMOE_ACTIVATION", "fp7"}}),
+              HasSubstr("MXMOE_ACTIVATION=fp7: unknown activation format 'fp7'"));
+  EXPECT_THAT(error_of({{"MXMOE_BACKEND", "cuda"}}),
+              HasSubstr("MXMOE_BACKEND=cuda: unknown backend 'cuda' (valid: "));
+  EXPECT_THAT(error_of({{"MXMOE_EXCLUDE", "avx2,nope"}}), HasSubstr("unknown backend 'nope'"));
+  EXPECT_THAT(error_of({{"MXMOE_MAX_ISA", "avx9"}}), HasSubstr("MXMOE_MAX_ISA=avx9"));
+  EXPECT_THAT(error_of({{"MXMOE_VERBOSE", "dispatch,all"}}),
+              HasSubstr("unknown category 'all' (valid: dispatch)"));
+  // A deadline of zero, below it, not a number or over a day is refused: a rank must give up
+  // on a silent peer, and never at once.
+  for (const char* bad : {"0", "-1", "abc", "1e9", "nan", "inf", "30s", " 5"})
+    EXPECT_THAT(error_of({{"MXMOE_EP_DEADLINE", bad}}),
+                HasSubstr(std::string("MXMOE_EP_DEADLINE=") + bad + ": expected seconds in (0, "))
+        << bad;
+  EXPECT_EQ(parse({{"MXMOE_EP_DEADLINE", "0.25"}}).ep_deadline_s, 0.25);
+  EXPECT_EQ(parse({{"MXMOE_EP_DEADLINE", "86400"}}).ep_deadline_s, kMaxEpDeadlineSeconds);
+  // Empty values mean unset for the names and the activation.
+  EXPECT_EQ(parse({{"MXMOE_BACKEND", ""}, {"MXMOE_ACTIVATION", ""}}).request, Request{});
+}
+
+TEST(Environment, LogSettingsKeepTheHostsCallback) {
+  const auto mine = [](LogCategory, const char*, void*) {};
+  const LogSink previous = set_log_sink({mine, nullptr, 0});
+  apply_log_settings(parse({{"MXMOE_VERBOSE", "dispatch"}}));
+  EXPECT_EQ(log_sink().callback, +mine);
+  EXPECT_TRUE(log_enabled(LogCategory::dispatch));
+  set_log_sink(previous);
+}
+
+}  // namespace
+}  // namespace mxmoe
