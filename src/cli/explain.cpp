@@ -68,10 +68,12 @@ std::string expert_parallel_text(const Selection& s) {
   return out;
 }
 
-// The library's explain document (explain_json) with "expert_parallel": {ep_size, ep_rank,
-// problems, ranks: per-rank memory}.
+// The library's explain document (explain_json, the same as Python's explain()), and for an
+// expert-parallel request "expert_parallel": {ep_size, ep_rank, problems, ranks: per-rank
+// memory}.
 std::string explain_json_with_ranks(const Selection& s) {
   using json_io::Json;
+  if (s.deployment.request.ep_size == 1) return explain_json(s);
   Json doc = json::parse_strict(explain_json(s), "explain");
   const ExpertParallelView ep = expert_parallel_view(s);
   Json ranks = Json::array();
@@ -115,8 +117,8 @@ void add_explain(CLI::App& app, Action& action) {
   options->request.add(*sub);
   options->hardware.add(*sub);
   sub->add_flag("--json", options->json,
-                "Print {selected, deployment, candidates, error, suggestions, expert_parallel} as "
-                "JSON");
+                "Print {selected, deployment, candidates, error, suggestions} as JSON (and "
+                "expert_parallel with --ep-size or --placement)");
   sub->callback(
       [&action, sub, options] { action = [sub, options] { return run_explain(*sub, *options); }; });
 }
