@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <string>
 #include <system_error>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -111,7 +112,12 @@ char* copy_string(const std::string& s) {
   return p;
 }
 
-std::optional<mxmoe::ActivationFormat> activation(mxmoe_activation a) {
+// A C caller may store any integer in the enum field; reading it as mxmoe_activation would be
+// undefined behaviour for values outside the enumerators (UBSan: -fsanitize=enum), so the
+// field's bytes are read as its underlying integer.
+std::optional<mxmoe::ActivationFormat> activation(const mxmoe_activation& field) {
+  std::underlying_type_t<mxmoe_activation> a{};
+  std::memcpy(&a, &field, sizeof a);
   switch (a) {
     case MXMOE_ACTIVATION_DEFAULT:
       return std::nullopt;
@@ -123,9 +129,10 @@ std::optional<mxmoe::ActivationFormat> activation(mxmoe_activation a) {
       return mxmoe::ActivationFormat::int8;
     case MXMOE_ACTIVATION_MXFP8:
       return mxmoe::ActivationFormat::mxfp8;
+    default:
+      break;
   }
-  throw std::invalid_argument("params.activation: unknown value " +
-                              std::to_string(static_cast<int>(a)));
+  throw std::invalid_argument("params.activation: unknown value " + std::to_string(a));
 }
 
 mxmoe::Request request_of(const mxmoe_request_params& p) {
