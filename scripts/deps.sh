@@ -9,6 +9,7 @@ packages=(
   nlohmann-json3-dev libcli11-dev libfmt-dev
   clang libclang-rt-14-dev
   python3-dev python3-venv
+  libopenmpi-dev openmpi-bin
 )
 
 missing=()

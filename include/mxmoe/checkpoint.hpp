@@ -40,6 +40,10 @@ class MXMOE_API Checkpoint {
   const std::string& config_json() const noexcept;
   // Views of layer N's tensors, validated against layer_spec(N); valid while *this lives.
   LayerWeights layer_weights(int layer) const;
+  // The same, reading the values (NaN scales) of the routed experts in `experts` only: an
+  // expert-parallel rank (Placement::runs of its rank) touches no page of the experts it
+  // does not hold, so its resident memory is its share of the layer.
+  LayerWeights layer_weights(int layer, const std::vector<ExpertRange>& experts) const;
 
  private:
   struct Impl;

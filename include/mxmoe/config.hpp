@@ -11,6 +11,8 @@
 //   MXMOE_ALLOW_REFERENCE=1|0       let the oracle choose judge-only backends (reference)
 //   MXMOE_MAX_ISA=none|avx2|avx512|amx   cap the hardware probe
 //   MXMOE_VERBOSE=dispatch          comma list of extra log categories (log.hpp)
+//   MXMOE_EP_DEADLINE=SECONDS       how long an expert-parallel rank waits for the others
+//                                   (CommOptions::deadline_s), in (0, kMaxEpDeadlineSeconds]
 #pragma once
 
 #include <functional>
@@ -34,9 +36,13 @@ class MXMOE_API ConfigError : public std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
+// The longest MXMOE_EP_DEADLINE (one day): a longer wait is a hang by another name.
+inline constexpr double kMaxEpDeadlineSeconds = 86400;
+
 struct MXMOE_API EnvironmentConfig {
-  Request request;      // the Request fields above; defaults where unset
-  std::string max_isa;  // "" when MXMOE_MAX_ISA is unset
+  Request request;            // the Request fields above; defaults where unset
+  std::string max_isa;        // "" when MXMOE_MAX_ISA is unset
+  double ep_deadline_s = 30;  // MXMOE_EP_DEADLINE
   unsigned log_categories = static_cast<unsigned>(LogCategory::warning);  // + MXMOE_VERBOSE
   std::vector<std::string> variables_set;  // the MXMOE_* names that were set (for reports)
 };
@@ -64,5 +70,7 @@ MXMOE_API int parse_thread_count(std::string_view what, std::string_view value);
 // A comma-separated list of registered backend names (empty items skipped); ConfigError
 // naming WHAT and the valid names for an unknown one.
 MXMOE_API std::vector<std::string> parse_backend_list(std::string_view what, std::string_view list);
+// Seconds in (0, kMaxEpDeadlineSeconds], decimal ("2.5").
+MXMOE_API double parse_deadline_seconds(std::string_view what, std::string_view value);
 
 }  // namespace mxmoe

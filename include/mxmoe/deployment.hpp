@@ -37,8 +37,11 @@ inline constexpr int kMaxTokensPerCall = 1 << 20;
 struct MXMOE_API Request {
   std::optional<ActivationFormat> activation;  // unset: the family preference decides
   bool batch_invariant = false;
-  int ep_size = 1;             // expert-parallel world size
-  int ep_rank = 0;             // this process's rank in it
+  int ep_size = 1;  // expert-parallel world size
+  int ep_rank = 0;  // this process's rank in it
+  // The rank of each routed expert (Placement's table); empty: contiguous ranges. Read it
+  // through placement_of() (mxmoe/placement.hpp), never directly.
+  std::vector<int> placement;
   int threads = 0;             // 0: all logical CPUs of the Hardware; else 1..kMaxThreads
   int tokens_hint = 1;         // expected tokens per call (ranks backends by estimated cost)
   std::string forced_backend;  // "" = let the oracle choose
@@ -59,7 +62,8 @@ struct MXMOE_API Deployment {
 MXMOE_API std::string to_json(const Request&);
 // Strict; throws std::invalid_argument. Numbers are range-checked (threads 0..kMaxThreads,
 // tokens_hint 1..kMaxTokensPerCall, ep_size 1..kMaxExperts, ep_rank 0..kMaxExperts - 1);
-// "allow_judge_only" may be absent (files written before it existed): false.
+// "allow_judge_only" and "placement" (each entry a rank in 0..kMaxExperts - 1; checked
+// against the layer by placement_of) may be absent (files written before them): false, empty.
 MXMOE_API Request request_from_json(std::string_view);
 MXMOE_API std::string to_json(const Deployment&);
 MXMOE_API Deployment

@@ -23,10 +23,12 @@ namespace mxmoe {
 class MXMOE_API MoeLayer {
  public:
   // The weights and the runtime must outlive the layer (views; the chosen backend may pack a
-  // copy). With an expert-parallel Request (ep_size > 1) the layer packs and computes only
-  // its rank's experts (contiguous_expert_range); the combine then covers those experts, and
-  // rank 0 adds the shared expert. Throws std::invalid_argument if the weights disagree with
-  // the spec, and NoBackendError if selection.chosen is empty.
+  // copy). With an expert-parallel Request (ep_size > 1) the layer packs, checks and computes
+  // only the experts placement_of(request) gives its rank (it reads no page of the others):
+  // it is then one rank's part of an ExpertParallelLayer (mxmoe/expert_parallel.hpp), and the
+  // forward calls below refuse to run unless it holds every expert. Throws
+  // std::invalid_argument if the weights disagree with the spec, and NoBackendError if
+  // selection.chosen is empty.
   MoeLayer(const LayerWeights& weights, Selection selection, Runtime& runtime);
   ~MoeLayer();
   MoeLayer(MoeLayer&&) noexcept;
@@ -54,6 +56,33 @@ class MXMOE_API MoeLayer {
   void forward_routed_bf16(const std::uint16_t* x, const std::int32_t* ids, const float* weights,
                            std::int64_t tokens, std::uint16_t* y);
 
+  // ---- The steps of forward() one by one, for expert parallelism (src/dist). ----
+  // forward() = route, compute_slots on every (token, slot), shared_expert, combine; an
+  // expert-parallel group runs compute_slots on the experts' ranks and the rest on the
+  // token's rank, so a token's bits never depend on the number of ranks.
+  //
+  // The routing of x [M, H] by the layer's router (+ bias, selection bias): ids and weights
+  // [M, top_k], slot j of token t at t * top_k + j. A hash layer needs the tokens' ids (the
+  // second form; the first throws std::invalid_argument for it), as forward().
+  void route(const float* x, std::int64_t tokens, std::int32_t* ids, float* weights);
+  void route(const float* x, const std::int32_t* token_ids, std::int64_t tokens,
+             std::int32_t* ids, float* weights);
+  // Unweighted expert outputs out [slots, H] of slots arriving in a dispatch buffer: slot s
+  // applies expert ids[s] (a global expert id this layer holds) to rows[slot_rows[s]] of rows
+  // [num_rows, H]. Bits equal forward()'s for the same (row, expert), whatever the other
+  // slots. Throws std::invalid_argument for an expert this layer does not hold or a row out
+  // of range (a malformed message never reads out of bounds).
+  void compute_slots(const float* rows, std::int64_t num_rows, const std::int32_t* ids,
+                     const std::int32_t* slot_rows, std::int64_t slots, float* out);
+  // The shared expert's output out [M, H] for x [M, H]; false (nothing written) when the
+  // layer has none.
+  bool shared_expert(const float* x, std::int64_t tokens, float* out);
+  // forward()'s combine, the same code: y[t] = sum over j = 0..top_k-1, in that order, of
+  // weights[t*k + j] * slot_out[t*k + j] (slot_out [M * top_k, H]), then + shared[t] when
+  // shared is not null.
+  void combine(const float* weights, const float* slot_out, const float* shared,
+               std::int64_t tokens, float* y) const;
+
   // Moves the layer onto another runtime (which must outlive it), e.g. to measure it at
   // another thread count. The results do not change: they never depend on the thread count.
   void set_runtime(Runtime& runtime) noexcept;
@@ -62,7 +91,13 @@ class MXMOE_API MoeLayer {
   const LayerSpec& spec() const noexcept;
   Runtime& runtime() const noexcept;
   int threads() const noexcept;  // the Runtime's
-  // The routed experts this layer holds and computes (all of them without expert parallelism).
+  // Where the routed experts live, and this layer's rank: it holds and computes
+  // placement().experts_of(ep_rank()) (every expert without expert parallelism).
+  const Placement& placement() const noexcept;
+  int ep_rank() const noexcept;
+  // The routed experts this layer holds as one range: all of them without expert
+  // parallelism, its range with contiguous placement; with a scattered placement, the
+  // smallest range that covers them ({0, 0} when it holds none).
   ExpertRange experts() const noexcept;
   // The most tokens one call may carry: slots (tokens x top_k) are numbered in 32 bits. Every
   // forward throws std::invalid_argument for more.

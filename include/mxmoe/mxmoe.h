@@ -56,8 +56,8 @@ typedef struct mxmoe_request_params {
   const char* backend;           /* NULL or "": the oracle chooses; else force this backend */
   const char* excluded_backends; /* NULL, or a comma-separated list of backend names */
   int32_t tokens_hint;           /* expected tokens per call (ranks backends by cost); >= 1 */
-  int32_t ep_size;               /* expert-parallel group size (this process holds 1/ep_size) */
-  int32_t ep_rank;               /* this process's rank in it */
+  int32_t ep_size; /* expert-parallel group size: a layer holds and packs 1/ep_size of the */
+  int32_t ep_rank; /* experts and refuses forward (use mxmoe_ep_layer_create for a group) */
 } mxmoe_request_params;
 
 /* Shape of a layer. */
@@ -139,6 +139,57 @@ MXMOE_API mxmoe_status mxmoe_layer_selection_json(const mxmoe_layer* layer, char
  * saved on another machine) and returns the selection as JSON. When no backend fits, returns
  * MXMOE_ERROR_NO_BACKEND and still fills *selection_json (every reason is in it). */
 MXMOE_API mxmoe_status mxmoe_explain_json(const char* deployment_json, char** selection_json);
+
+/* ---- Expert parallelism (docs/DISTRIBUTED.md): a layer whose routed experts are spread over
+ * the ranks of a group the host already runs (MPI, its own transport). The host supplies the
+ * transport as one callback; outputs have the bits of one process for any group size. */
+
+/* One message of an exchange: bytes to or from `peer` (this rank itself included). */
+typedef struct mxmoe_message {
+  int32_t peer;
+  void* data; /* read for a send, written for a receive */
+  size_t bytes;
+} mxmoe_message;
+
+/* Sends and receives this round's messages, every rank calling it alike (collective). The
+ * messages between two ranks are matched in the order both list them, and each receive names
+ * exactly the size sent. Returns 0 when every message is done; else non-zero after writing a
+ * reason naming the rank at fault into error[error_size] (NUL-terminated). It must return
+ * within the host's deadline: a peer that never answers is the callback's to give up on. */
+typedef int (*mxmoe_exchange_fn)(void* context, const mxmoe_message* sends, size_t num_sends,
+                                 const mxmoe_message* recvs, size_t num_recvs, char* error,
+                                 size_t error_size);
+
+typedef struct mxmoe_communicator {
+  int32_t rank, size; /* this rank, and the group size (the EP size) */
+  mxmoe_exchange_fn exchange;
+  void* context; /* passed to exchange; must outlive the layer */
+} mxmoe_communicator;
+
+typedef struct mxmoe_ep_layer mxmoe_ep_layer;
+
+/* Collective: every rank of the group calls it with the same checkpoint layer and params
+ * (params.ep_size and ep_rank are ignored: the communicator's are used). Binds this rank's
+ * experts of MoE layer N (contiguous ranges, as even as possible; only their pages are read),
+ * and the group agrees on one backend: MXMOE_ERROR_NO_BACKEND when none runs on every rank,
+ * with every rank's reasons in last_error. A failed exchange is MXMOE_ERROR_IO with the
+ * callback's reason. */
+MXMOE_API mxmoe_status mxmoe_ep_layer_create(mxmoe_checkpoint* checkpoint, int32_t layer,
+                                             const mxmoe_request_params* params,
+                                             const mxmoe_communicator* communicator,
+                                             mxmoe_ep_layer** out);
+MXMOE_API void mxmoe_ep_layer_destroy(mxmoe_ep_layer* layer);
+MXMOE_API mxmoe_status mxmoe_ep_layer_get_info(const mxmoe_ep_layer* layer, mxmoe_layer_info* out);
+/* Collective: every rank calls it once per layer call with its own tokens x[tokens, H]
+ * (tokens may be 0: the rank only serves its experts) and gets their outputs y[tokens, H]. A
+ * failed exchange is MXMOE_ERROR_IO, and the layer is unusable afterwards (destroy it). */
+MXMOE_API mxmoe_status mxmoe_ep_layer_forward_f32(mxmoe_ep_layer* layer, const float* x,
+                                                  int64_t tokens, float* y);
+/* The same with this rank's tokens' ids [tokens], which a hash-routed layer (DeepSeek-V4's
+ * first layers) routes by, as mxmoe_layer_forward_tokens_f32 (NULL for other layers). */
+MXMOE_API mxmoe_status mxmoe_ep_layer_forward_tokens_f32(mxmoe_ep_layer* layer, const float* x,
+                                                         const int32_t* token_ids, int64_t tokens,
+                                                         float* y);
 
 #ifdef __cplusplus
 }

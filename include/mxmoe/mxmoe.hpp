@@ -2,7 +2,9 @@
 #pragma once
 
 #include "mxmoe/checkpoint.hpp"
+#include "mxmoe/communicator.hpp"
 #include "mxmoe/deployment.hpp"
+#include "mxmoe/expert_parallel.hpp"
 #include "mxmoe/format.hpp"
 #include "mxmoe/generate.hpp"
 #include "mxmoe/hardware.hpp"

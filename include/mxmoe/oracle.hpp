@@ -84,8 +84,9 @@ struct MXMOE_API Verdict {
   std::string name;
   bool supported = false;
   std::vector<Rejection> reasons;  // all of them; empty when supported
-  // When supported: the estimate that ranks it, microseconds per call at tokens_hint; for a
-  // batch-invariant request, summed over 1, 8, 64 and 512 tokens (docs/ORACLE.md).
+  // When supported: the estimate that ranks it, microseconds per call of the whole layer
+  // (ep_size=1) at tokens_hint; for a batch-invariant request, summed over 1, 8, 64 and 512
+  // tokens (docs/ORACLE.md).
   double estimated_us = 0;
   friend bool operator==(const Verdict&, const Verdict&) = default;
 };
@@ -140,7 +141,8 @@ MXMOE_API Selection select(const Deployment& d, const Preferences& prefs,
 class MXMOE_API NoBackendError : public std::runtime_error {
  public:
   explicit NoBackendError(Selection s);
-  // The same with another message (what()), e.g. why a replayed selection cannot run here.
+  // The same with another message (what()): why a replayed selection cannot run here, or an
+  // expert-parallel group's gathered report.
   NoBackendError(Selection s, const std::string& message);
   const Selection& selection() const noexcept { return selection_; }
 
@@ -148,6 +150,20 @@ class MXMOE_API NoBackendError : public std::runtime_error {
   Selection selection_;
 };
 MXMOE_API std::string format_no_backend_message(const Selection& s);
+
+// An expert-parallel group's one selection, from every rank's judge() (ranks[r] is rank r's;
+// each rank judges its own Hardware). A candidate is supported when every rank supports it;
+// its reasons are every rank's (one that every rank gives is kept as is, any other gets its
+// detail prefixed "rank R: "); its estimate is the slowest rank's; the choice then follows
+// judge()'s rules. The result carries ranks[self].deployment, and chosen == "" when no
+// candidate runs on every rank. Every rank computes the same choice from the same inputs, so
+// the group runs one backend (one numerics class, as a batch-invariant request needs).
+// Throws std::invalid_argument when the ranks judged different layers or requests (other than
+// ep_rank, threads and tokens_hint), naming the rank.
+MXMOE_API Selection agree(std::span<const Selection> ranks, int self, const Preferences& prefs);
+// The gathered reasons of such a group, one line per (rank, rejected candidate, reason):
+// "rank 2: amx_bf16 rejected: unsupported_isa: ..." ("every rank: ..." when all give it).
+MXMOE_API std::string format_rank_reasons(std::span<const Selection> ranks);
 
 // A human table of the selection: one line per candidate with verdict and reasons.
 MXMOE_API std::string format_selection_table(const Selection& s);

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "mxmoe/export.h"
@@ -149,6 +150,10 @@ MXMOE_API LayerWeights slice_experts(const LayerWeights& w, ExpertRange range);
 // (shape, presence, an E8M0 scale byte 0xFF in the expert weights, a hash table entry
 // outside [0, E) or repeated within a token's row).
 MXMOE_API void validate(const LayerSpec& spec, const LayerWeights& w);
+// The same, reading the scales of the routed experts in `scan` only (every shape is checked):
+// an expert-parallel rank checks the experts it holds and touches no page of the others.
+MXMOE_API void validate(const LayerSpec& spec, const LayerWeights& w,
+                        std::span<const ExpertRange> scan);
 
 // Owns the bytes of a layer generated in memory (the embedded default, tests, benchmarks).
 class MXMOE_API LayerStorage {

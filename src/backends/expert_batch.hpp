@@ -19,6 +19,13 @@ ExpertBatch group_slots(const std::int32_t* ids, std::int64_t slots, int top_k, 
                         std::int32_t* offsets, std::int32_t* cursor, std::int32_t* order,
                         std::int32_t* rows) noexcept;
 
+// The same for slots whose rows are given (a dispatch buffer: slot s reads rows[s]): keeps the
+// slots whose expert ids[s] lies in `local`, numbered from local.begin, stable in the slot
+// index. Writes offsets [local.size() + 1] and order [kept slots]; cursor is scratch.
+ExpertBatch group_dispatched_slots(const std::int32_t* ids, const std::int32_t* rows,
+                                   std::int64_t slots, ExpertRange local, std::int32_t* offsets,
+                                   std::int32_t* cursor, std::int32_t* order) noexcept;
+
 // The same with owned buffers (allocates): every expert of [0, num_experts).
 struct GroupedSlots {
   std::vector<std::int32_t> offsets, order, rows;

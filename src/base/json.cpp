@@ -55,11 +55,19 @@ std::optional<Json> try_parse_strict(std::string_view text, int max_depth, std::
 
 void expect_keys(const Json& j, std::string_view what,
                  std::initializer_list<std::string_view> keys) {
+  expect_keys(j, what, keys, {});
+}
+
+void expect_keys(const Json& j, std::string_view what, std::initializer_list<std::string_view> keys,
+                 std::initializer_list<std::string_view> optional) {
   if (!j.is_object())
     throw std::invalid_argument(std::string(what) + ": expected a JSON object, got " +
                                 std::string(j.type_name()));
+  const auto known = [](std::initializer_list<std::string_view> list, const std::string& key) {
+    return std::find(list.begin(), list.end(), key) != list.end();
+  };
   for (const auto& item : j.items())
-    if (std::find(keys.begin(), keys.end(), item.key()) == keys.end())
+    if (!known(keys, item.key()) && !known(optional, item.key()))
       throw std::invalid_argument(std::string(what) + ": unknown field \"" + item.key() + "\"");
   for (std::string_view key : keys)
     if (!j.contains(key))

@@ -38,6 +38,9 @@ Json parse_strict(std::string_view text, std::string_view what, int max_depth = 
 // first missing or unknown key).
 void expect_keys(const Json& j, std::string_view what,
                  std::initializer_list<std::string_view> keys);
+// The same, where the `optional` keys may also appear.
+void expect_keys(const Json& j, std::string_view what, std::initializer_list<std::string_view> keys,
+                 std::initializer_list<std::string_view> optional);
 
 // j[key] converted to T; a type mismatch throws std::invalid_argument naming the key.
 template <class T>

@@ -7,15 +7,20 @@
 #include <mutex>
 #include <new>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <system_error>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "base/file.hpp"
 #include "mxmoe/build_info.hpp"
 #include "mxmoe/checkpoint.hpp"
+#include "mxmoe/communicator.hpp"
 #include "mxmoe/config.hpp"
+#include "mxmoe/expert_parallel.hpp"
 #include "mxmoe/hardware.hpp"
 #include "mxmoe/layer.hpp"
 #include "mxmoe/mxmoe.h"
@@ -49,7 +54,18 @@ struct State {
     if (!r) r = std::make_unique<mxmoe::Runtime>(threads);
     return *r;
   }
+  // What a new layer runs on: the probe and the runtime of its thread count.
+  std::pair<mxmoe::Hardware, mxmoe::Runtime*> machine(int threads) {
+    const std::lock_guard lock(mutex);
+    return {probe(), &runtime(threads)};
+  }
 };
+
+mxmoe_layer_info info_of(const mxmoe::MoeLayer& layer) {
+  const mxmoe::LayerSpec& s = layer.spec();
+  const mxmoe::ExpertRange e = layer.experts();
+  return mxmoe_layer_info{s.num_experts, s.top_k, s.hidden, s.intermediate, e.begin, e.end};
+}
 
 mxmoe_status fail(mxmoe_status status, std::string text) noexcept {
   try {
@@ -70,6 +86,8 @@ mxmoe_status guarded(Body&& body) noexcept {
   } catch (const mxmoe::LoadError& e) {
     return fail(MXMOE_ERROR_IO, e.what());
   } catch (const mxmoe::files::FileError& e) {
+    return fail(MXMOE_ERROR_IO, e.what());
+  } catch (const mxmoe::CommError& e) {
     return fail(MXMOE_ERROR_IO, e.what());
   } catch (const std::invalid_argument& e) {
     return fail(MXMOE_ERROR_INVALID_ARGUMENT, e.what());
@@ -151,6 +169,50 @@ mxmoe::Request request_of(const mxmoe_request_params& p) {
   return r;
 }
 
+// The host's exchange callback as a Communicator. A failed call breaks it (the contract of
+// communicator.hpp): the layer's buffers of that call are in an unknown state.
+class CallbackCommunicator final : public mxmoe::Communicator {
+ public:
+  explicit CallbackCommunicator(const mxmoe_communicator& c) : c_(c) {
+    require(c.exchange != nullptr, "communicator.exchange must not be NULL");
+    require(c.size >= 1 && c.size <= mxmoe::kMaxExperts, "communicator.size must be in 1..65536");
+    require(c.rank >= 0 && c.rank < c.size, "communicator.rank must be in [0, size)");
+    // The deadline is the callback's; CommOptions only documents that it has one.
+  }
+  int rank() const noexcept override { return c_.rank; }
+  int size() const noexcept override { return c_.size; }
+  const mxmoe::CommOptions& options() const noexcept override { return options_; }
+
+  void exchange(std::span<const mxmoe::SendBuffer> sends,
+                std::span<const mxmoe::RecvBuffer> recvs) override {
+    if (broken_) throw mxmoe::CommError({}, "the communicator failed earlier: " + reason_);
+    sends_.clear();
+    recvs_.clear();
+    for (const mxmoe::SendBuffer& b : sends)
+      sends_.push_back({b.peer, const_cast<std::byte*>(b.data), b.bytes});
+    for (const mxmoe::RecvBuffer& b : recvs) recvs_.push_back({b.peer, b.data, b.bytes});
+    char error[512] = {0};
+    const int rc = c_.exchange(c_.context, sends_.data(), sends_.size(), recvs_.data(),
+                               recvs_.size(), error, sizeof error);
+    if (rc == 0) return;
+    error[sizeof error - 1] = '\0';
+    broken_ = true;
+    reason_ = fmt_reason(rc, error);
+    throw mxmoe::CommError({}, reason_);
+  }
+
+ private:
+  std::string fmt_reason(int rc, const char* error) const {
+    return "rank " + std::to_string(c_.rank) + ": the exchange callback failed (" +
+           std::to_string(rc) + ")" + (error[0] != '\0' ? std::string(": ") + error : "");
+  }
+  mxmoe_communicator c_;
+  mxmoe::CommOptions options_;
+  std::vector<mxmoe_message> sends_, recvs_;
+  bool broken_ = false;
+  std::string reason_;
+};
+
 }  // namespace
 
 struct mxmoe_checkpoint {
@@ -160,6 +222,13 @@ struct mxmoe_checkpoint {
 struct mxmoe_layer {
   std::shared_ptr<State> state;  // declared first: destroyed after the layer that uses it
   mxmoe::MoeLayer layer;
+};
+
+struct mxmoe_ep_layer {
+  std::shared_ptr<State> state;  // declared first: destroyed after the layer that uses it
+  mxmoe::LayerWeights weights;
+  std::unique_ptr<CallbackCommunicator> comm;
+  std::optional<mxmoe::ExpertParallelLayer> layer;
 };
 
 extern "C" {
@@ -229,11 +298,66 @@ mxmoe_status mxmoe_layer_create(mxmoe_checkpoint* checkpoint, int32_t layer,
     const mxmoe::Request request = request_of(*params);
     const mxmoe::LayerSpec spec = state->checkpoint.layer_spec(layer);
     const mxmoe::LayerWeights weights = state->checkpoint.layer_weights(layer);
-    std::unique_lock lock(state->mutex);
-    const mxmoe::Hardware hw = state->probe();
-    mxmoe::Runtime& runtime = state->runtime(request.threads);
-    lock.unlock();
-    *out = new mxmoe_layer{state, mxmoe::make_layer(spec, weights, hw, request, runtime)};
+    const auto [hw, runtime] = state->machine(request.threads);
+    *out = new mxmoe_layer{state, mxmoe::make_layer(spec, weights, hw, request, *runtime)};
+  });
+}
+
+mxmoe_status mxmoe_ep_layer_create(mxmoe_checkpoint* checkpoint, int32_t layer,
+                                   const mxmoe_request_params* params,
+                                   const mxmoe_communicator* communicator, mxmoe_ep_layer** out) {
+  return guarded([&] {
+    require(checkpoint != nullptr && params != nullptr && communicator != nullptr && out != nullptr,
+            "mxmoe_ep_layer_create: checkpoint, params, communicator and out must not be NULL");
+    auto handle = std::make_unique<mxmoe_ep_layer>();
+    handle->state = checkpoint->state;
+    handle->comm = std::make_unique<CallbackCommunicator>(*communicator);
+    const int rank = handle->comm->rank(), size = handle->comm->size();
+    mxmoe::Request request = request_of(*params);
+    request.ep_size = size;
+    request.ep_rank = rank;
+    const mxmoe::LayerSpec spec = handle->state->checkpoint.layer_spec(layer);
+    const mxmoe::Placement placement = mxmoe::Placement::contiguous(spec.num_experts, size);
+    handle->weights = handle->state->checkpoint.layer_weights(layer, placement.runs(rank));
+    const auto [hw, runtime] = handle->state->machine(request.threads);
+    handle->layer.emplace(mxmoe::ExpertParallelLayer::create(spec, handle->weights, hw, request,
+                                                             placement, *runtime, *handle->comm));
+    *out = handle.release();
+  });
+}
+
+void mxmoe_ep_layer_destroy(mxmoe_ep_layer* layer) {
+  delete layer;
+}
+
+mxmoe_status mxmoe_ep_layer_get_info(const mxmoe_ep_layer* layer, mxmoe_layer_info* out) {
+  return guarded([&] {
+    require(layer != nullptr && out != nullptr,
+            "mxmoe_ep_layer_get_info: layer and out must not be NULL");
+    *out = info_of(layer->layer->local());
+  });
+}
+
+mxmoe_status mxmoe_ep_layer_forward_f32(mxmoe_ep_layer* layer, const float* x, int64_t tokens,
+                                        float* y) {
+  return guarded([&] {
+    require(layer != nullptr && tokens >= 0,
+            "mxmoe_ep_layer_forward_f32: NULL layer or tokens < 0");
+    require(tokens == 0 || (x != nullptr && y != nullptr),
+            "mxmoe_ep_layer_forward_f32: x and y must not be NULL");
+    layer->layer->forward(x, tokens, y);
+  });
+}
+
+mxmoe_status mxmoe_ep_layer_forward_tokens_f32(mxmoe_ep_layer* layer, const float* x,
+                                               const int32_t* token_ids, int64_t tokens,
+                                               float* y) {
+  return guarded([&] {
+    require(layer != nullptr && tokens >= 0,
+            "mxmoe_ep_layer_forward_tokens_f32: NULL layer or tokens < 0");
+    require(tokens == 0 || (x != nullptr && y != nullptr),
+            "mxmoe_ep_layer_forward_tokens_f32: x and y must not be NULL");
+    layer->layer->forward(x, token_ids, tokens, y);
   });
 }
 
@@ -245,9 +369,7 @@ mxmoe_status mxmoe_layer_get_info(const mxmoe_layer* layer, mxmoe_layer_info* ou
   return guarded([&] {
     require(layer != nullptr && out != nullptr,
             "mxmoe_layer_get_info: layer and out must not be NULL");
-    const mxmoe::LayerSpec& s = layer->layer.spec();
-    const mxmoe::ExpertRange e = layer->layer.experts();
-    *out = mxmoe_layer_info{s.num_experts, s.top_k, s.hidden, s.intermediate, e.begin, e.end};
+    *out = info_of(layer->layer);
   });
 }
 

@@ -10,8 +10,10 @@
 #include <vector>
 
 #include "base/file.hpp"
+#include "cli/bench_ep.hpp"
 #include "cli/command.hpp"
 #include "cli/common.hpp"
+#include "cli/ep.hpp"
 #include "model/model_config.hpp"
 #include "mxmoe/checkpoint.hpp"
 #include "mxmoe/hardware.hpp"
@@ -44,6 +46,8 @@ struct BenchOptions {
   std::uint64_t memory_budget_mb = 2048;
   double row_seconds = 0.3;
   double max_call_seconds = 5;
+  EpOptions ep;
+  std::string ep_tokens = "rank0";
 };
 
 void say(const std::string& line) {
@@ -224,6 +228,43 @@ std::vector<std::string> backend_list(const std::string& text, const std::string
 }
 
 int run_bench_command(const BenchOptions& o, CLI::App& sub) {
+  if (const auto world = ep_world(o.ep.resolve(sub))) {
+    if (o.json || o.format != "md")
+      throw UsageError("bench under mpirun writes a markdown report (no --json or --format)");
+    if (!o.layers.empty())
+      throw UsageError(
+          "--layers under mpirun: an expert-parallel bench times one layer (--layer N); time "
+          "the stack in one process");
+    if (world->rank() == 0 && !o.output.empty()) files::check_can_create(o.output);
+    EpBenchOptions e;
+    e.layer = o.layer;
+    try {
+      e.tokens = perf::parse_int_list(o.tokens, "--tokens", 1, kMaxTokensPerCall);
+      if (!o.activations.empty()) {
+        e.activation = o.activations;
+        (void)parse_activation_format(o.activations);
+      }
+      if (!o.threads.empty()) {
+        const std::vector<int> t = perf::parse_int_list(o.threads, "--threads", 0, kMaxThreads);
+        if (t.size() != 1)
+          throw std::invalid_argument("--threads: one count per rank under mpirun");
+        e.threads = t.front();
+      }
+    } catch (const std::invalid_argument& error) {
+      throw UsageError(error.what());
+    }
+    if (o.backends != "auto") {
+      require_backend_name(o.backends, "--backend");
+      e.backend = o.backends;
+    }
+    for (const std::string& n : o.exclude) require_backend_name(n, "--exclude");
+    e.excluded = sub.count("--exclude") > 0 ? o.exclude : environment().request.excluded_backends;
+    e.batch_invariant = o.batch_invariant;
+    e.reps = o.reps;
+    e.tokens_on_every_rank = o.ep_tokens == "all";
+    e.output = o.output;
+    return bench_expert_parallel(e, *world);
+  }
   // Flags and the output file are checked before the minutes of measuring.
   const perf::OutputFormat format = perf::parse_output_format(o.json ? "json" : o.format);
   if (o.output == "md" || o.output == "json" || o.output == "csv")
@@ -375,6 +416,12 @@ void add_bench(CLI::App& app, Action& action) {
                   "Skip rows predicted to take longer than this per call")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  o->ep.add(*sub);
+  sub->add_option("--ep-tokens", o->ep_tokens,
+                  "Under mpirun: where the tokens are, rank0 (as `mxmoe run`) or all (split "
+                  "evenly, as data-parallel attention feeds expert-parallel MoE)")
+      ->check(CLI::IsMember({"rank0", "all"}))
+      ->capture_default_str();
   sub->callback([&action, o, sub] { action = [o, sub] { return run_bench_command(*o, *sub); }; });
 }
 

@@ -9,12 +9,15 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "base/file.hpp"
 #include "model/model_config.hpp"
 #include "mxmoe/checkpoint.hpp"
 #include "mxmoe/hardware.hpp"
 #include "mxmoe/layer_spec.hpp"
 #include "mxmoe/npy.hpp"
+#include "mxmoe/placement.hpp"
 #include "mxmoe/runtime.hpp"
+#include "oracle/report.hpp"
 
 namespace mxmoe::cli {
 
@@ -70,6 +73,9 @@ void RequestOptions::add(CLI::App& app, bool with_tokens) {
       ->check(CLI::Range(1, kMaxExperts));
   app.add_option("--ep-rank", ep_rank, "Expert-parallel rank of this process, 0..ep-size - 1")
       ->check(CLI::Range(0, kMaxExperts - 1));
+  app.add_option("--placement", placement,
+                 "Expert placement over the ranks: JSON {\"ranks\": N, \"owner\": [rank of "
+                 "each expert]} (default: contiguous ranges; sets --ep-size to N)");
 }
 
 Request RequestOptions::resolve(CLI::App& app) const {
@@ -96,6 +102,21 @@ Request RequestOptions::resolve(CLI::App& app) const {
   if (tokens > 0) r.tokens_hint = tokens;
   r.ep_size = ep_size;
   r.ep_rank = ep_rank;
+  if (!placement.empty()) {
+    // Like --hardware: a file that cannot be read or parsed is an input error (exit 1).
+    const Placement p = [&] {
+      try {
+        return placement_from_json(files::read_regular_file<std::invalid_argument>(placement));
+      } catch (const std::invalid_argument& e) {
+        throw std::invalid_argument(fmt::format("--placement {}: {}", placement, e.what()));
+      }
+    }();
+    if (given("--ep-size") && ep_size != p.ranks())
+      throw UsageError(fmt::format("--placement {} places experts on {} ranks, --ep-size is {}",
+                                   placement, p.ranks(), ep_size));
+    r.ep_size = p.ranks();
+    r.placement = p.owners();
+  }
   if (r.ep_rank >= r.ep_size)
     throw UsageError(
         fmt::format("--ep-rank {} is outside [0, --ep-size {})", r.ep_rank, r.ep_size));

@@ -58,6 +58,7 @@ struct RequestOptions {
   int threads = 0;
   int tokens = 0;
   int ep_size = 1, ep_rank = 0;
+  std::string placement;  // --placement FILE (JSON, mxmoe/placement.hpp)
   void add(CLI::App& app, bool with_tokens = true);
   // Throws UsageError for an unknown backend name, activation format or an ep_rank outside
   // [0, ep_size).

@@ -10,7 +10,9 @@
 
 #include "cli/command.hpp"
 #include "cli/common.hpp"
+#include "cli/ep.hpp"
 #include "mxmoe/build_info.hpp"
+#include "mxmoe/communicator.hpp"
 #include "mxmoe/config.hpp"
 #include "mxmoe/oracle.hpp"
 
@@ -40,7 +42,8 @@ constexpr const char* kFooter =
     "MXMOE_BATCH_INVARIANT, MXMOE_THREADS, MXMOE_ALLOW_REFERENCE, MXMOE_VERBOSE=dispatch, "
     "MXMOE_MAX_ISA=none|avx2|avx_vnni|avx512|amx (caps the probed instruction sets, so slower "
     "paths can be tried on a fast machine; avx_vnni: AVX2 and AVX-VNNI on ymm, no AVX-512, as "
-    "Alder Lake). The C API and the Python package read them the same way.";
+    "Alder Lake), MXMOE_EP_DEADLINE (seconds a rank waits for the others under mpirun). The C "
+    "API and the Python package read them the same way.";
 
 int error(int code, const std::string& message) {
   fmt::print(stderr, "mxmoe: error: {}\n", message);
@@ -89,21 +92,45 @@ int main(int argc, char** argv) {
     const int rc = app.exit(e);
     return rc == 0 ? 0 : mxmoe::cli::kExitUsage;
   }
+  // Under mpirun every rank runs the command; the expert-parallel ones talk to each other.
+  std::unique_ptr<mxmoe::cli::MpiScope> mpi;
+  try {
+    mpi = std::make_unique<mxmoe::cli::MpiScope>(&argc, &argv);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "mxmoe: error: {}\n", e.what());
+    return mxmoe::cli::kExitUsage;
+  }
+  const bool group = mpi->active() && mpi->world_size() > 1;
+  const std::string who = group ? fmt::format("rank {}: ", mpi->world_rank()) : "";
+  // A rank that fails alone (a bad file on rank 0, a rank that stopped answering) ends the
+  // whole job: the others would otherwise wait for it until their deadline.
+  const auto fail = [&](int code, const std::string& message) {
+    fmt::print(stderr, "mxmoe: {}error: {}\n", who, message);
+    return group ? (mpi->abort(code), code) : code;
+  };
   try {
     mxmoe::apply_log_settings(mxmoe::cli::environment());
     return action ? action() : mxmoe::cli::kExitUsage;
   } catch (const mxmoe::NoBackendError& e) {
-    fmt::print(stderr, "{}\n\n{}\n", mxmoe::format_selection_table(e.selection()), e.what());
+    // In a group every rank agreed on it and its message gathers every rank's reasons:
+    // rank 0 prints it, once.
+    if (group) {
+      if (mpi->world_rank() == 0) fmt::print(stderr, "{}\n", e.what());
+    } else {
+      fmt::print(stderr, "{}\n\n{}\n", mxmoe::format_selection_table(e.selection()), e.what());
+    }
     return mxmoe::cli::kExitNoBackend;
+  } catch (const mxmoe::CommError& e) {
+    return fail(mxmoe::cli::kExitError, e.what());  // it names the rank at fault
   } catch (const mxmoe::cli::UsageError& e) {
-    return error(mxmoe::cli::kExitUsage, e.what());
+    return fail(mxmoe::cli::kExitUsage, e.what());
   } catch (const mxmoe::ConfigError& e) {
-    return error(mxmoe::cli::kExitUsage, e.what());
+    return fail(mxmoe::cli::kExitUsage, e.what());
   } catch (const std::bad_alloc&) {
-    return error(mxmoe::cli::kExitError,
-                 "out of memory: the request needs more memory than this machine can give "
-                 "(try fewer tokens or a smaller layer)");
+    return fail(mxmoe::cli::kExitError,
+                "out of memory: the request needs more memory than this machine can give (try "
+                "fewer tokens or a smaller layer)");
   } catch (const std::exception& e) {
-    return error(mxmoe::cli::kExitError, e.what());
+    return fail(mxmoe::cli::kExitError, e.what());
   }
 }

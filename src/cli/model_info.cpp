@@ -16,18 +16,11 @@
 #include "cli/common.hpp"
 #include "io/model_dir.hpp"
 #include "mxmoe/checkpoint.hpp"
+#include "perf/memory.hpp"
 
 namespace mxmoe::cli {
 
 namespace {
-
-// Resident set size of this process, from /proc/self/statm (0 when unavailable).
-std::uint64_t resident_bytes() {
-  std::ifstream statm("/proc/self/statm");
-  std::uint64_t size = 0, resident = 0;
-  if (!(statm >> size >> resident)) return 0;
-  return resident * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
-}
 
 double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -89,11 +82,11 @@ std::vector<std::string> overflow_warnings(const LayerWeights& w) {
 }  // namespace
 
 int info_model(const std::string& dir, bool json, const std::string* hardware_json) {
-  const std::uint64_t rss_before = resident_bytes();
+  const std::uint64_t rss_before = perf::resident_bytes();
   const auto t_open = std::chrono::steady_clock::now();
   const io::ModelDir model = io::ModelDir::open(dir);
   const double open_ms = ms_since(t_open);
-  const std::uint64_t rss_open = resident_bytes();
+  const std::uint64_t rss_open = perf::resident_bytes();
 
   const ModelConfig& c = model.config;
   const LayerSpec& s = c.moe;
@@ -114,7 +107,7 @@ int info_model(const std::string& dir, bool json, const std::string* hardware_js
   std::uint64_t layer_rss = 0;
   std::string layer_error;
   if (first_moe >= 0) {
-    const std::uint64_t rss0 = resident_bytes();
+    const std::uint64_t rss0 = perf::resident_bytes();
     const auto t0 = std::chrono::steady_clock::now();
     try {
       (void)model.bind(first_moe, /*check_values=*/true);
@@ -123,7 +116,7 @@ int info_model(const std::string& dir, bool json, const std::string* hardware_js
       all_ok = false;
     }
     layer_ms = ms_since(t0);
-    const std::uint64_t rss1 = resident_bytes();
+    const std::uint64_t rss1 = perf::resident_bytes();
     layer_rss = rss1 > rss0 ? rss1 - rss0 : 0;
   }
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -14,12 +15,15 @@
 #include "base/json.hpp"
 #include "cli/command.hpp"
 #include "cli/common.hpp"
+#include "cli/ep.hpp"
 #include "model/model_config.hpp"
 #include "mxmoe/checkpoint.hpp"
+#include "mxmoe/expert_parallel.hpp"
 #include "mxmoe/layer.hpp"
 #include "mxmoe/model.hpp"
 #include "mxmoe/npy.hpp"
 #include "mxmoe/routing.hpp"
+#include "perf/memory.hpp"
 #include "perf/workload.hpp"
 
 namespace mxmoe::cli {
@@ -29,6 +33,7 @@ struct RunOptions {
   LayerOptions layer;
   HardwareOptions hardware;
   RequestOptions request;
+  EpOptions ep;
   std::uint64_t seed = 1;
   int reps = 0;  // 0: as many as fit in about 3 s (at least 1)
   std::string input, output, token_ids;
@@ -53,8 +58,8 @@ std::string candidate_line(const Selection& s, const Verdict& v) {
                      v.reasons.size() > 1 ? fmt::format(" (+{} more)", v.reasons.size() - 1) : "");
 }
 
-// Bytes of the expert weights one call reads: every distinct local expert the routing
-// touches, plus the shared expert.
+// Bytes of the expert weights one call reads on rank r.ep_rank: every distinct expert of
+// that rank the routing touches, plus the shared expert (each rank runs it on its tokens).
 double touched_weight_bytes(const LayerSpec& s, const LayerWeights& w, const Request& r,
                             const std::vector<float>& x, std::int64_t tokens,
                             const std::int32_t* token_ids) {
@@ -62,18 +67,15 @@ double touched_weight_bytes(const LayerSpec& s, const LayerWeights& w, const Req
   std::vector<std::int32_t> ids(static_cast<std::size_t>(tokens * s.top_k));
   std::vector<float> weights(ids.size());
   route_with_router(s, w, x.data(), tokens, ids.data(), weights.data(), token_ids);
-  const ExpertRange local =
-      contiguous_expert_range(s.num_experts, std::max(r.ep_size, 1), r.ep_rank);
+  const Placement placement = placement_of(r, s.num_experts);
   std::vector<bool> used(static_cast<std::size_t>(s.num_experts), false);
   for (std::int32_t id : ids) used[static_cast<std::size_t>(id)] = true;
   const double per_expert = static_cast<double>(w.w1.bytes() + w.w2.bytes()) / s.num_experts;
   double bytes = 0;
-  for (int e = local.begin; e < local.end; ++e)
+  for (int e : placement.experts_of(r.ep_rank))
     if (used[static_cast<std::size_t>(e)]) bytes += per_expert;
-  if (r.ep_rank == 0)
-    bytes += static_cast<double>(w.shared_w1.bytes() + w.shared_w2.bytes() +
-                                 w.shared_dense_w1.bytes() + w.shared_dense_w2.bytes());
-  return bytes;
+  return bytes + static_cast<double>(w.shared_w1.bytes() + w.shared_w2.bytes() +
+                                     w.shared_dense_w1.bytes() + w.shared_dense_w2.bytes());
 }
 
 // The input: --input's [M, H] array, else M = --tokens random rows (seeded).
@@ -127,6 +129,27 @@ void fill_random(std::vector<float>& x, std::uint64_t seed, std::int64_t count) 
   x.resize(static_cast<std::size_t>(count));
   for (float& v : x) v = normal(rng);
 }
+
+// Input and output of `tokens` rows of the layer, and the layer's workspace, fit in memory now.
+void require_io_memory(const RunOptions& o, const LayerSpec& spec, std::int64_t tokens,
+                       double workspace) {
+  const double row_bytes = static_cast<double>(spec.hidden) * sizeof(float);
+  require_memory(fmt::format("run: {} tokens of {}", tokens, spec.name),
+                 {{"input", o.input.empty() ? row_bytes * static_cast<double>(tokens) : 0},
+                  {"output", row_bytes * static_cast<double>(tokens)},
+                  {"workspace", workspace}});
+}
+
+// A legal input can overflow (scales near the top of E8M0): never report NaN as a result.
+void require_finite(const RunOptions& o, const std::vector<float>& y, std::int64_t tokens,
+                    std::int64_t hidden) {
+  const NonFinite bad = find_non_finite(y, tokens, hidden);
+  if (bad.any())
+    throw std::runtime_error(fmt::format("run: the output holds {}{}", bad.describe(tokens),
+                                         o.output.empty() ? "" : "; --output was not written"));
+}
+
+int run_expert_parallel(const RunOptions& o, CLI::App& sub, Communicator& comm);
 
 // The fields both forms of `run --json` share: tokens, threads, timing, bytes, output.
 json::Json timing_json(std::int64_t tokens, int threads, int reps, double median, double bytes,
@@ -267,6 +290,13 @@ int run_layers(const RunOptions& o, const Request& flags) {
 }
 
 int run(const RunOptions& o, CLI::App& sub) {
+  if (const auto world = ep_world(o.ep.resolve(sub))) {
+    if (!o.layers.empty())
+      throw UsageError(
+          "--layers under mpirun: an expert-parallel run takes one layer (--layer N); run the "
+          "stack in one process, or one mpirun per layer");
+    return run_expert_parallel(o, sub, *world);
+  }
   // Everything that can be refused cheaply is refused before loading or computing anything:
   // the flags, the environment, and whether --output can be written at all.
   const Request flags = o.request.resolve(sub);
@@ -305,11 +335,7 @@ int run(const RunOptions& o, CLI::App& sub) {
 
   // The input and output alone must fit before any weight is generated or read (the layer's
   // workspace is added once the chosen backend is known, below).
-  const double row_bytes = static_cast<double>(spec.hidden) * sizeof(float);
-  if (o.input.empty())
-    require_memory(
-        fmt::format("run: {} tokens of {}", o.request.tokens, spec.name),
-        {{"input", row_bytes * o.request.tokens}, {"output", row_bytes * o.request.tokens}});
+  if (o.input.empty()) require_io_memory(o, spec, o.request.tokens, 0);
   if (checkpoint) {
     weights = checkpoint->layer_weights(o.layer.layer);
   } else {
@@ -333,10 +359,7 @@ int run(const RunOptions& o, CLI::App& sub) {
 
   Runtime runtime(request.threads);
   MoeLayer layer(weights, selection, runtime);
-  require_memory(fmt::format("run: {} tokens of {}", tokens, spec.name),
-                 {{"input", o.input.empty() ? row_bytes * static_cast<double>(tokens) : 0},
-                  {"output", row_bytes * static_cast<double>(tokens)},
-                  {"workspace", static_cast<double>(layer.workspace_bytes(tokens))}});
+  require_io_memory(o, spec, tokens, static_cast<double>(layer.workspace_bytes(tokens)));
   if (x.empty()) fill_random(x, o.seed + 1, tokens * spec.hidden);
   std::vector<float> y(x.size());
   using Clock = std::chrono::steady_clock;
@@ -346,11 +369,7 @@ int run(const RunOptions& o, CLI::App& sub) {
   layer.forward(x.data(), ids, tokens, y.data());
   const double warm = seconds(Clock::now() - w0);
 
-  // A legal input can overflow (scales near the top of E8M0): never report NaN as a result.
-  const NonFinite bad = find_non_finite(y, tokens, spec.hidden);
-  if (bad.any())
-    throw std::runtime_error(fmt::format("run: the output holds {}{}", bad.describe(tokens),
-                                         o.output.empty() ? "" : "; --output was not written"));
+  require_finite(o, y, tokens, spec.hidden);
 
   const int reps =
       o.reps > 0 ? o.reps : std::clamp(static_cast<int>(3.0 / std::max(warm, 1e-6)), 1, 50);
@@ -419,6 +438,176 @@ int run(const RunOptions& o, CLI::App& sub) {
   return kExitOk;
 }
 
+int run_expert_parallel(const RunOptions& o, CLI::App& sub, Communicator& comm) {
+  const bool root = comm.rank() == 0;
+  Request request = o.request.resolve(sub);
+  if (sub.count("--ep-size") > 0 && request.ep_size != comm.size())
+    throw UsageError(
+        fmt::format("--ep-size {} under mpirun with {} ranks: the EP size is the world size",
+                    request.ep_size, comm.size()));
+  if (sub.count("--ep-rank") > 0)
+    throw UsageError("--ep-rank under mpirun: each rank's is its MPI rank");
+  if (root && !o.output.empty()) files::check_can_create(o.output);
+  request.ep_size = comm.size();
+  request.ep_rank = comm.rank();
+
+  std::optional<Checkpoint> checkpoint;
+  std::optional<LayerStorage> storage;
+  const LayerSpec spec = open_layer(o.layer, checkpoint);
+  const Placement placement = placement_of(request, spec.num_experts);
+
+  // Rank 0 holds the input (and the tokens' ids of a hash layer) and the output.
+  std::int64_t tokens = 0;
+  std::vector<float> x;
+  std::vector<std::int32_t> token_ids;
+  if (root) {
+    if (o.input.empty()) require_io_memory(o, spec, o.request.tokens, 0);
+    x = input_rows(o, spec.hidden, tokens);
+    if (x.empty()) fill_random(x, o.seed + 1, tokens * spec.hidden);
+    token_ids = token_ids_for(o, spec, fmt::format("layer {}", o.layer.layer), tokens);
+  }
+  tokens = from_rank0(comm, static_cast<std::int64_t>(tokens));
+  request.tokens_hint = static_cast<int>(tokens);
+
+  const std::uint64_t rss_before = perf::resident_bytes();
+  LayerWeights weights;
+  if (checkpoint) {
+    // Only this rank's experts are read: the pages of the others are never touched.
+    weights = checkpoint->layer_weights(o.layer.layer, placement.runs(comm.rank()));
+  } else {
+    storage.emplace(LayerStorage::random(spec, o.seed));  // every rank: the same weights
+    weights = storage->weights();
+  }
+
+  const Hardware hw = o.hardware.resolve();
+  if (request.threads == 0) request.threads = threads_per_rank(comm, hw.logical_cpus);
+  Runtime runtime(request.threads);
+  ExpertParallelLayer layer =
+      ExpertParallelLayer::create(spec, weights, hw, request, placement, runtime, comm);
+  const Selection& sel = layer.selection();
+  if (o.hardware.replayed()) require_runnable_here(sel, HardwareOptions::live());
+
+  std::vector<float> y(x.size());
+  using Clock = std::chrono::steady_clock;
+  const auto seconds = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
+  const std::int32_t* ids = token_ids.empty() ? nullptr : token_ids.data();
+  const auto call = [&] { layer.forward(x.data(), ids, root ? tokens : 0, y.data()); };
+  if (root)
+    progress("mxmoe run: {} on {} tokens over {} ranks, warm-up call...\n", sel.chosen, tokens,
+             comm.size());
+  const auto w0 = Clock::now();
+  call();
+  const double warm = from_rank0(comm, seconds(Clock::now() - w0));
+  if (root) require_finite(o, y, tokens, spec.hidden);
+  const int reps =
+      o.reps > 0 ? o.reps : std::clamp(static_cast<int>(3.0 / std::max(warm, 1e-6)), 1, 50);
+  layer.reset_times();
+  std::vector<double> times;
+  for (int i = 0; i < reps; ++i) {
+    const auto t0 = Clock::now();
+    call();
+    times.push_back(seconds(Clock::now() - t0));
+  }
+  std::sort(times.begin(), times.end());
+  const double median = from_rank0(comm, times[times.size() / 2]);
+
+  // Every rank's figures, printed by rank 0.
+  const auto all_times = gather(comm, layer.times());
+  const std::uint64_t rss_after = perf::resident_bytes();
+  const auto resident =
+      gather(comm, static_cast<double>(rss_after - std::min(rss_after, rss_before)));
+  const auto packed = gather(comm, static_cast<double>(layer.local().packed_weight_bytes()));
+  if (root && !o.output.empty()) {
+    const std::int64_t shape[] = {tokens, spec.hidden};
+    write_npy(o.output, y, shape);
+  }
+  barrier(comm);  // rank 0's output is written before any rank reports success
+  if (!root) return kExitOk;
+
+  const auto per_call = [](const ExpertParallelTimes& t, double seconds_total) {
+    return seconds_total / static_cast<double>(std::max<std::int64_t>(t.calls, 1)) * 1e6;
+  };
+  if (o.json) {
+    json::Json candidates = json::Json::array(), ranks = json::Json::array();
+    for (const Verdict& v : sel.candidates) {
+      json::Json reasons = json::Json::array();
+      for (const Rejection& r : v.reasons) reasons.push_back(to_string(r.code));
+      candidates.push_back({{"name", v.name}, {"supported", v.supported}, {"reasons", reasons}});
+    }
+    for (int r = 0; r < comm.size(); ++r) {
+      const auto i = static_cast<std::size_t>(r);
+      const ExpertParallelTimes& t = all_times[i];
+      const double calls = static_cast<double>(std::max<std::int64_t>(t.calls, 1));
+      ranks.push_back({{"rank", r},
+                       {"experts", placement.count(r)},
+                       {"resident_bytes", resident[i]},
+                       {"packed_bytes", packed[i]},
+                       {"route_us", per_call(t, t.route)},
+                       {"dispatch_us", per_call(t, t.dispatch)},
+                       {"compute_us", per_call(t, t.compute)},
+                       {"return_us", per_call(t, t.returns)},
+                       {"combine_us", per_call(t, t.combine)},
+                       {"bytes_sent_per_call", static_cast<double>(t.bytes_sent) / calls},
+                       {"bytes_received_per_call", static_cast<double>(t.bytes_received) / calls}});
+    }
+    const json::Json out = {
+        {"layer", spec.name},
+        {"experts", spec.num_experts},
+        {"top_k", spec.top_k},
+        {"hidden", spec.hidden},
+        {"intermediate", spec.intermediate},
+        {"activation", to_string(*sel.deployment.request.activation)},
+        {"batch_invariant", request.batch_invariant},
+        {"chosen", sel.chosen},
+        {"why", sel.why},
+        {"candidates", candidates},
+        {"tokens", tokens},
+        {"ep_size", comm.size()},
+        {"placement", request.placement.empty() ? "contiguous" : "from --placement"},
+        {"threads_per_rank", request.threads},
+        {"reps", reps},
+        {"us_per_call_median", median * 1e6},
+        {"tokens_per_s", static_cast<double>(tokens) / median},
+        {"ranks", ranks},
+        {"output", o.output.empty() ? json::Json(nullptr) : json::Json(o.output)}};
+    fmt::print("{}\n", out.dump(2));
+    return kExitOk;
+  }
+  fmt::print("layer: {} (E={}, top-{}, H={}, I={}{})\n", spec.name, spec.num_experts, spec.top_k,
+             spec.hidden, spec.intermediate,
+             spec.shared_experts > 0 ? fmt::format(", shared I={}", spec.shared_intermediate) : "");
+  fmt::print("expert parallel: {} ranks, placement {}\n", comm.size(),
+             request.placement.empty() ? "contiguous ranges" : "from --placement");
+  fmt::print(
+      "deployment: activation={}, batch_invariant={}, threads per rank={}, tokens={} on rank 0 "
+      "(preferences: {})\n",
+      to_string(*sel.deployment.request.activation), request.batch_invariant, request.threads,
+      tokens, sel.preferences_source);
+  fmt::print("candidates (agreed by every rank):\n");
+  for (const Verdict& v : sel.candidates) fmt::print("{}\n", candidate_line(sel, v));
+  fmt::print("chosen: {} ({})\n", sel.chosen, sel.why);
+  fmt::print("time: {:.1f} us/call (median of {} after a warm-up; {} ranks)\n", median * 1e6, reps,
+             comm.size());
+  fmt::print("throughput: {:.1f} tokens/s\n", static_cast<double>(tokens) / median);
+  for (int r = 0; r < comm.size(); ++r) {
+    const auto i = static_cast<std::size_t>(r);
+    const ExpertParallelTimes& t = all_times[i];
+    const double calls = static_cast<double>(std::max<std::int64_t>(t.calls, 1));
+    fmt::print(
+        "rank {}: {} experts, {:.1f} MB resident for the layer ({:.1f} MB packed); per call: "
+        "route {:.0f} us, dispatch {:.0f} us, compute {:.0f} us, return {:.0f} us, combine "
+        "{:.0f} us; {:.1f} kB sent, {:.1f} kB received\n",
+        r, placement.count(r), resident[i] / 1e6, packed[i] / 1e6, per_call(t, t.route),
+        per_call(t, t.dispatch), per_call(t, t.compute), per_call(t, t.returns),
+        per_call(t, t.combine), static_cast<double>(t.bytes_sent) / calls / 1e3,
+        static_cast<double>(t.bytes_received) / calls / 1e3);
+  }
+  if (!o.output.empty())
+    fmt::print("output: {} [{} x {}] float32\n", o.output, tokens, spec.hidden);
+  return kExitOk;
+}
+
+
 }  // namespace
 
 void add_run(CLI::App& app, Action& action) {
@@ -431,6 +620,7 @@ void add_run(CLI::App& app, Action& action) {
   opts->layer.add(*sub);
   opts->hardware.add(*sub);
   opts->request.add(*sub);
+  opts->ep.add(*sub);
   sub->add_option("--seed", opts->seed, "Seed of the random weights and tokens");
   sub->add_option(
          "--reps", opts->reps,

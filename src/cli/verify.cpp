@@ -138,8 +138,8 @@ Tally verify_layer(const VerifyOptions& o, const std::vector<const Backend*>& ba
   Runtime runtime(o.threads);
   ThreadPool& pool = runtime.pool();
   progress("mxmoe verify: float64 evaluation of the unquantized layer...\n");
-  const std::vector<double> exact = evaluate_f64(spec, w, x.data(), tokens, ids.data(),
-                                                 weights.data(), std::nullopt, 1, 0, &pool);
+  const std::vector<double> exact =
+      evaluate_f64(spec, w, x.data(), tokens, ids.data(), weights.data(), std::nullopt, &pool);
   std::map<ActivationFormat, std::vector<double>> same_format;
 
   json::Json results = json::Json::array();
@@ -198,7 +198,7 @@ Tally verify_layer(const VerifyOptions& o, const std::vector<const Backend*>& ba
       if (!same_format.contains(f)) {
         progress("mxmoe verify: float64 evaluation with {} rounding...\n", to_string(f));
         same_format[f] =
-            evaluate_f64(spec, w, x.data(), tokens, ids.data(), weights.data(), f, 1, 0, &pool);
+            evaluate_f64(spec, w, x.data(), tokens, ids.data(), weights.data(), f, &pool);
       }
       progress("mxmoe verify: [{}/{}] {} {}...\n", index, total, b->name(), to_string(f));
       MoeLayer layer(w, sel, runtime);

@@ -56,4 +56,14 @@ LayerWeights Checkpoint::layer_weights(int layer) const {
   return w;
 }
 
+LayerWeights Checkpoint::layer_weights(int layer, const std::vector<ExpertRange>& experts) const {
+  LayerWeights w = impl_->model.bind(layer, /*check_values=*/true, &experts);
+  try {
+    validate(impl_->model.moe_spec(layer), w, experts);
+  } catch (const std::invalid_argument& e) {
+    throw LoadError(fmt::format("{}: layer {}: {}", impl_->model.dir, layer, e.what()));
+  }
+  return w;
+}
+
 }  // namespace mxmoe

@@ -18,7 +18,7 @@ bool is_fp4_storage(StDtype d) {
 // One [rows, cols] MXFP4 projection stored as DeepSeek does: STEM.weight [rows, cols/2] I8/U8
 // (or [rows, cols] F4) and STEM.scale [rows, cols/32] F8_E8M0/U8.
 Mxfp4Segment fp4_matrix(const LayerReader& b, const std::string& stem, std::int64_t rows,
-                        std::int64_t cols) {
+                        std::int64_t cols, bool scan) {
   const TensorRef& w = b.require(stem + ".weight");
   const TensorRef& s = b.require(stem + ".scale");
   LayerReader::expect_dtype(w, {StDtype::I8, StDtype::U8, StDtype::F4});
@@ -26,21 +26,23 @@ Mxfp4Segment fp4_matrix(const LayerReader& b, const std::string& stem, std::int6
   LayerReader::expect_shape(
       w, w.info->dtype == StDtype::F4 ? dims({rows, cols}) : dims({rows, cols / 2}));
   LayerReader::expect_shape(s, dims({rows, cols / 32}));
-  b.check_scales(s, rows, cols / 32);
+  if (scan) b.check_scales(s, rows, cols / 32);
   return {w.data().data(), s.data().data()};
 }
 
 // W1 (w1 gate rows, then w3 up rows: the halves layout) and W2 of experts [0, experts)
-// under STEM (".experts.e" or ".shared_experts").
+// under STEM (".experts.e" or ".shared_experts"); a routed expert's scales are scanned when
+// it is one of the reader's experts.
 void fp4_projections(const LayerReader& b, const std::string& stem, bool per_expert,
                      std::int64_t experts, std::int64_t hidden, std::int64_t inter, Mxfp4View& w1,
                      Mxfp4View& w2) {
   std::vector<Mxfp4Segment> t1, t2;
   for (std::int64_t e = 0; e < experts; ++e) {
     const std::string at = per_expert ? fmt::format("{}.{}.", stem, e) : stem + ".";
-    t1.push_back(fp4_matrix(b, at + "w1", inter, hidden));
-    t1.push_back(fp4_matrix(b, at + "w3", inter, hidden));
-    t2.push_back(fp4_matrix(b, at + "w2", hidden, inter));
+    const bool scan = per_expert ? b.scans_expert(e) : true;
+    t1.push_back(fp4_matrix(b, at + "w1", inter, hidden, scan));
+    t1.push_back(fp4_matrix(b, at + "w3", inter, hidden, scan));
+    t2.push_back(fp4_matrix(b, at + "w2", hidden, inter, scan));
   }
   w1 = Mxfp4View::segmented(std::move(t1), 2, experts, 2 * inter, hidden);
   w2 = Mxfp4View::segmented(std::move(t2), 1, experts, hidden, inter);
@@ -110,8 +112,9 @@ WeightFormat deepseek_v4_shared_format(const TensorSet& set, const std::string& 
 }
 
 LayerWeights bind_deepseek_v4_layer(const TensorSet& set, const LayerSpec& spec,
-                                    const std::string& prefix, bool check_values) {
-  const LayerReader b(set, prefix, check_values);
+                                    const std::string& prefix, bool check_values,
+                                    const std::vector<ExpertRange>* scale_experts) {
+  const LayerReader b(set, prefix, check_values, scale_experts);
   const std::int64_t e = spec.num_experts, h = spec.hidden, i = spec.intermediate;
   LayerWeights w;
   w.router_weight = b.dense("gate.weight", e, h, false);

@@ -15,9 +15,11 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "io/tensor_set.hpp"
 #include "mxmoe/layer_spec.hpp"
+#include "mxmoe/placement.hpp"
 #include "mxmoe/weights.hpp"
 
 namespace mxmoe::io {
@@ -33,8 +35,10 @@ V4ExpertStorage deepseek_v4_expert_storage(const TensorSet& set, const std::stri
 WeightFormat deepseek_v4_shared_format(const TensorSet& set, const std::string& prefix);
 
 // Views of the layer under PREFIX, every dtype and shape checked against SPEC; with
-// check_values also the values of this layer (E8M0 0xFF scales, NaN/Inf in dense tensors).
+// check_values also the values of this layer (E8M0 0xFF scales, NaN/Inf in dense tensors);
+// scale_experts, when given, limits the scan of the routed experts' scales to those experts.
 LayerWeights bind_deepseek_v4_layer(const TensorSet& set, const LayerSpec& spec,
-                                    const std::string& prefix, bool check_values);
+                                    const std::string& prefix, bool check_values,
+                                    const std::vector<ExpertRange>* scale_experts = nullptr);
 
 }  // namespace mxmoe::io

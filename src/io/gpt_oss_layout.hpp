@@ -9,6 +9,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "io/tensor_set.hpp"
 #include "mxmoe/layer_spec.hpp"
@@ -19,9 +20,11 @@ namespace mxmoe::io {
 // Views of layer N's tensors with every dtype and shape checked against SPEC (errors name
 // the tensor, the expected and the actual). With check_values, also scans the bytes of this
 // layer only: E8M0 scale 0xFF (NaN) and NaN/Inf in dense tensors are LoadErrors naming the
-// tensor and the index.
+// tensor and the index. scale_experts, when given, limits the scan of the routed experts'
+// scales to those experts (an expert-parallel rank reads no page of the others).
 LayerWeights bind_gpt_oss_layer(const TensorSet& set, const LayerSpec& spec, int layer,
-                                bool check_values);
+                                bool check_values,
+                                const std::vector<ExpertRange>* scale_experts = nullptr);
 
 // When layer N holds BF16/F32 per-expert weights (Mixtral / Qwen3-MoE / DeepSeek naming, or
 // gpt-oss's unquantized gate_up_proj), names one such tensor; otherwise "".

@@ -2,6 +2,7 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "mxmoe/checkpoint.hpp"
@@ -67,9 +68,37 @@ DenseView LayerReader::dense(const std::string& suffix, std::int64_t rows, std::
 
 void LayerReader::check_scales(const TensorRef& t, std::int64_t rows,
                                std::int64_t blocks_per_row) const {
+  if (check_) scan_scales(t, rows, blocks_per_row, 0, t.data().size());
+}
+
+void LayerReader::check_expert_scales(const TensorRef& t, std::int64_t experts, std::int64_t rows,
+                                      std::int64_t blocks_per_row) const {
   if (!check_) return;
+  if (experts_ == nullptr) return scan_scales(t, rows, blocks_per_row, 0, t.data().size());
+  const auto per_expert = static_cast<std::size_t>(rows * blocks_per_row);
+  for (const ExpertRange& r : *experts_) {
+    if (r.begin < 0 || r.end < r.begin || r.end > experts)
+      throw LoadError(fmt::format("experts [{}, {}) to check lie outside the {} experts of {}",
+                                  r.begin, r.end, experts, t.info->name));
+    scan_scales(t, rows, blocks_per_row, static_cast<std::size_t>(r.begin) * per_expert,
+                static_cast<std::size_t>(r.end) * per_expert);
+  }
+}
+
+bool LayerReader::scans_expert(std::int64_t e) const {
+  if (!check_) return false;
+  if (experts_ == nullptr) return true;
+  for (const ExpertRange& r : *experts_)
+    if (e >= r.begin && e < r.end) return true;
+  return false;
+}
+
+void LayerReader::scan_scales(const TensorRef& t, std::int64_t rows, std::int64_t blocks_per_row,
+                              std::size_t begin, std::size_t end) const {
   const auto bytes = t.data();
-  const void* nan = std::memchr(bytes.data(), kE8m0Nan, bytes.size());
+  end = std::min(end, bytes.size());
+  if (begin >= end) return;
+  const void* nan = std::memchr(bytes.data() + begin, kE8m0Nan, end - begin);
   if (nan == nullptr) return;
   const auto flat = static_cast<std::int64_t>(static_cast<const std::uint8_t*>(nan) - bytes.data());
   throw LoadError(fmt::format(

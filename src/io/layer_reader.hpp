@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "io/tensor_set.hpp"
+#include "mxmoe/placement.hpp"
 #include "mxmoe/weights.hpp"
 
 namespace mxmoe::io {
@@ -19,8 +20,11 @@ std::vector<std::uint64_t> dims(std::initializer_list<std::int64_t> d);
 
 class LayerReader {
  public:
-  LayerReader(const TensorSet& set, std::string prefix, bool check_values)
-      : set_(set), prefix_(std::move(prefix)), check_(check_values) {}
+  // SCALE_EXPERTS, when given, limits the value scan of the routed experts' scales to those
+  // experts: an expert-parallel rank reads no page of another rank's experts.
+  LayerReader(const TensorSet& set, std::string prefix, bool check_values,
+              const std::vector<ExpertRange>* scale_experts = nullptr)
+      : set_(set), prefix_(std::move(prefix)), check_(check_values), experts_(scale_experts) {}
 
   const std::string& prefix() const noexcept { return prefix_; }
   bool check_values() const noexcept { return check_; }
@@ -39,6 +43,12 @@ class LayerReader {
   // With check_values: LoadError at the first E8M0 0xFF of t, as (matrix, row, block) of a
   // [matrices, rows, blocks_per_row] layout.
   void check_scales(const TensorRef& t, std::int64_t rows, std::int64_t blocks_per_row) const;
+  // The same for the routed experts' scales, [experts, rows, blocks_per_row]: only the
+  // experts of scale_experts when given (LoadError for a range outside [0, experts)).
+  void check_expert_scales(const TensorRef& t, std::int64_t experts, std::int64_t rows,
+                           std::int64_t blocks_per_row) const;
+  // Whether routed expert E's values are scanned (per-expert tensors, as DeepSeek-V4 stores).
+  bool scans_expert(std::int64_t e) const;
   // With check_values: LoadError at the first NaN/Inf of a BF16/F32 tensor.
   void check_finite(const TensorRef& t) const;
 
@@ -46,6 +56,10 @@ class LayerReader {
   const TensorSet& set_;
   std::string prefix_;
   bool check_;
+  const std::vector<ExpertRange>* experts_;
+
+  void scan_scales(const TensorRef& t, std::int64_t rows, std::int64_t blocks_per_row,
+                   std::size_t begin, std::size_t end) const;
 };
 
 }  // namespace mxmoe::io

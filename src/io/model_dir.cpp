@@ -97,13 +97,14 @@ const LayerSpec& ModelDir::moe_spec(int layer) const {
   return config.spec_of(layer);
 }
 
-LayerWeights ModelDir::bind(int layer, bool check_values) const {
+LayerWeights ModelDir::bind(int layer, bool check_values,
+                            const std::vector<ExpertRange>* scale_experts) const {
   const LayerSpec& spec = moe_spec(layer);
   try {
     if (layout == Layout::deepseek_v4)
       return bind_deepseek_v4_layer(tensors, spec, fmt::format("{}layers.{}.ffn.", v4_root, layer),
-                                    check_values);
-    return bind_gpt_oss_layer(tensors, spec, layer, check_values);
+                                    check_values, scale_experts);
+    return bind_gpt_oss_layer(tensors, spec, layer, check_values, scale_experts);
   } catch (const LoadError& e) {
     throw LoadError(fmt::format("{}: layer {}: {}", dir, layer, e.what()));
   }

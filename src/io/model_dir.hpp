@@ -28,7 +28,8 @@ struct ModelDir {
   // LoadError unless LAYER is in range and a MoE layer.
   const LayerSpec& moe_spec(int layer) const;
   // Views of LAYER (see bind_gpt_oss_layer); errors are prefixed with the layer.
-  LayerWeights bind(int layer, bool check_values) const;
+  LayerWeights bind(int layer, bool check_values,
+                    const std::vector<ExpertRange>* scale_experts = nullptr) const;
 };
 
 }  // namespace mxmoe::io

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <span>
 #include <stdexcept>
 #include <string>
 
@@ -55,8 +56,10 @@ void check_dense(const char* name, const DenseView& v, bool required, std::int64
                                             shape_text(v.rows, v.cols), shape_text(rows, cols)));
 }
 
+// Shapes always; the NaN scale 0xFF only in the experts of `scan` (a rank of an
+// expert-parallel group reads no page of the experts it does not hold).
 void check_mxfp4(const char* name, const Mxfp4View& v, std::int64_t experts, std::int64_t rows,
-                 std::int64_t cols) {
+                 std::int64_t cols, std::span<const ExpertRange> scan) {
   const std::string want = fmt::format("[{}, {}, {}]", experts, rows, cols);
   if (v.empty())
     throw std::invalid_argument(fmt::format("{} is missing (the spec needs {})", name, want));
@@ -69,13 +72,17 @@ void check_mxfp4(const char* name, const Mxfp4View& v, std::int64_t experts, std
         fmt::format("{}: {} segments per expert do not split its {} rows", name, v.parts, rows));
   const std::int64_t seg_rows = v.segment_rows();
   const auto count = static_cast<std::size_t>(seg_rows * v.row_scales());
-  for (std::int64_t e = 0; e < experts; ++e) {
-    for (int part = 0; part < v.parts; ++part) {
-      const Mxfp4Segment& g = v.segment(e, part);
-      if (g.blocks == nullptr || g.scales == nullptr)
+  for (std::int64_t e = 0; e < experts; ++e)
+    for (int part = 0; part < v.parts; ++part)
+      if (v.segment(e, part).blocks == nullptr || v.segment(e, part).scales == nullptr)
         throw std::invalid_argument(
             fmt::format("{}: expert {} (rows from {}) has no data", name, e, part * seg_rows));
-      if (const void* nan = std::memchr(g.scales, kE8m0Nan, count)) {
+  for (const ExpertRange& r : scan) {
+    for (std::int64_t e = r.begin; e < r.end; ++e) {
+      for (int part = 0; part < v.parts; ++part) {
+        const Mxfp4Segment& g = v.segment(e, part);
+        const void* nan = std::memchr(g.scales, kE8m0Nan, count);
+        if (nan == nullptr) continue;
         const auto at = static_cast<std::int64_t>(static_cast<const std::uint8_t*>(nan) - g.scales);
         throw std::invalid_argument(
             fmt::format("{} has the NaN scale 0xFF at expert {}, row {}, block {}", name, e,
@@ -387,7 +394,20 @@ std::size_t DenseMatrixView::bytes() const noexcept {
 }
 
 void validate(const LayerSpec& spec, const LayerWeights& w) {
+  const ExpertRange all{0, spec.num_experts};
+  validate(spec, w, std::span<const ExpertRange>(&all, 1));
+}
+
+void validate(const LayerSpec& spec, const LayerWeights& w, std::span<const ExpertRange> scan) {
   validate(spec);
+  for (const ExpertRange& r : scan)
+    if (r.begin < 0 || r.end < r.begin || r.end > spec.num_experts)
+      throw std::invalid_argument(
+          fmt::format("experts [{}, {}) to check do not lie within the "
+                      "layer's {} experts",
+                      r.begin, r.end, spec.num_experts));
+  const ExpertRange one{0, 1};
+  const std::span<const ExpertRange> shared(&one, 1);
   const std::int64_t e = spec.num_experts, h = spec.hidden, i = spec.intermediate;
   if (!w.router_weight.empty()) {
     check_dense("router_weight", w.router_weight, true, e, h);
@@ -401,15 +421,15 @@ void validate(const LayerSpec& spec, const LayerWeights& w) {
   else if (!w.token_experts.empty())
     throw std::invalid_argument(
         "token_experts (tid2eid) is present but the layer is not hash-routed");
-  check_mxfp4("w1", w.w1, e, 2 * i, h);
+  check_mxfp4("w1", w.w1, e, 2 * i, h, scan);
   check_dense("b1", w.b1, spec.expert_bias, e, 2 * i);
-  check_mxfp4("w2", w.w2, e, h, i);
+  check_mxfp4("w2", w.w2, e, h, i, scan);
   check_dense("b2", w.b2, spec.expert_bias, e, h);
   const bool dense_shared = spec.shared_weight_format != WeightFormat::mxfp4;
   const std::int64_t is = spec.shared_intermediate;
   if (spec.shared_experts > 0 && !dense_shared) {
-    check_mxfp4("shared_w1", w.shared_w1, 1, 2 * is, h);
-    check_mxfp4("shared_w2", w.shared_w2, 1, h, is);
+    check_mxfp4("shared_w1", w.shared_w1, 1, 2 * is, h, shared);
+    check_mxfp4("shared_w2", w.shared_w2, 1, h, is, shared);
   } else if (spec.shared_experts > 0) {
     check_dense_matrix("shared_w1", w.shared_dense_w1, 2 * is, h);
     check_dense_matrix("shared_w2", w.shared_dense_w2, h, is);

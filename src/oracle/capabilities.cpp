@@ -4,10 +4,11 @@
 
 #include <fmt/format.h>
 
-#include "mxmoe/build_info.hpp"
-
 #include <algorithm>
 #include <string>
+
+#include "mxmoe/build_info.hpp"
+#include "mxmoe/placement.hpp"
 
 namespace mxmoe {
 namespace {
@@ -89,12 +90,12 @@ std::vector<Rejection> check_capabilities(const BackendCapabilities& caps, const
 
   if (!caps.uncompiled_kernels.empty()) {
     std::string sets;
-    for (std::string_view s : caps.uncompiled_kernels) sets += (sets.empty() ? "" : ", ") + std::string(s);
-    out.push_back({ReasonCode::not_compiled,
-                   fmt::format("this build of mxmoe has no {} kernels", sets),
-                   fmt::format("a build with the {} kernels", sets),
-                   fmt::format("built for {}", build_info::kTargetArch),
-                   "use an x86-64 build of mxmoe"});
+    for (std::string_view s : caps.uncompiled_kernels)
+      sets += (sets.empty() ? "" : ", ") + std::string(s);
+    out.push_back(
+        {ReasonCode::not_compiled, fmt::format("this build of mxmoe has no {} kernels", sets),
+         fmt::format("a build with the {} kernels", sets),
+         fmt::format("built for {}", build_info::kTargetArch), "use an x86-64 build of mxmoe"});
   }
   check_isa(caps, d.hardware, out);
 
@@ -154,12 +155,17 @@ std::vector<Rejection> check_capabilities(const BackendCapabilities& caps, const
       out.push_back({ReasonCode::expert_parallel, "expert-parallel rank out of range",
                      fmt::format("0 <= ep_rank < {}", req.ep_size),
                      fmt::format("ep_rank={}", req.ep_rank), "choose a rank below ep_size"});
-    if (layer.num_experts % req.ep_size != 0)
+    // Any split is fine (uneven ranges, a rank with no experts); only a malformed table is not.
+    try {
+      (void)placement_of(req, layer.num_experts);
+    } catch (const std::invalid_argument& e) {
       out.push_back({ReasonCode::expert_parallel,
-                     "experts cannot be split evenly across the expert-parallel ranks",
-                     fmt::format("ep_size dividing num_experts={}", layer.num_experts),
-                     fmt::format("ep_size={}", req.ep_size),
-                     "choose an ep_size that divides the number of experts"});
+                     fmt::format("the expert placement is invalid: {}", e.what()),
+                     fmt::format("one rank in [0, {}) for each of the {} experts", req.ep_size,
+                                 layer.num_experts),
+                     fmt::format("placement of {} entries", req.placement.size()),
+                     "fix the placement table, or leave it empty for contiguous ranges"});
+    }
   }
 
   if (caps.needs_cuda && d.hardware.cuda_devices.empty())

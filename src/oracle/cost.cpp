@@ -2,18 +2,30 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
+
+#include "mxmoe/placement.hpp"
 
 namespace mxmoe {
 
 CallWork call_work(const Deployment& d, double packed_bytes_per_weight) {
   const LayerSpec& l = d.layer;
   const Request& r = d.request;
-  const int ep = std::max(1, r.ep_size);
   const double tokens = std::max(1, r.tokens_hint);
   const double hidden = l.hidden, inter = l.intermediate;
 
-  const double local_experts = std::max(1, l.num_experts / ep);
-  const double local_slots = std::ceil(tokens * l.top_k / ep);
+  // This rank's share of the experts (the placement may be uneven); with a routing spread
+  // evenly over the experts, its share of the slots is the same fraction.
+  double share = 1;
+  try {
+    const Placement p = placement_of(r, l.num_experts);
+    if (l.num_experts > 0 && r.ep_rank >= 0 && r.ep_rank < p.ranks())
+      share = static_cast<double>(p.count(r.ep_rank)) / l.num_experts;
+  } catch (const std::invalid_argument&) {
+    // An invalid placement is rejected by check() (expert_parallel); cost it as one rank.
+  }
+  const double local_experts = std::max(1.0, std::round(share * l.num_experts));
+  const double local_slots = std::ceil(tokens * l.top_k * share);
   const double touched = std::min(local_experts, std::max(1.0, local_slots));
   // W1 [2I, H] and W2 [H, I]: 3*H*I weights per expert.
   const double weights_per_expert = 3.0 * hidden * inter;

@@ -19,7 +19,8 @@ struct CallWork {
 };
 
 // The work of one forward call at d.request.tokens_hint tokens on this rank: experts
-// touched = min(local experts, tokens * top_k / ep_size, rounded up); bytes per expert from
+// touched = min(local experts, tokens * top_k * local share, rounded up), the local share
+// being the rank's fraction of the experts under placement_of(request); bytes per expert from
 // MXFP4 (4 bits + an E8M0 scale per 32) plus float32 biases; threads = request.threads, or
 // the Hardware's logical CPUs when 0. packed_bytes_per_weight overrides the MXFP4 density
 // for backends that repack (e.g. 1 for int8, 2 for bf16).

@@ -34,6 +34,7 @@ Json request_to_json(const Request& r) {
               {"batch_invariant", r.batch_invariant},
               {"ep_size", r.ep_size},
               {"ep_rank", r.ep_rank},
+              {"placement", r.placement},
               {"threads", r.threads},
               {"tokens_hint", r.tokens_hint},
               {"forced_backend", r.forced_backend},
@@ -43,17 +44,13 @@ Json request_to_json(const Request& r) {
 
 Request request_from_json(const Json& j) {
   constexpr std::string_view what = "Request";
+  // allow_judge_only and placement came later: requests written before them still parse.
+  json::expect_keys(j, what,
+                    {"activation", "batch_invariant", "ep_size", "ep_rank", "threads",
+                     "tokens_hint", "forced_backend", "excluded_backends"},
+                    {"allow_judge_only", "placement"});
   Request r;
-  if (j.is_object() && j.contains("allow_judge_only")) {
-    json::expect_keys(j, what,
-                      {"activation", "batch_invariant", "ep_size", "ep_rank", "threads",
-                       "tokens_hint", "forced_backend", "excluded_backends", "allow_judge_only"});
-    r.allow_judge_only = get<bool>(j, what, "allow_judge_only");
-  } else {
-    json::expect_keys(j, what,
-                      {"activation", "batch_invariant", "ep_size", "ep_rank", "threads",
-                       "tokens_hint", "forced_backend", "excluded_backends"});
-  }
+  if (j.contains("allow_judge_only")) r.allow_judge_only = get<bool>(j, what, "allow_judge_only");
   if (!j.at("activation").is_null())
     r.activation = parse_activation_format(get<std::string>(j, what, "activation"));
   r.batch_invariant = get<bool>(j, what, "batch_invariant");
@@ -61,6 +58,21 @@ Request request_from_json(const Json& j) {
   r.ep_rank = static_cast<int>(json::get_integer(j, what, "ep_rank", 0, kMaxExperts - 1));
   r.threads = static_cast<int>(json::get_integer(j, what, "threads", 0, kMaxThreads));
   r.tokens_hint = static_cast<int>(json::get_integer(j, what, "tokens_hint", 1, kMaxTokensPerCall));
+  if (j.contains("placement")) {
+    const Json& owners = j.at("placement");
+    if (!owners.is_array() || owners.size() > static_cast<std::size_t>(kMaxExperts))
+      throw std::invalid_argument(std::string(what) + ": field \"placement\": expected an array " +
+                                  "of at most " + std::to_string(kMaxExperts) + " ranks");
+    r.placement.reserve(owners.size());
+    for (const Json& owner : owners) {
+      if (!owner.is_number_integer() || owner.get<std::int64_t>() < 0 ||
+          owner.get<std::int64_t>() >= kMaxExperts)
+        throw std::invalid_argument(std::string(what) + ": field \"placement\": " + owner.dump() +
+                                    " is not a rank in [0, " + std::to_string(kMaxExperts - 1) +
+                                    "]");
+      r.placement.push_back(static_cast<int>(owner.get<std::int64_t>()));
+    }
+  }
   r.forced_backend = get<std::string>(j, what, "forced_backend");
   r.excluded_backends = get<std::vector<std::string>>(j, what, "excluded_backends");
   return r;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <string>
 
 #include "mxmoe/log.hpp"
 #include "mxmoe/oracle.hpp"
@@ -37,13 +38,24 @@ std::size_t preference_rank(const Preferences& prefs, std::string_view name) {
 // fixed mix of decode and prefill batch sizes instead.
 constexpr int kInvariantMix[] = {1, 8, 64, 512};
 
-double ranking_estimate(const Backend& b, const Deployment& d) {
+// Candidates are ranked by the whole layer's estimate (ep_size=1), never by one rank's share:
+// a rank's share changes with the EP size and the placement, and the choice must not, so that
+// `mpirun -n N` picks what one process on the same hardware picks and the output bits do not
+// depend on N (docs/DISTRIBUTED.md). Every rank of a group then ranks with the same figures.
+Deployment whole_layer(Deployment d) {
+  d.request.ep_size = 1;
+  d.request.ep_rank = 0;
+  d.request.placement.clear();
+  return d;
+}
+
+double ranking_estimate(const Backend& b, const Deployment& deployment) {
+  Deployment d = whole_layer(deployment);
   if (!d.request.batch_invariant) return b.estimate_us(d);
-  Deployment at = d;
   double sum = 0;
   for (int tokens : kInvariantMix) {
-    at.request.tokens_hint = tokens;
-    sum += b.estimate_us(at);
+    d.request.tokens_hint = tokens;
+    sum += b.estimate_us(d);
   }
   return sum;
 }
@@ -56,6 +68,41 @@ std::string cost_text(const Verdict& v, const Request& r) {
         v.estimated_us);
   const int tokens = r.tokens_hint;
   return fmt::format("{:.1f} us at {} token{}", v.estimated_us, tokens, tokens == 1 ? "" : "s");
+}
+
+// Picks the supported candidate with the lowest estimate (ties: the family's order, then the
+// candidates' order) and says why.
+void choose(Selection& s, const Preferences& prefs, std::string_view group = "") {
+  const Request& req = s.deployment.request;
+  std::vector<std::size_t> ranked;
+  for (std::size_t i = 0; i < s.candidates.size(); ++i)
+    if (s.candidates[i].supported) ranked.push_back(i);
+  if (ranked.empty()) return;
+  std::stable_sort(ranked.begin(), ranked.end(), [&](std::size_t a, std::size_t b) {
+    const Verdict& va = s.candidates[a];
+    const Verdict& vb = s.candidates[b];
+    if (va.estimated_us != vb.estimated_us) return va.estimated_us < vb.estimated_us;
+    return preference_rank(prefs, va.name) < preference_rank(prefs, vb.name);
+  });
+
+  const Verdict& best = s.candidates[ranked.front()];
+  s.chosen = best.name;
+  if (!req.forced_backend.empty()) {
+    s.why = fmt::format("forced by the request (--backend / MXMOE_BACKEND); estimated {}",
+                        cost_text(best, req));
+  } else if (ranked.size() == 1) {
+    s.why = fmt::format("lowest estimated cost: {} (the only supported candidate)",
+                        cost_text(best, req));
+  } else {
+    const Verdict& next = s.candidates[ranked[1]];
+    if (next.estimated_us == best.estimated_us)
+      s.why = fmt::format("lowest estimated cost: {} (tied with {}; first in the {} order)",
+                          cost_text(best, req), next.name, prefs.source);
+    else
+      s.why = fmt::format("lowest estimated cost: {} (next: {} {:.1f} us)", cost_text(best, req),
+                          next.name, next.estimated_us);
+  }
+  if (!group.empty()) s.why = fmt::format("{}; {}", group, s.why);
 }
 
 // Judges every candidate and chooses; no suggestions (those re-run this function).
@@ -99,34 +146,7 @@ Selection judge_candidates(const Deployment& d, const Preferences& prefs,
     s.candidates.push_back(std::move(v));
   }
 
-  std::vector<std::size_t> ranked;
-  for (std::size_t i = 0; i < s.candidates.size(); ++i)
-    if (s.candidates[i].supported) ranked.push_back(i);
-  if (ranked.empty()) return s;
-  std::stable_sort(ranked.begin(), ranked.end(), [&](std::size_t a, std::size_t b) {
-    const Verdict& va = s.candidates[a];
-    const Verdict& vb = s.candidates[b];
-    if (va.estimated_us != vb.estimated_us) return va.estimated_us < vb.estimated_us;
-    return preference_rank(prefs, va.name) < preference_rank(prefs, vb.name);
-  });
-
-  const Verdict& best = s.candidates[ranked.front()];
-  s.chosen = best.name;
-  if (!req.forced_backend.empty()) {
-    s.why = fmt::format("forced by the request (--backend / MXMOE_BACKEND); estimated {}",
-                        cost_text(best, req));
-  } else if (ranked.size() == 1) {
-    s.why = fmt::format("lowest estimated cost: {} (the only supported candidate)",
-                        cost_text(best, req));
-  } else {
-    const Verdict& next = s.candidates[ranked[1]];
-    if (next.estimated_us == best.estimated_us)
-      s.why = fmt::format("lowest estimated cost: {} (tied with {}; first in the {} order)",
-                          cost_text(best, req), next.name, prefs.source);
-    else
-      s.why = fmt::format("lowest estimated cost: {} (next: {} {:.1f} us)", cost_text(best, req),
-                          next.name, next.estimated_us);
-  }
+  choose(s, prefs);
   return s;
 }
 
@@ -164,6 +184,7 @@ std::vector<std::pair<std::string, Request>> single_changes(const Request& r,
     Request c = r;
     c.ep_size = 1;
     c.ep_rank = 0;
+    c.placement.clear();
     changes.emplace_back("ep_size=1", c);
   }
   return changes;
@@ -216,8 +237,165 @@ Selection select(const Deployment& d, const Preferences& prefs,
 
 NoBackendError::NoBackendError(Selection s)
     : std::runtime_error(format_no_backend_message(s)), selection_(std::move(s)) {}
-
 NoBackendError::NoBackendError(Selection s, const std::string& message)
     : std::runtime_error(message), selection_(std::move(s)) {}
+
+namespace {
+
+// What every rank of a group must judge alike: the layer and the request, except the rank,
+// the thread count and the batch-size hint (a rank may hold more tokens than another).
+std::string request_mismatch(const Request& a, const Request& b) {
+  const auto text = [](const Request& r) {
+    Request c = r;
+    c.ep_rank = 0;
+    c.threads = 0;
+    c.tokens_hint = 1;
+    return to_json(c);
+  };
+  return text(a) == text(b) ? "" : fmt::format("request {} vs {}", to_json(a), to_json(b));
+}
+
+}  // namespace
+
+Selection agree(std::span<const Selection> ranks, int self, const Preferences& prefs) {
+  if (ranks.empty() || self < 0 || self >= static_cast<int>(ranks.size()))
+    throw std::invalid_argument(
+        fmt::format("agree: rank {} of a group of {} selections", self, ranks.size()));
+  const Selection& first = ranks.front();
+  for (std::size_t r = 1; r < ranks.size(); ++r) {
+    if (!(ranks[r].deployment.layer == first.deployment.layer))
+      throw std::invalid_argument(
+          fmt::format("the ranks judge different layers: rank 0 has {}, rank {} has {}",
+                      to_json(first.deployment.layer), r, to_json(ranks[r].deployment.layer)));
+    if (const std::string m =
+            request_mismatch(first.deployment.request, ranks[r].deployment.request);
+        !m.empty())
+      throw std::invalid_argument(
+          fmt::format("the ranks judge different requests: rank 0 vs rank {}: {}", r, m));
+  }
+
+  Selection s;
+  s.deployment = ranks[static_cast<std::size_t>(self)].deployment;
+  s.preferences_source = first.preferences_source;
+  // Candidates in rank 0's order, then any that only another rank's build has.
+  for (const Selection& rank : ranks)
+    for (const Verdict& v : rank.candidates)
+      if (std::none_of(s.candidates.begin(), s.candidates.end(),
+                       [&](const Verdict& c) { return c.name == v.name; }))
+        s.candidates.push_back(Verdict{v.name, true, {}, 0});
+  for (Verdict& merged : s.candidates) {
+    std::vector<std::vector<Rejection>> per_rank;
+    for (std::size_t r = 0; r < ranks.size(); ++r) {
+      const auto& cs = ranks[r].candidates;
+      const auto it = std::find_if(cs.begin(), cs.end(),
+                                   [&](const Verdict& v) { return v.name == merged.name; });
+      if (it == cs.end()) {
+        per_rank.push_back(
+            {{ReasonCode::not_compiled,
+              fmt::format("backend {} is not registered in this rank's build", merged.name),
+              "a build with " + merged.name, "not registered",
+              "build every rank from the same sources and options"}});
+      } else {
+        per_rank.push_back(it->reasons);
+        merged.estimated_us = std::max(merged.estimated_us, it->estimated_us);
+      }
+    }
+    // A reason every rank gives is kept as it is; any other names its rank.
+    for (std::size_t r = 0; r < per_rank.size(); ++r)
+      for (const Rejection& reason : per_rank[r]) {
+        const bool everywhere = std::all_of(per_rank.begin(), per_rank.end(), [&](const auto& rs) {
+          return std::find(rs.begin(), rs.end(), reason) != rs.end();
+        });
+        if (everywhere) {
+          if (std::find(merged.reasons.begin(), merged.reasons.end(), reason) ==
+              merged.reasons.end())
+            merged.reasons.push_back(reason);
+          continue;
+        }
+        Rejection named = reason;
+        named.detail = fmt::format("rank {}: {}", r, reason.detail);
+        merged.reasons.push_back(std::move(named));
+      }
+    merged.supported = merged.reasons.empty();
+    if (!merged.supported) merged.estimated_us = 0;
+  }
+  choose(s, prefs,
+         ranks.size() > 1
+             ? fmt::format("agreed by {} ranks (slowest rank's estimate)", ranks.size())
+             : "");
+  if (s.chosen.empty()) {
+    // A change that removes the only reasons some candidate has on every rank would let it
+    // run (its rank-local suggestions cannot say so: a rank that could choose has none).
+    const Request& r = s.deployment.request;
+    const std::pair<ReasonCode, std::string> removable[] = {
+        {ReasonCode::not_forced, fmt::format("not forcing backend {}", r.forced_backend)},
+        {ReasonCode::batch_invariance, "batch_invariant=false"},
+    };
+    for (const auto& [code, change] : removable) {
+      std::vector<std::string> allowed;
+      for (const Verdict& v : s.candidates)
+        if (std::all_of(v.reasons.begin(), v.reasons.end(),
+                        [&](const Rejection& why) { return why.code == code; }))
+          allowed.push_back(v.name);
+      if (allowed.empty()) continue;
+      std::string text = fmt::format("{} would allow {}", change, allowed.front());
+      if (allowed.size() > 1)
+        text += " (also " + fmt::format("{}", fmt::join(allowed.begin() + 1, allowed.end(), ", ")) +
+                ")";
+      s.suggestions.push_back({change, allowed.front(), std::move(text)});
+    }
+    for (const Verdict& v : s.candidates)
+      if (!v.reasons.empty() &&
+          std::all_of(v.reasons.begin(), v.reasons.end(),
+                      [](const Rejection& why) { return why.code == ReasonCode::user_excluded; }))
+        s.suggestions.push_back({fmt::format("not excluding {}", v.name), v.name,
+                                 fmt::format("not excluding {} would allow {}", v.name, v.name)});
+  }
+  return s;
+}
+
+std::string format_rank_reasons(std::span<const Selection> ranks) {
+  std::vector<std::string> names;
+  for (const Selection& rank : ranks)
+    for (const Verdict& v : rank.candidates)
+      if (std::find(names.begin(), names.end(), v.name) == names.end()) names.push_back(v.name);
+  std::string out;
+  for (const std::string& name : names) {
+    std::vector<const Verdict*> per_rank;
+    for (const Selection& rank : ranks) {
+      const auto it = std::find_if(rank.candidates.begin(), rank.candidates.end(),
+                                   [&](const Verdict& v) { return v.name == name; });
+      per_rank.push_back(it == rank.candidates.end() ? nullptr : &*it);
+    }
+    // First the reasons every rank gives (once), then each rank's own, rank by rank.
+    const auto everywhere = [&](const Rejection& reason) {
+      return ranks.size() > 1 &&
+             std::all_of(per_rank.begin(), per_rank.end(), [&](const Verdict* v) {
+               return v != nullptr &&
+                      std::find(v->reasons.begin(), v->reasons.end(), reason) != v->reasons.end();
+             });
+    };
+    for (const Verdict* v : per_rank) {
+      if (v == nullptr) continue;
+      for (const Rejection& reason : v->reasons)
+        if (everywhere(reason))
+          out += fmt::format("every rank: {} rejected: {}\n", name, describe_rejection(reason));
+      break;
+    }
+    for (std::size_t r = 0; r < per_rank.size(); ++r) {
+      if (per_rank[r] == nullptr) {
+        out += fmt::format(
+            "rank {}: {} rejected: not_compiled: not registered in this rank's "
+            "build\n",
+            r, name);
+        continue;
+      }
+      for (const Rejection& reason : per_rank[r]->reasons)
+        if (!everywhere(reason))
+          out += fmt::format("rank {}: {} rejected: {}\n", r, name, describe_rejection(reason));
+    }
+  }
+  return out;
+}
 
 }  // namespace mxmoe

@@ -66,6 +66,24 @@ std::uint64_t layer_weight_bytes(const LayerSpec& spec) {
   return touched_weight_bytes(spec, spec.num_experts);
 }
 
+std::vector<RankMemory> rank_memory(const LayerSpec& spec, const Placement& placement) {
+  const std::uint64_t h = u64(spec.hidden), i = u64(spec.intermediate), e = u64(spec.num_experts);
+  const std::uint64_t bias = spec.expert_bias ? 2 * (2 * i + h) : 0;  // BF16 b1, b2
+  const std::uint64_t router = e * h * (2 + 4) + (spec.router_bias ? 2 * e : 0) +
+                               (spec.routing_params.selection_bias ? 4 * e : 0) +
+                               // a hash layer's tid2eid [vocab, k], I64 as DeepSeek releases it
+                               (spec.routing == RoutingMethod::hash
+                                    ? u64(spec.vocab) * u64(spec.top_k) * 8
+                                    : 0);
+  std::vector<RankMemory> out;
+  for (int r = 0; r < placement.ranks(); ++r) {
+    const int n = placement.count(r);
+    out.push_back(
+        {r, n, u64(n) * (expert_weight_bytes(spec) + bias), router + shared_weight_bytes(spec)});
+  }
+  return out;
+}
+
 double layer_flops(const LayerSpec& spec, std::int64_t tokens) {
   const double h = spec.hidden, i = spec.intermediate;
   const double is = spec.shared_experts > 0 ? spec.shared_intermediate : 0;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "mxmoe/layer_spec.hpp"
+#include "mxmoe/placement.hpp"
 
 namespace mxmoe::perf {
 
@@ -25,6 +26,18 @@ std::uint64_t layer_weight_bytes(const LayerSpec& spec);
 // Floating-point operations of the expert GEMMs (a multiply-add counts 2):
 //   2 x tokens x (top_k x 3 x H x I + 3 x H x Is). Router and combine are not counted.
 double layer_flops(const LayerSpec& spec, std::int64_t tokens);
+
+// What one rank of an expert-parallel group holds for one layer: its routed experts' MXFP4
+// weights and biases, and what every rank holds whole (router weights as stored in BF16 plus
+// the layer's float32 copy, selection bias, the shared expert).
+struct RankMemory {
+  int rank = 0;
+  int experts = 0;
+  std::uint64_t expert_bytes = 0;
+  std::uint64_t replicated_bytes = 0;
+  std::uint64_t total() const { return expert_bytes + replicated_bytes; }
+};
+std::vector<RankMemory> rank_memory(const LayerSpec& spec, const Placement& placement);
 
 // Distinct ids in [0, num_experts) among `ids` (others are ignored).
 int count_distinct_experts(std::span<const std::int32_t> ids, int num_experts);

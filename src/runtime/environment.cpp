@@ -36,7 +36,8 @@ std::string checked_backend(std::string_view variable, const std::string& name) 
 std::vector<std::string_view> environment_variable_names() {
   return {"MXMOE_BACKEND",         "MXMOE_EXCLUDE_BACKENDS", "MXMOE_EXCLUDE",
           "MXMOE_ACTIVATION",      "MXMOE_BATCH_INVARIANT",  "MXMOE_THREADS",
-          "MXMOE_ALLOW_REFERENCE", "MXMOE_MAX_ISA",          "MXMOE_VERBOSE"};
+          "MXMOE_ALLOW_REFERENCE", "MXMOE_MAX_ISA",          "MXMOE_VERBOSE",
+          "MXMOE_EP_DEADLINE"};
 }
 
 std::vector<std::string> parse_backend_list(std::string_view what, std::string_view list) {
@@ -59,6 +60,15 @@ int parse_thread_count(std::string_view what, std::string_view v) {
     throw ConfigError(fmt::format("{}={}: expected an integer in [0, {}] (0 = all logical CPUs)",
                                   what, v, kMaxThreads));
   return n;
+}
+
+double parse_deadline_seconds(std::string_view what, std::string_view v) {
+  double d = 0;
+  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), d);
+  if (ec != std::errc() || end != v.data() + v.size() || !(d > 0) || d > kMaxEpDeadlineSeconds)
+    throw ConfigError(
+        fmt::format("{}={}: expected seconds in (0, {}]", what, v, kMaxEpDeadlineSeconds));
+  return d;
 }
 
 EnvironmentConfig config_from_environment(const EnvironmentLookup& lookup) {
@@ -96,6 +106,8 @@ EnvironmentConfig config_from_environment(const EnvironmentLookup& lookup) {
     }
     c.max_isa = *v;
   }
+  if (const auto v = get("MXMOE_EP_DEADLINE"); v && !v->empty())
+    c.ep_deadline_s = parse_deadline_seconds("MXMOE_EP_DEADLINE", *v);
   if (const auto v = get("MXMOE_VERBOSE")) {
     for (const std::string& mode : split_commas(*v)) {
       if (mode == "dispatch")

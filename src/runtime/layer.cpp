@@ -2,6 +2,8 @@
 // weighted combine in a fixed order (+ shared expert). See docs/MODELS.md for the math.
 #include "mxmoe/layer.hpp"
 
+#include <fmt/core.h>
+
 #include <algorithm>
 #include <limits>
 #include <stdexcept>
@@ -47,27 +49,64 @@ std::string join_reasons(const std::vector<Rejection>& reasons) {
 
 }  // namespace
 
+// forward()'s combine, the one piece of arithmetic that decides the output bits after the
+// per-slot outputs: y_t = sum over j = 0..k-1, in that order, of w_tj * out_tj, then + shared.
+// An expert-parallel group runs exactly this on the token's own rank (MoeLayer::combine).
+void combine_slots(ThreadPool& pool, const float* route_weights, const float* slot_out,
+                   const float* shared_out, int k, std::int64_t h, std::int64_t tokens, float* y) {
+  pool.parallel_for(tokens, [&](std::int64_t t, int) {
+    float* yt = y + t * h;
+    std::fill(yt, yt + h, 0.0f);
+    for (int j = 0; j < k; ++j) {
+      const float w = route_weights[t * k + j];
+      const float* out = slot_out + (t * k + j) * h;
+      for (std::int64_t i = 0; i < h; ++i) yt[i] += w * out[i];
+    }
+    if (shared_out != nullptr) {
+      const float* out = shared_out + t * h;
+      for (std::int64_t i = 0; i < h; ++i) yt[i] += out[i];
+    }
+  });
+}
+
 struct MoeLayer::Impl {
+  // A kernel per run of consecutive experts this layer holds (one run, [0, E), without
+  // expert parallelism; one per contiguous range with the default placement).
+  struct Part {
+    ExpertRange experts;
+    std::unique_ptr<ExpertKernel> kernel;
+  };
+
   LayerWeights weights;
   Selection selection;
   Runtime* runtime = nullptr;
   ThreadPool* pool = nullptr;  // runtime->pool()
-  std::unique_ptr<ExpertKernel> kernel, shared_kernel;
+  std::vector<Part> parts;
+  std::unique_ptr<ExpertKernel> shared_kernel;
   std::vector<float> router_weight, router_bias, selection_bias;
-  ExpertRange experts;       // the routed experts this layer holds
-  bool adds_shared = false;  // the shared expert's output is added by EP rank 0 only
+  Placement placement;
+  int rank = 0;
+  int held = 0;        // experts this layer holds
+  int widest_run = 0;  // experts of its largest part
   Workspace workspace;
 
   const LayerSpec& spec() const { return selection.deployment.layer; }
+  bool holds_all() const { return held == spec().num_experts; }
 
-  // Every buffer of one call, in one workspace.
+  // Scratch of one compute(): the grouping of slots by expert and the kernels' workspace.
+  struct Compute {
+    std::int32_t* offsets;  // [widest run + 1]
+    std::int32_t* cursor;   // [widest run]
+    std::int32_t* order;    // [slots]
+    std::byte* kernel_ws;
+    std::size_t kernel_ws_size;
+  };
+
+  // Every buffer of one forward call, in one workspace.
   struct Buffers {
     float* logits;
     std::int32_t* ids;
     float* weights;
-    std::int32_t* offsets;         // [local E + 1]
-    std::int32_t* cursor;          // [local E]
-    std::int32_t* order;           // [M * k]: local slots grouped by expert
     std::int32_t* slot_rows;       // [M * k]: slot s reads row s / k
     float* slot_out;               // [M * k, H]
     std::int32_t* shared_offsets;  // [2]
@@ -76,15 +115,33 @@ struct MoeLayer::Impl {
     float* routing_scratch;
     float* x_f32;  // forward_bf16 only
     float* y_f32;
-    std::byte* kernel_ws;
-    std::size_t kernel_ws_size;
+    Compute compute;
   };
 
-  Buffers carve(std::byte* base, std::int64_t tokens, bool bf16_io) const {
+  std::size_t kernel_workspace_bytes(std::int64_t rows, std::int64_t slots) const {
+    std::size_t bytes = 0;
+    for (const Part& p : parts)
+      bytes = std::max(bytes, p.kernel->workspace_bytes(rows, slots, pool->size()));
+    if (shared_kernel)
+      bytes = std::max(bytes, shared_kernel->workspace_bytes(rows, rows, pool->size()));
+    return bytes;
+  }
+
+  Compute carve_compute(Carver& c, std::int64_t rows, std::int64_t slots) const {
+    Compute b{};
+    const auto n = static_cast<std::size_t>(widest_run);
+    b.offsets = c.take<std::int32_t>(n + 1);
+    b.cursor = c.take<std::int32_t>(n);
+    b.order = c.take<std::int32_t>(static_cast<std::size_t>(slots));
+    b.kernel_ws_size = kernel_workspace_bytes(rows, slots);
+    b.kernel_ws = c.take_bytes(b.kernel_ws_size);
+    return b;
+  }
+
+  Buffers carve(std::byte* base, std::int64_t tokens, bool bf16_io, std::size_t& used) const {
     const LayerSpec& s = spec();
     const auto m = static_cast<std::size_t>(tokens);
     const auto k = static_cast<std::size_t>(s.top_k);
-    const auto e = static_cast<std::size_t>(experts.size());
     const auto h = static_cast<std::size_t>(s.hidden);
     const bool shared = shared_kernel != nullptr;
     Carver c(base);
@@ -92,9 +149,6 @@ struct MoeLayer::Impl {
     b.logits = c.take<float>(m * static_cast<std::size_t>(s.num_experts));
     b.ids = c.take<std::int32_t>(m * k);
     b.weights = c.take<float>(m * k);
-    b.offsets = c.take<std::int32_t>(e + 1);
-    b.cursor = c.take<std::int32_t>(e);
-    b.order = c.take<std::int32_t>(m * k);
     b.slot_rows = c.take<std::int32_t>(m * k);
     b.slot_out = c.take<float>(m * k * h);
     b.shared_offsets = c.take<std::int32_t>(2);
@@ -103,12 +157,8 @@ struct MoeLayer::Impl {
     b.routing_scratch = c.take<float>(routing_scratch_floats(s));
     b.x_f32 = c.take<float>(bf16_io ? m * h : 0);
     b.y_f32 = c.take<float>(bf16_io ? m * h : 0);
-    b.kernel_ws_size = kernel->workspace_bytes(tokens, tokens * s.top_k, pool->size());
-    if (shared)
-      b.kernel_ws_size =
-          std::max(b.kernel_ws_size, shared_kernel->workspace_bytes(tokens, tokens, pool->size()));
-    b.kernel_ws = c.take_bytes(b.kernel_ws_size);
-    if (base == nullptr) b.kernel_ws_size = c.used();  // measuring: report the total
+    b.compute = carve_compute(c, tokens, tokens * s.top_k);
+    used = c.used();
     return b;
   }
 
@@ -123,8 +173,18 @@ struct MoeLayer::Impl {
   }
 
   Buffers buffers(std::int64_t tokens, bool bf16_io) {
-    const std::size_t total = carve(nullptr, tokens, bf16_io).kernel_ws_size;
-    return carve(workspace.reserve(total), tokens, bf16_io);
+    std::size_t total = 0;
+    carve(nullptr, tokens, bf16_io, total);
+    return carve(workspace.reserve(total), tokens, bf16_io, total);
+  }
+
+  void require_all_experts(const char* call) const {
+    if (holds_all()) return;
+    throw std::invalid_argument(fmt::format(
+        "{}: layer '{}' holds {} of its {} experts (expert-parallel rank {} of {}): run it "
+        "through mxmoe::ExpertParallelLayer (mxmoe/expert_parallel.hpp), which dispatches "
+        "tokens to every expert's rank",
+        call, spec().name, held, spec().num_experts, rank, placement.ranks()));
   }
 
   void router_logits(const float* x, std::int64_t tokens, float* logits) {
@@ -137,66 +197,74 @@ struct MoeLayer::Impl {
                           x, tokens, s.num_experts, s.hidden, logits, pool);
   }
 
+  // ids/w [tokens, k] from the router's logits (a hash layer: from token_ids [tokens]).
+  void route_from(const float* logits, const std::int32_t* token_ids, std::int64_t tokens,
+                  Buffers& b, std::int32_t* ids, float* w) {
+    const LayerSpec& s = spec();
+    const std::span<float> scratch{b.routing_scratch, routing_scratch_floats(s)};
+    if (s.routing == RoutingMethod::hash)
+      route_hash(s, logits, weights.token_experts, token_ids, tokens, ids, w, scratch);
+    else
+      route_logits(s, logits, selection_bias.empty() ? nullptr : selection_bias.data(), tokens, ids,
+                   w, scratch);
+  }
+
+  // The unweighted output of every slot of a held expert: slot s applies ids[s] to
+  // x[slot_rows[s]]; one kernel call per part, each over the slots of its experts.
+  void compute(const float* x, std::int64_t rows, const std::int32_t* ids,
+               const std::int32_t* slot_rows, std::int64_t slots, float* slot_out,
+               const Compute& b) {
+    for (const Part& p : parts) {
+      const ExpertBatch batch =
+          group_dispatched_slots(ids, slot_rows, slots, p.experts, b.offsets, b.cursor, b.order);
+      if (batch.expert_offsets[batch.num_experts] == 0) continue;  // no slot for this part
+      ExpertForward f;
+      f.x = x;
+      f.rows = rows;
+      f.batch = batch;
+      f.slot_out = slot_out;
+      f.pool = pool;
+      f.workspace = b.kernel_ws;
+      f.workspace_size = b.kernel_ws_size;
+      p.kernel->run(f);
+    }
+  }
+
+  // The shared expert on every token: one slot per token, slot t reading row t (the identity
+  // serves as order and row map).
+  void shared(const float* x, std::int64_t tokens, float* out, std::int32_t* offsets,
+              std::int32_t* identity, const Compute& b) {
+    offsets[0] = 0;
+    offsets[1] = static_cast<std::int32_t>(tokens);
+    for (std::int64_t t = 0; t < tokens; ++t) identity[t] = static_cast<std::int32_t>(t);
+    ExpertForward f;
+    f.x = x;
+    f.rows = tokens;
+    f.batch = {tokens, 1, offsets, identity, identity};
+    f.slot_out = out;
+    f.pool = pool;
+    f.workspace = b.kernel_ws;
+    f.workspace_size = b.kernel_ws_size;
+    shared_kernel->run(f);
+  }
+
   // Everything after routing: group, compute, combine.
   void run_routed(const float* x, const std::int32_t* ids, const float* route_weights,
                   std::int64_t tokens, float* y, Buffers& b) {
     const LayerSpec& s = spec();
-    const int k = s.top_k;
-    const std::int64_t h = s.hidden;
-    const std::int64_t slots = tokens * k;
-
-    // This layer's slots grouped by local expert (slots of experts held elsewhere left out).
-    const ExpertBatch batch =
-        group_slots(ids, slots, k, experts, b.offsets, b.cursor, b.order, b.slot_rows);
-
-    ExpertForward f;
-    f.x = x;
-    f.rows = tokens;
-    f.batch = batch;
-    f.slot_out = b.slot_out;
-    f.pool = pool;
-    f.workspace = b.kernel_ws;
-    f.workspace_size = b.kernel_ws_size;
-    kernel->run(f);
-
-    if (adds_shared) {
-      b.shared_offsets[0] = 0;
-      b.shared_offsets[1] = static_cast<std::int32_t>(tokens);
-      for (std::int64_t t = 0; t < tokens; ++t) b.shared_order[t] = static_cast<std::int32_t>(t);
-      ExpertForward sf = f;
-      // One slot per token, slot t reading row t: the identity serves as order and row map.
-      sf.batch = {tokens, 1, b.shared_offsets, b.shared_order, b.shared_order};
-      sf.slot_out = b.shared_out;
-      shared_kernel->run(sf);
-    }
-
-    // y_t = sum_k w_tk * slot_out[t*k + k] over local experts, in slot order, then + shared.
-    pool->parallel_for(tokens, [&](std::int64_t t, int) {
-      float* yt = y + t * h;
-      std::fill(yt, yt + h, 0.0f);
-      for (int j = 0; j < k; ++j) {
-        if (!experts.contains(ids[t * k + j])) continue;
-        const float w = route_weights[t * k + j];
-        const float* out = b.slot_out + (t * k + j) * h;
-        for (std::int64_t i = 0; i < h; ++i) yt[i] += w * out[i];
-      }
-      if (adds_shared) {
-        const float* out = b.shared_out + t * h;
-        for (std::int64_t i = 0; i < h; ++i) yt[i] += out[i];
-      }
-    });
+    const std::int64_t slots = tokens * s.top_k;
+    for (std::int64_t i = 0; i < slots; ++i)
+      b.slot_rows[i] = static_cast<std::int32_t>(i / s.top_k);
+    compute(x, tokens, ids, b.slot_rows, slots, b.slot_out, b.compute);
+    if (shared_kernel) shared(x, tokens, b.shared_out, b.shared_offsets, b.shared_order, b.compute);
+    combine_slots(*pool, route_weights, b.slot_out, shared_kernel ? b.shared_out : nullptr, s.top_k,
+                  s.hidden, tokens, y);
   }
 
   // token_ids: [tokens] for a hash layer (ignored by the other methods).
   void route_and_run(const float* x, const float* logits, const std::int32_t* token_ids,
                      std::int64_t tokens, float* y, Buffers& b) {
-    const LayerSpec& s = spec();
-    const std::span<float> scratch{b.routing_scratch, routing_scratch_floats(s)};
-    if (s.routing == RoutingMethod::hash)
-      route_hash(s, logits, weights.token_experts, token_ids, tokens, b.ids, b.weights, scratch);
-    else
-      route_logits(s, logits, selection_bias.empty() ? nullptr : selection_bias.data(), tokens,
-                   b.ids, b.weights, scratch);
+    route_from(logits, token_ids, tokens, b, b.ids, b.weights);
     run_routed(x, b.ids, b.weights, tokens, y, b);
   }
 
@@ -214,7 +282,6 @@ MoeLayer::MoeLayer(const LayerWeights& weights, Selection selection, Runtime& ru
   if (selection.chosen.empty()) throw NoBackendError(std::move(selection));
   const Deployment& d = selection.deployment;
   const LayerSpec& s = d.layer;
-  validate(s, weights);
   if (!d.request.activation)
     throw std::invalid_argument(
         "selection.deployment.request.activation is unset (judge() resolves it)");
@@ -229,17 +296,26 @@ MoeLayer::MoeLayer(const LayerWeights& weights, Selection selection, Runtime& ru
   m.weights = weights;
   m.runtime = &runtime;
   m.pool = &runtime.pool();
-  const int rank = d.request.ep_rank;
-  m.experts = contiguous_expert_range(s.num_experts, std::max(d.request.ep_size, 1), rank);
-  // The kernel packs only the experts this layer holds: a slice, numbered from 0.
-  Deployment kd = d;
-  kd.layer.num_experts = m.experts.size();
-  m.kernel = backend->create(kd, slice_experts(weights, m.experts));
+  m.placement = placement_of(d.request, s.num_experts);
+  m.rank = d.request.ep_rank;
+  // Shapes of everything, values (NaN scales) of the experts this rank reads only: a rank
+  // never touches the pages of experts it does not hold (docs/DISTRIBUTED.md, memory).
+  const std::vector<ExpertRange> runs = m.placement.runs(m.rank);
+  validate(s, weights, runs);
+  // Each kernel packs only its run of experts: a slice, numbered from 0.
+  for (const ExpertRange& run : runs) {
+    Deployment kd = d;
+    kd.layer.num_experts = run.size();
+    m.parts.push_back({run, backend->create(kd, slice_experts(weights, run))});
+    m.held += run.size();
+    m.widest_run = std::max(m.widest_run, run.size());
+  }
   if (s.shared_experts > 0) {
     Deployment sd = d;
     sd.layer = shared_expert_spec(s);
     sd.request.ep_size = 1;
     sd.request.ep_rank = 0;
+    sd.request.placement.clear();
     if (s.shared_weight_format == WeightFormat::mxfp4) {
       LayerWeights sw;
       sw.w1 = weights.shared_w1;
@@ -250,7 +326,6 @@ MoeLayer::MoeLayer(const LayerWeights& weights, Selection selection, Runtime& ru
       m.shared_kernel =
           make_dense_expert_kernel(sd, weights.shared_dense_w1, weights.shared_dense_w2);
     }
-    m.adds_shared = rank == 0;
   }
   m.router_weight = to_floats(weights.router_weight);
   m.router_bias = to_floats(weights.router_bias);
@@ -269,6 +344,7 @@ void MoeLayer::forward(const float* x, std::int64_t tokens, float* y) {
 
 void MoeLayer::forward(const float* x, const std::int32_t* token_ids, std::int64_t tokens,
                        float* y) {
+  impl_->require_all_experts("forward");
   impl_->check_tokens("forward", tokens);
   if (tokens == 0) return;
   if (impl_->spec().routing == RoutingMethod::hash)
@@ -279,6 +355,7 @@ void MoeLayer::forward(const float* x, const std::int32_t* token_ids, std::int64
 }
 
 void MoeLayer::forward_logits(const float* x, const float* logits, std::int64_t tokens, float* y) {
+  impl_->require_all_experts("forward_logits");
   impl_->check_tokens("forward_logits", tokens);
   impl_->require_not_hash("forward_logits");
   if (tokens == 0) return;
@@ -288,6 +365,7 @@ void MoeLayer::forward_logits(const float* x, const float* logits, std::int64_t 
 
 void MoeLayer::forward_routed(const float* x, const std::int32_t* ids, const float* weights,
                               std::int64_t tokens, float* y) {
+  impl_->require_all_experts("forward_routed");
   impl_->check_tokens("forward_routed", tokens);
   if (tokens == 0) return;
   validate_routing(impl_->spec(), ids, weights, tokens);
@@ -302,6 +380,7 @@ void MoeLayer::forward_bf16(const std::uint16_t* x, std::int64_t tokens, std::ui
 
 void MoeLayer::forward_bf16(const std::uint16_t* x, const std::int32_t* token_ids,
                             std::int64_t tokens, std::uint16_t* y) {
+  impl_->require_all_experts("forward_bf16");
   impl_->check_tokens("forward_bf16", tokens);
   if (tokens == 0) return;
   if (impl_->spec().routing == RoutingMethod::hash)
@@ -316,6 +395,7 @@ void MoeLayer::forward_bf16(const std::uint16_t* x, const std::int32_t* token_id
 
 void MoeLayer::forward_routed_bf16(const std::uint16_t* x, const std::int32_t* ids,
                                    const float* weights, std::int64_t tokens, std::uint16_t* y) {
+  impl_->require_all_experts("forward_routed_bf16");
   impl_->check_tokens("forward_routed_bf16", tokens);
   if (tokens == 0) return;
   validate_routing(impl_->spec(), ids, weights, tokens);
@@ -324,6 +404,69 @@ void MoeLayer::forward_routed_bf16(const std::uint16_t* x, const std::int32_t* i
   for (std::int64_t i = 0; i < n; ++i) b.x_f32[i] = bf16_to_f32(x[i]);
   impl_->run_routed(b.x_f32, ids, weights, tokens, b.y_f32, b);
   for (std::int64_t i = 0; i < n; ++i) y[i] = f32_to_bf16(b.y_f32[i]);
+}
+
+void MoeLayer::route(const float* x, std::int64_t tokens, std::int32_t* ids, float* weights) {
+  impl_->require_not_hash("route");
+  route(x, nullptr, tokens, ids, weights);
+}
+
+void MoeLayer::route(const float* x, const std::int32_t* token_ids, std::int64_t tokens,
+                     std::int32_t* ids, float* weights) {
+  impl_->check_tokens("route", tokens);
+  if (tokens == 0) return;
+  if (impl_->spec().routing == RoutingMethod::hash)
+    validate_token_ids(impl_->spec(), token_ids, tokens);
+  Impl::Buffers b = impl_->buffers(tokens, false);
+  impl_->router_logits(x, tokens, b.logits);
+  impl_->route_from(b.logits, token_ids, tokens, b, ids, weights);
+}
+
+void MoeLayer::compute_slots(const float* rows, std::int64_t num_rows, const std::int32_t* ids,
+                             const std::int32_t* slot_rows, std::int64_t slots, float* out) {
+  Impl& m = *impl_;
+  if (num_rows < 0 || slots < 0 || num_rows > std::numeric_limits<std::int32_t>::max() ||
+      slots > std::numeric_limits<std::int32_t>::max())
+    throw std::invalid_argument(fmt::format(
+        "compute_slots: {} rows and {} slots (each must be in [0, 2^31))", num_rows, slots));
+  for (std::int64_t s = 0; s < slots; ++s) {
+    const std::int32_t e = ids[s];
+    if (e < 0 || e >= m.spec().num_experts || m.placement.owner(e) != m.rank)
+      throw std::invalid_argument(fmt::format(
+          "compute_slots: slot {} names expert {}, which rank {} does not hold", s, e, m.rank));
+    if (slot_rows[s] < 0 || slot_rows[s] >= num_rows)
+      throw std::invalid_argument(
+          fmt::format("compute_slots: slot {} reads row {} of {}", s, slot_rows[s], num_rows));
+  }
+  if (slots == 0) return;
+  Carver measure(nullptr);
+  m.carve_compute(measure, num_rows, slots);
+  Carver c(m.workspace.reserve(measure.used()));
+  m.compute(rows, num_rows, ids, slot_rows, slots, out, m.carve_compute(c, num_rows, slots));
+}
+
+bool MoeLayer::shared_expert(const float* x, std::int64_t tokens, float* out) {
+  Impl& m = *impl_;
+  if (!m.shared_kernel) return false;
+  impl_->check_tokens("shared_expert", tokens);
+  if (tokens == 0) return true;
+  const auto t = static_cast<std::size_t>(tokens);
+  Carver measure(nullptr);
+  measure.take<std::int32_t>(2);
+  measure.take<std::int32_t>(t);
+  m.carve_compute(measure, tokens, tokens);
+  Carver c(m.workspace.reserve(measure.used()));
+  std::int32_t* offsets = c.take<std::int32_t>(2);
+  std::int32_t* identity = c.take<std::int32_t>(t);
+  m.shared(x, tokens, out, offsets, identity, m.carve_compute(c, tokens, tokens));
+  return true;
+}
+
+void MoeLayer::combine(const float* weights, const float* slot_out, const float* shared,
+                       std::int64_t tokens, float* y) const {
+  impl_->check_tokens("combine", tokens);
+  const LayerSpec& s = impl_->spec();
+  combine_slots(*impl_->pool, weights, slot_out, shared, s.top_k, s.hidden, tokens, y);
 }
 
 void MoeLayer::set_runtime(Runtime& runtime) noexcept {
@@ -336,8 +479,16 @@ int MoeLayer::threads() const noexcept {
 Runtime& MoeLayer::runtime() const noexcept {
   return *impl_->runtime;
 }
+const Placement& MoeLayer::placement() const noexcept {
+  return impl_->placement;
+}
+int MoeLayer::ep_rank() const noexcept {
+  return impl_->rank;
+}
 ExpertRange MoeLayer::experts() const noexcept {
-  return impl_->experts;
+  const auto& parts = impl_->parts;
+  return parts.empty() ? ExpertRange{}
+                       : ExpertRange{parts.front().experts.begin, parts.back().experts.end};
 }
 const Selection& MoeLayer::selection() const noexcept {
   return impl_->selection;
@@ -350,14 +501,17 @@ std::int64_t MoeLayer::max_tokens() const noexcept {
 }
 std::size_t MoeLayer::workspace_bytes(std::int64_t tokens) const {
   impl_->check_tokens("workspace_bytes", tokens);
-  return impl_->carve(nullptr, tokens, /*bf16_io=*/false).kernel_ws_size;
+  std::size_t total = 0;
+  impl_->carve(nullptr, tokens, /*bf16_io=*/false, total);
+  return total;
 }
 std::uint64_t MoeLayer::workspace_allocations() const noexcept {
   return impl_->workspace.growths();
 }
 std::size_t MoeLayer::packed_weight_bytes() const noexcept {
-  return impl_->kernel->packed_bytes() +
-         (impl_->shared_kernel ? impl_->shared_kernel->packed_bytes() : 0);
+  std::size_t bytes = impl_->shared_kernel ? impl_->shared_kernel->packed_bytes() : 0;
+  for (const Impl::Part& p : impl_->parts) bytes += p.kernel->packed_bytes();
+  return bytes;
 }
 
 MoeLayer make_layer(const LayerSpec& spec, const LayerWeights& weights, const Hardware& hw,

@@ -98,11 +98,9 @@ class ExpertEvaluator {
 
 std::vector<double> evaluate_f64(const LayerSpec& spec, const LayerWeights& w, const float* x,
                                  std::int64_t tokens, const std::int32_t* ids, const float* weights,
-                                 std::optional<ActivationFormat> format, int ep_size, int ep_rank,
-                                 ThreadPool* pool) {
+                                 std::optional<ActivationFormat> format, ThreadPool* pool) {
   const std::int64_t hidden = spec.hidden;
   const int k = spec.top_k;
-  const ExpertRange local = contiguous_expert_range(spec.num_experts, ep_size, ep_rank);
   std::vector<double> y(static_cast<std::size_t>(tokens * hidden), 0.0);
   const auto token = [&](std::int64_t t) {
     ExpertEvaluator eval(spec, format);
@@ -111,10 +109,9 @@ std::vector<double> evaluate_f64(const LayerSpec& spec, const LayerWeights& w, c
     double* yt = y.data() + t * hidden;
     for (int j = 0; j < k; ++j) {
       const std::int32_t e = ids[t * k + j];
-      if (!local.contains(e)) continue;
       eval.add(w.w1, w.b1, w.w2, w.b2, e, xq.data(), static_cast<double>(weights[t * k + j]), yt);
     }
-    if (spec.shared_experts > 0 && ep_rank == 0) {
+    if (spec.shared_experts > 0) {
       if (spec.shared_weight_format == WeightFormat::mxfp4)
         eval.add(w.shared_w1, DenseView{}, w.shared_w2, DenseView{}, 0, xq.data(), 1.0, yt);
       else

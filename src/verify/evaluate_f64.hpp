@@ -16,12 +16,12 @@ namespace mxmoe {
 
 class ThreadPool;
 
-// x [tokens, H]; ids/weights [tokens, top_k] (the routing to evaluate). Returns y [tokens, H].
-// Expert parallelism as in MoeLayer: only the rank's experts (contiguous_expert_range)
-// contribute and the shared expert is added on rank 0. pool may be null (one thread).
+// x [tokens, H]; ids/weights [tokens, top_k] (the routing to evaluate). Returns y [tokens, H],
+// the whole layer's output (an expert-parallel group computes exactly that on the token's
+// rank, so there is no per-rank form to evaluate). pool may be null (one thread).
 std::vector<double> evaluate_f64(const LayerSpec& spec, const LayerWeights& w, const float* x,
                                  std::int64_t tokens, const std::int32_t* ids, const float* weights,
-                                 std::optional<ActivationFormat> format, int ep_size = 1,
-                                 int ep_rank = 0, ThreadPool* pool = nullptr);
+                                 std::optional<ActivationFormat> format,
+                                 ThreadPool* pool = nullptr);
 
 }  // namespace mxmoe

@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -456,6 +457,106 @@ TEST(CApi, TwoLayersInTwoThreads) {
   EXPECT_EQ(mismatches, 0);
   mxmoe_layer_destroy(a);
   mxmoe_layer_destroy(b);
+}
+
+// The host's transport, as a C host would write it: here the library's in-process group (a
+// mxmoe::Communicator per rank) stands for MPI. A failed exchange reports its reason.
+int exchange_through(void* context, const mxmoe_message* sends, size_t num_sends,
+                     const mxmoe_message* recvs, size_t num_recvs, char* error, size_t error_size) {
+  auto* comm = static_cast<mxmoe::Communicator*>(context);
+  std::vector<mxmoe::SendBuffer> s;
+  std::vector<mxmoe::RecvBuffer> r;
+  for (size_t i = 0; i < num_sends; ++i)
+    s.push_back({sends[i].peer, static_cast<const std::byte*>(sends[i].data), sends[i].bytes});
+  for (size_t i = 0; i < num_recvs; ++i)
+    r.push_back({recvs[i].peer, static_cast<std::byte*>(recvs[i].data), recvs[i].bytes});
+  try {
+    comm->exchange(s, r);
+    return 0;
+  } catch (const std::exception& e) {
+    std::snprintf(error, error_size, "%s", e.what());
+    return 1;
+  }
+}
+
+// 1, 2 and 3 ranks (threads) through mxmoe_ep_layer_*: every token's output has the bits of
+// the one-process C layer, with the tokens on rank 0 or spread over every rank.
+TEST(CApi, ExpertParallelLayerThroughAHostTransport) {
+  mxmoe_checkpoint* c = open_checkpoint();
+  const mxmoe_request_params p = reference_f32();
+  mxmoe_layer* whole = nullptr;
+  ASSERT_EQ(mxmoe_layer_create(c, 1, &p, &whole), MXMOE_OK) << mxmoe_last_error();
+  constexpr int kTokens = 7, kHidden = 64;
+  const std::vector<float> x = random_x(kTokens, kHidden, 4);
+  std::vector<float> want(x.size());
+  ASSERT_EQ(mxmoe_layer_forward_f32(whole, x.data(), kTokens, want.data()), MXMOE_OK);
+  mxmoe_layer_destroy(whole);
+
+  for (int n : {1, 2, 3}) {
+    for (bool everywhere : {false, true}) {
+      SCOPED_TRACE(std::to_string(n) + " ranks, tokens on " +
+                   (everywhere ? "every rank" : "rank 0"));
+      auto group = mxmoe::make_thread_group(n, {/*deadline_s=*/20});
+      std::vector<float> y(x.size(), -1.0f);
+      std::vector<std::string> errors(static_cast<std::size_t>(n));
+      std::vector<mxmoe_layer_info> infos(static_cast<std::size_t>(n));
+      std::vector<std::thread> ranks;
+      for (int r = 0; r < n; ++r)
+        ranks.emplace_back([&, r] {
+          const auto i = static_cast<std::size_t>(r);
+          const mxmoe_communicator comm{r, n, exchange_through, group[i].get()};
+          mxmoe_ep_layer* layer = nullptr;
+          if (mxmoe_ep_layer_create(c, 1, &p, &comm, &layer) != MXMOE_OK) {
+            errors[i] = mxmoe_last_error();
+            return;
+          }
+          mxmoe_ep_layer_get_info(layer, &infos[i]);
+          // Rank r's tokens: [begin, end) of x.
+          const int begin = everywhere ? kTokens * r / n : 0;
+          const int end = everywhere ? kTokens * (r + 1) / n : (r == 0 ? kTokens : 0);
+          const auto offset = static_cast<std::size_t>(begin * kHidden);
+          if (mxmoe_ep_layer_forward_f32(layer, x.data() + offset, end - begin,
+                                         y.data() + offset) != MXMOE_OK)
+            errors[i] = mxmoe_last_error();
+          mxmoe_ep_layer_destroy(layer);
+        });
+      for (std::thread& t : ranks) t.join();
+      for (const std::string& e : errors) EXPECT_EQ(e, "");
+      EXPECT_EQ(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)), 0);
+      // Contiguous ranges covering the 8 experts once.
+      int next = 0;
+      for (const mxmoe_layer_info& info : infos) {
+        EXPECT_EQ(info.expert_begin, next);
+        next = info.expert_end;
+      }
+      EXPECT_EQ(next, 8);
+    }
+  }
+  mxmoe_checkpoint_close(c);
+}
+
+int failing_exchange(void*, const mxmoe_message*, size_t, const mxmoe_message*, size_t, char* error,
+                     size_t error_size) {
+  std::snprintf(error, error_size, "peer 1 went away");
+  return 7;
+}
+
+TEST(CApi, ExpertParallelFailuresAreStatuses) {
+  mxmoe_checkpoint* c = open_checkpoint();
+  const mxmoe_request_params p = reference_f32();
+  mxmoe_ep_layer* layer = nullptr;
+  const mxmoe_communicator outside{2, 2, failing_exchange, nullptr};
+  EXPECT_EQ(mxmoe_ep_layer_create(c, 1, &p, &outside, &layer), MXMOE_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(mxmoe_last_error(), HasSubstr("communicator.rank must be in [0, size)"));
+  const mxmoe_communicator no_callback{0, 2, nullptr, nullptr};
+  EXPECT_EQ(mxmoe_ep_layer_create(c, 1, &p, &no_callback, &layer), MXMOE_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(mxmoe_ep_layer_create(c, 1, &p, nullptr, &layer), MXMOE_ERROR_INVALID_ARGUMENT);
+  // The host's transport fails while the group agrees: an I/O status with its reason.
+  const mxmoe_communicator failing{0, 2, failing_exchange, nullptr};
+  EXPECT_EQ(mxmoe_ep_layer_create(c, 1, &p, &failing, &layer), MXMOE_ERROR_IO);
+  EXPECT_THAT(mxmoe_last_error(), HasSubstr("exchange callback failed (7): peer 1 went away"));
+  EXPECT_EQ(layer, nullptr);
+  mxmoe_checkpoint_close(c);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -22,6 +23,7 @@ using Json = nlohmann::json;
 using mxmoe::cli_testing::Result;
 using mxmoe::cli_testing::run;
 using mxmoe::cli_testing::slurp;
+namespace fs = std::filesystem;
 
 std::filesystem::path temp_dir() {
   return mxmoe::cli_testing::scratch_dir();
@@ -161,15 +163,21 @@ TEST(CliExplain, AvxVnniCapDropsAvx512) {
 
 TEST(CliExplain, NothingFitsExitsThreeWithTheFullMessage) {
   MXMOE_REQUIRE_X86_BACKENDS();
-  // 32 experts cannot be split over 7 ranks: every backend refuses (expert_parallel).
-  const Result table = run("", "explain --ep-size 7");
+  // A placement table of 3 entries for a layer of 32 experts: every backend refuses
+  // (expert_parallel). (A rank outside the group is a usage error, exit 2, before judging.)
+  const fs::path table_file =
+      fs::temp_directory_path() / ("mxmoe_placement_" + std::to_string(::getpid()) + ".json");
+  std::ofstream(table_file) << R"({"ranks": 2, "owner": [0, 1, 1]})";
+  const std::string args = "--placement " + table_file.string();
+  const Result table = run("", "explain " + args);
   EXPECT_EQ(table.rc, 3);
   EXPECT_THAT(table.err, HasSubstr("No MXFP4 MoE backend supports the deployment configuration. "
                                    "weight_key=mxfp4, activation_key=bf16, batch_invariant=false"));
   EXPECT_THAT(table.err, HasSubstr("reason: expert_parallel"));
   EXPECT_THAT(table.out, HasSubstr("ep_size=1 would allow"));
 
-  const Json j = explain_json("", "--ep-size 7", 3);
+  const Json j = explain_json("", args, 3);
+  fs::remove(table_file);
   EXPECT_TRUE(j.at("selected").is_null());
   EXPECT_THAT(j.at("error").get<std::string>(), HasSubstr("Candidate backends were: ["));
   ASSERT_FALSE(j.at("suggestions").empty());

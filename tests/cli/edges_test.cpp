@@ -96,6 +96,8 @@ TEST(CliExitCodes, BadFlagsAndVariablesNameThemselvesAndTheRange) {
       {"MXMOE_BACKEND=nope", "explain", "MXMOE_BACKEND=nope: unknown backend 'nope'"},
       {"MXMOE_MAX_ISA=avx9", "info", "MXMOE_MAX_ISA=avx9"},
       {"MXMOE_ACTIVATION=fp7", "explain", "MXMOE_ACTIVATION=fp7"},
+      {"MXMOE_EP_DEADLINE=0", "run --preset tiny", "MXMOE_EP_DEADLINE=0: expected seconds in"},
+      {"", "run --preset tiny --ep-deadline 0", "--ep-deadline"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(std::string(c.env) + " mxmoe " + c.args);

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "io/io_fixtures.hpp"
 #include "mxmoe/hardware.hpp"
 #include "mxmoe/npy.hpp"
 
@@ -146,29 +147,6 @@ TEST_F(V4Scenario, VerifyPasses) {
   }
 }
 
-// A .npy of integers written here (not with the library): '<i4' or '<i8', shape (n,).
-void write_ids(const fs::path& path, const std::vector<std::int64_t>& ids, bool int64) {
-  std::string header = std::string("{'descr': '") + (int64 ? "<i8" : "<i4") +
-                       "', 'fortran_order': False, 'shape': (" + std::to_string(ids.size()) +
-                       ",), }";
-  header.append(63 - (10 + header.size()) % 64, ' ');
-  header += '\n';
-  std::ofstream out(path, std::ios::binary);
-  out.write("\x93NUMPY\x01\x00", 8);
-  const char len[2] = {static_cast<char>(header.size() & 0xFF),
-                       static_cast<char>(header.size() >> 8)};
-  out.write(len, 2);
-  out << header;
-  for (const std::int64_t v : ids) {
-    if (int64) {
-      out.write(reinterpret_cast<const char*>(&v), 8);
-    } else {
-      const auto v32 = static_cast<std::int32_t>(v);
-      out.write(reinterpret_cast<const char*>(&v32), 4);
-    }
-  }
-}
-
 TEST_F(V4Scenario, TokenIdsOfTheHashLayer) {
   const fs::path x = dir_ / "x.npy", y32 = dir_ / "y32.npy", y64 = dir_ / "y64.npy";
   std::vector<float> xs(3 * 256);
@@ -176,10 +154,10 @@ TEST_F(V4Scenario, TokenIdsOfTheHashLayer) {
     xs[i] = static_cast<float>((i * 37) % 17) / 8.0f - 1.0f;
   const std::int64_t shape[] = {3, 256};
   mxmoe::write_npy(x.string(), xs, shape);
-  write_ids(dir_ / "ids32.npy", {5, 999, 5}, false);
-  write_ids(dir_ / "ids64.npy", {5, 999, 5}, true);
-  write_ids(dir_ / "bad.npy", {5, 1000, 5}, true);
-  write_ids(dir_ / "short.npy", {5, 6}, false);
+  mxmoe::testing_io::write_int_npy(dir_ / "ids32.npy", {5, 999, 5}, false);
+  mxmoe::testing_io::write_int_npy(dir_ / "ids64.npy", {5, 999, 5}, true);
+  mxmoe::testing_io::write_int_npy(dir_ / "bad.npy", {5, 1000, 5}, true);
+  mxmoe::testing_io::write_int_npy(dir_ / "short.npy", {5, 6}, false);
   const std::string base = "run --model " + model().string() + " --layer 0 --reps 1 --input " +
                            x.string() + " --activation f32 --backend reference";
   // A hash layer with real inputs and no ids is a usage error.

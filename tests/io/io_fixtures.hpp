@@ -21,6 +21,29 @@
 
 namespace mxmoe::testing_io {
 
+// A .npy of integers written here (not with the library): '<i4' or '<i8', shape (n,).
+inline void write_int_npy(const std::filesystem::path& path, const std::vector<std::int64_t>& ids, bool int64) {
+  std::string header = std::string("{'descr': '") + (int64 ? "<i8" : "<i4") +
+                       "', 'fortran_order': False, 'shape': (" + std::to_string(ids.size()) +
+                       ",), }";
+  header.append(63 - (10 + header.size()) % 64, ' ');
+  header += '\n';
+  std::ofstream out(path, std::ios::binary);
+  out.write("\x93NUMPY\x01\x00", 8);
+  const char len[2] = {static_cast<char>(header.size() & 0xFF),
+                       static_cast<char>(header.size() >> 8)};
+  out.write(len, 2);
+  out << header;
+  for (const std::int64_t v : ids) {
+    if (int64) {
+      out.write(reinterpret_cast<const char*>(&v), 8);
+    } else {
+      const auto v32 = static_cast<std::int32_t>(v);
+      out.write(reinterpret_cast<const char*>(&v32), 4);
+    }
+  }
+}
+
 class TempDir {
  public:
   TempDir() {

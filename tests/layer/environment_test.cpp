@@ -35,6 +35,7 @@ TEST(Environment, UnsetVariablesGiveTheDefaults) {
   const EnvironmentConfig c = parse({});
   EXPECT_EQ(c.request, Request{});
   EXPECT_EQ(c.max_isa, "");
+  EXPECT_EQ(c.ep_deadline_s, 30.0);
   EXPECT_EQ(c.log_categories, static_cast<unsigned>(LogCategory::warning));
   EXPECT_TRUE(c.variables_set.empty());
 }
@@ -48,7 +49,8 @@ TEST(Environment, EveryVariableLandsInItsField) {
                                      {"MXMOE_THREADS", "1024"},
                                      {"MXMOE_ALLOW_REFERENCE", "on"},
                                      {"MXMOE_MAX_ISA", "avx2"},
-                                     {"MXMOE_VERBOSE", "dispatch"}});
+                                     {"MXMOE_VERBOSE", "dispatch"},
+                                     {"MXMOE_EP_DEADLINE", "2.5"}});
   EXPECT_EQ(c.request.forced_backend, "avx2");
   EXPECT_EQ(c.request.excluded_backends,
             (std::vector<std::string>{"amx_int8", "reference", "avx512_vnni"}));
@@ -58,8 +60,9 @@ TEST(Environment, EveryVariableLandsInItsField) {
   EXPECT_TRUE(c.request.allow_judge_only);
   EXPECT_EQ(c.max_isa, "avx2");
   EXPECT_TRUE(c.log_categories & static_cast<unsigned>(LogCategory::dispatch));
-  EXPECT_EQ(c.variables_set.size(), 9u);
-  EXPECT_EQ(environment_variable_names().size(), 9u);
+  EXPECT_EQ(c.ep_deadline_s, 2.5);
+  EXPECT_EQ(c.variables_set.size(), 10u);
+  EXPECT_EQ(environment_variable_names().size(), 10u);
 }
 
 TEST(Environment, BadValuesNameTheVariableAndTheAcceptedValues) {
@@ -77,6 +80,14 @@ TEST(Environment, BadValuesNameTheVariableAndTheAcceptedValues) {
   EXPECT_THAT(error_of({{"MXMOE_MAX_ISA", "avx9"}}), HasSubstr("MXMOE_MAX_ISA=avx9"));
   EXPECT_THAT(error_of({{"MXMOE_VERBOSE", "dispatch,all"}}),
               HasSubstr("unknown category 'all' (valid: dispatch)"));
+  // A deadline of zero, below it, not a number or over a day is refused: a rank must give up
+  // on a silent peer, and never at once.
+  for (const char* bad : {"0", "-1", "abc", "1e9", "nan", "inf", "30s", " 5"})
+    EXPECT_THAT(error_of({{"MXMOE_EP_DEADLINE", bad}}),
+                HasSubstr(std::string("MXMOE_EP_DEADLINE=") + bad + ": expected seconds in (0, "))
+        << bad;
+  EXPECT_EQ(parse({{"MXMOE_EP_DEADLINE", "0.25"}}).ep_deadline_s, 0.25);
+  EXPECT_EQ(parse({{"MXMOE_EP_DEADLINE", "86400"}}).ep_deadline_s, kMaxEpDeadlineSeconds);
   // Empty values mean unset for the names and the activation.
   EXPECT_EQ(parse({{"MXMOE_BACKEND", ""}, {"MXMOE_ACTIVATION", ""}}).request, Request{});
 }

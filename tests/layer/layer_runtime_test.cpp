@@ -159,29 +159,6 @@ TEST(LayerRuntime, TokenAloneEqualsTokenInBatch) {
   }
 }
 
-// Each rank contributes its local experts' partial sum (the shared expert on rank 0); the
-// ranks' outputs add up to the single-rank layer up to float rounding of the sum.
-TEST(LayerRuntime, ExpertParallelRanksSumToTheWhole) {
-  const auto spec = shrink("deepseek-v3", 16, 4, 64, 32);
-  const auto storage = mxmoe::LayerStorage::random(spec, 9);
-  const std::int64_t tokens = 11;
-  const auto x = layer_test::random_input(spec, tokens, 10);
-  std::vector<float> whole(x.size());
-  mxmoe::testing::test_layer(storage.weights(), reference_selection(spec, ActivationFormat::f32))
-      .forward(x.data(), tokens, whole.data());
-  for (int ep : {2, 4}) {
-    std::vector<double> sum(x.size(), 0.0);
-    for (int rank = 0; rank < ep; ++rank) {
-      std::vector<float> part(x.size());
-      mxmoe::testing::test_layer(storage.weights(),
-                                 reference_selection(spec, ActivationFormat::f32, 1, ep, rank))
-          .forward(x.data(), tokens, part.data());
-      for (std::size_t i = 0; i < sum.size(); ++i) sum[i] += static_cast<double>(part[i]);
-    }
-    EXPECT_LT(naive::relative_l2(sum, whole), 1e-6) << "ep=" << ep;
-  }
-}
-
 TEST(LayerRuntime, ForwardVariantsAgree) {
   const auto spec = shrink("qwen3-30b-a3b", 8, 2, 64, 32);
   const auto storage = mxmoe::LayerStorage::random(spec, 13);

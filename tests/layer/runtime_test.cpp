@@ -74,31 +74,6 @@ TEST(Runtime, NestedParallelForRunsInline) {
   EXPECT_EQ(inner.load(), 32);
 }
 
-TEST(Placement, ContiguousRangesCoverEveryExpertOnce) {
-  for (int experts : {0, 1, 7, 32, 256})
-    for (int n : {1, 2, 3, 4, 8, 33}) {
-      std::vector<int> owner(static_cast<std::size_t>(experts), -1);
-      int smallest = experts, largest = 0;
-      for (int r = 0; r < n; ++r) {
-        const ExpertRange range = mxmoe::contiguous_expert_range(experts, n, r);
-        smallest = std::min(smallest, range.size());
-        largest = std::max(largest, range.size());
-        for (int e = range.begin; e < range.end; ++e) {
-          EXPECT_EQ(owner[static_cast<std::size_t>(e)], -1) << e;
-          owner[static_cast<std::size_t>(e)] = r;
-        }
-      }
-      for (int o : owner) EXPECT_GE(o, 0);
-      if (experts > 0) {
-        EXPECT_LE(largest - smallest, 1) << experts << " experts on " << n << " ranks";
-      }
-    }
-  EXPECT_EQ(mxmoe::contiguous_expert_range(32, 3, 1), (ExpertRange{10, 21}));
-  EXPECT_THROW(mxmoe::contiguous_expert_range(32, 0, 0), std::invalid_argument);
-  EXPECT_THROW(mxmoe::contiguous_expert_range(32, 2, 2), std::invalid_argument);
-  EXPECT_THROW(mxmoe::contiguous_expert_range(-1, 2, 0), std::invalid_argument);
-}
-
 TEST(Placement, SliceExpertsNarrowsTheViews) {
   const auto spec = layer_test::shrink("gpt-oss-20b", 6, 2, 64, 32);
   const auto storage = mxmoe::LayerStorage::random(spec, 3);

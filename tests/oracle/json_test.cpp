@@ -127,6 +127,25 @@ TEST(Json, ReplayedDocumentsAreBounded) {
   nlohmann::json old = nlohmann::json::parse(to_json(sample_deployment().request));
   old.erase("allow_judge_only");
   EXPECT_EQ(request_from_json(old.dump()), sample_deployment().request);
+  // ... and one written before placement existed (contiguous ranges).
+  old.erase("placement");
+  EXPECT_EQ(request_from_json(old.dump()), sample_deployment().request);
+
+  // A placement table's entries are ranks, never wrapped into an int; whether the table fits
+  // the layer and the group is placement_of's (the expert_parallel reason).
+  EXPECT_THAT(error_with("request", "placement", nlohmann::json::array({0, 70000})),
+              HasSubstr("\"placement\": 70000 is not a rank in [0, 65535]"));
+  EXPECT_THAT(error_with("request", "placement", nlohmann::json::array({0, -1})),
+              HasSubstr("\"placement\": -1 is not a rank"));
+  EXPECT_THAT(error_with("request", "placement", nlohmann::json::array({0, 1.5})),
+              HasSubstr("\"placement\": 1.5 is not a rank"));
+  EXPECT_THAT(error_with("request", "placement", 3), HasSubstr("\"placement\": expected an array"));
+  EXPECT_THAT(error_with("request", "placment", nlohmann::json::array()),
+              HasSubstr("unknown field \"placment\""));
+  mxmoe::Request placed = sample_deployment().request;
+  placed.ep_size = 2;
+  placed.placement = {1, 0, 1, 1};
+  EXPECT_EQ(request_from_json(to_json(placed)), placed);
 }
 
 TEST(Json, SelectionRoundTripsWithReasonsAndSuggestions) {

@@ -67,7 +67,7 @@ std::vector<Case> cases() {
        not_invariant,
        {},
        [](Deployment& d) { d.request.batch_invariant = true; }},
-      {ReasonCode::expert_parallel, all, {}, [](Deployment& d) { d.request.ep_size = 5; }},
+      {ReasonCode::expert_parallel, all, {}, [](Deployment& d) { d.request.ep_rank = 5; }},
       {ReasonCode::no_device, cuda, {}, none},
       {ReasonCode::user_excluded,
        all,

@@ -113,7 +113,8 @@ TEST(NoBackendReport, AllFailingPredicatesOfOneBackendAreReported) {
   d.hardware.os_denied = {"amx_int8"};
   d.request.activation = ActivationFormat::mxfp8;
   d.request.batch_invariant = true;
-  d.request.ep_size = 3;  // 32 experts do not split over 3 ranks
+  d.request.ep_size = 3;
+  d.request.placement = {0, 1, 2};  // a table of 3 experts for a layer of 32
   const std::vector<Rejection> reasons = strict.check(d);
 
   std::vector<ReasonCode> codes;

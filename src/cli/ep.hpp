@@ -1,0 +1,70 @@
+// Expert parallelism at the edge: whether mpirun started this process, the MPI session, the
+// world communicator and the small collectives the commands use. Every command works without
+// MPI (a build without mxmoe_mpi, or a plain launch): ep_world() is then null.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/common.hpp"
+#include "mxmoe/checkpoint.hpp"
+#include "mxmoe/communicator.hpp"
+#include "mxmoe/expert_parallel.hpp"
+
+namespace mxmoe::cli {
+
+// True when an MPI launcher started this process (the variables Open MPI, MPICH and Slurm
+// set for each rank).
+bool launched_by_mpi();
+
+// MPI for the lifetime of main() when launched by mpirun (nothing otherwise). Throws
+// std::invalid_argument when mpirun started several copies of an mxmoe built without MPI.
+class MpiScope {
+ public:
+  MpiScope(int* argc, char*** argv);
+  ~MpiScope();
+  MpiScope(const MpiScope&) = delete;
+  MpiScope& operator=(const MpiScope&) = delete;
+  bool active() const noexcept { return active_; }
+  int world_rank() const noexcept { return rank_; }
+  int world_size() const noexcept { return size_; }
+  // Ends the whole job (MPI_Abort) with `code`: a rank that fails alone would leave the others
+  // waiting for it until their deadline.
+  [[noreturn]] void abort(int code) const noexcept;
+
+ private:
+  struct Session;
+  std::unique_ptr<Session> session_;
+  bool active_ = false;
+  int rank_ = 0, size_ = 1;
+};
+
+// --ep-deadline SECONDS (env MXMOE_EP_DEADLINE): how long a rank waits for the others.
+struct EpOptions {
+  double deadline_s = 30;
+  void add(CLI::App& app);
+  CommOptions resolve(CLI::App& app) const;
+};
+
+// The world communicator when launched by mpirun, else null.
+std::unique_ptr<Communicator> ep_world(const CommOptions& options);
+
+// Rank 0's value on every rank.
+std::int64_t from_rank0(Communicator& comm, std::int64_t value);
+double from_rank0(Communicator& comm, double value);
+// Ranks of comm on this node (collective): they share its cores.
+int ranks_on_this_node(Communicator& comm);
+// Threads per rank when the user gives none: the logical CPUs this rank sees shared by the
+// node's ranks (collective).
+int threads_per_rank(Communicator& comm, int logical_cpus);
+// The layer's spec: a preset's, or layer N of the checkpoint (opened into `checkpoint`).
+LayerSpec open_layer(const LayerOptions& layer, std::optional<Checkpoint>& checkpoint);
+// Every rank's value, on every rank.
+std::vector<double> gather(Communicator& comm, double value);
+std::vector<ExpertParallelTimes> gather(Communicator& comm, const ExpertParallelTimes& times);
+
+}  // namespace mxmoe::cli
