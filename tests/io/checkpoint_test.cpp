@@ -151,6 +151,33 @@ TEST_F(CorruptedCheckpoint, ScaleByte0xFFNamesTensorAndIndex) {
                     HasSubstr("0xFF")));
 }
 
+// An expert-parallel rank scans the scales of its experts only (it reads no page of the
+// others'): a bad scale in expert 3 stops the ranks holding expert 3, not the others.
+TEST_F(CorruptedCheckpoint, ARankScansOnlyTheScalesOfItsExperts) {
+  const Dims d;
+  const std::size_t per_expert = static_cast<std::size_t>(d.hidden * (d.intermediate / 32));
+  write_with([&](auto& all) {
+    auto& t = find(all, "model.layers.1.mlp.experts.down_proj_scales");
+    scratch_.assign(t.data.begin(), t.data.end());
+    scratch_[3 * per_expert + 5] = 0xFF;  // expert 3, row 0, block 5
+    t.data = scratch_;
+  });
+  const Checkpoint c = Checkpoint::open(dir_.path());
+  EXPECT_NO_THROW((void)c.layer_weights(1, {{0, 3}}));
+  EXPECT_NO_THROW((void)c.layer_weights(1, {{0, 1}, {2, 3}}));
+  const auto error = [&](const std::vector<ExpertRange>& experts) {
+    try {
+      (void)c.layer_weights(1, experts);
+    } catch (const LoadError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_THAT(error({{1, 2}, {3, 4}}), AllOf(HasSubstr("down_proj_scales"), HasSubstr("expert 3")));
+  EXPECT_THAT(error({{0, 4}}), HasSubstr("expert 3"));
+  EXPECT_THAT(error({{2, 5}}), HasSubstr("outside the 4 experts"));
+}
+
 TEST_F(CorruptedCheckpoint, NanOrInfInBf16BiasIsRejected) {
   write_with([&](auto& all) {
     auto& t = find(all, "model.layers.0.mlp.experts.gate_up_proj_bias");

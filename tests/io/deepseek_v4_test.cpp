@@ -296,5 +296,28 @@ TEST(DeepSeekV4Checkpoint, MalformedTensorsAreNamed) {
   EXPECT_NO_THROW(Checkpoint::open(dir.path()).layer_weights(1));
 }
 
+// Per-expert tensors, scanned per expert: an expert-parallel rank reads the scales of its
+// experts only, so a bad scale stops only the ranks that hold it.
+TEST(DeepSeekV4Checkpoint, ARankScansOnlyTheScalesOfItsExperts) {
+  TempDir dir;
+  V4Dims d;
+  auto layers = testing_io::write_v4_checkpoint(dir.path(), d, true);
+  layers[1].w3[4].scales[9] = 0xFF;  // expert 4's up projection
+  const testing_io::V4Tensors t = testing_io::v4_tensors(d, 1, layers[1], true);
+  write_safetensors(dir.path() + "/model-00002-of-00002.safetensors", t.views());
+  const Checkpoint c = Checkpoint::open(dir.path());
+  EXPECT_NO_THROW((void)c.layer_weights(1, {{0, 4}, {5, 6}}));
+  for (const std::vector<ExpertRange>& experts :
+       {std::vector<ExpertRange>{{4, 5}}, std::vector<ExpertRange>{{0, 6}}}) {
+    try {
+      (void)c.layer_weights(1, experts);
+      ADD_FAILURE() << "accepted the 0xFF scale of expert 4";
+    } catch (const LoadError& e) {
+      EXPECT_THAT(e.what(), HasSubstr("experts.4.w3.scale"));
+    }
+  }
+  EXPECT_THROW((void)c.layer_weights(1), LoadError);
+}
+
 }  // namespace
 }  // namespace mxmoe
