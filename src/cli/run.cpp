@@ -151,7 +151,29 @@ void require_finite(const RunOptions& o, const std::vector<float>& y, std::int64
 
 int run_expert_parallel(const RunOptions& o, CLI::App& sub, Communicator& comm);
 
-// The fields both forms of `run --json` share: tokens, threads, timing, bytes, output.
+// The fields every form of `run --json` shares about the layer and the choice.
+json::Json choice_json(const LayerSpec& spec, const Selection& sel, bool batch_invariant) {
+  json::Json candidates = json::Json::array();
+  for (const Verdict& v : sel.candidates) {
+    json::Json reasons = json::Json::array();
+    for (const Rejection& r : v.reasons) reasons.push_back(to_string(r.code));
+    candidates.push_back({{"name", v.name}, {"supported", v.supported}, {"reasons", reasons}});
+  }
+  return {{"layer", spec.name},
+          {"routing", to_string(spec.routing)},
+          {"experts", spec.num_experts},
+          {"top_k", spec.top_k},
+          {"hidden", spec.hidden},
+          {"intermediate", spec.intermediate},
+          {"activation", to_string(*sel.deployment.request.activation)},
+          {"batch_invariant", batch_invariant},
+          {"chosen", sel.chosen},
+          {"why", sel.why},
+          {"candidates", candidates}};
+}
+
+// The fields both one-process forms of `run --json` share: tokens, threads, timing, bytes,
+// output.
 json::Json timing_json(std::int64_t tokens, int threads, int reps, double median, double bytes,
                        const std::string& output) {
   return {{"tokens", tokens},
@@ -391,24 +413,8 @@ int run(const RunOptions& o, CLI::App& sub) {
 
   const Selection& sel = layer.selection();
   if (o.json) {
-    json::Json candidates = json::Json::array();
-    for (const Verdict& v : sel.candidates) {
-      json::Json reasons = json::Json::array();
-      for (const Rejection& r : v.reasons) reasons.push_back(to_string(r.code));
-      candidates.push_back({{"name", v.name}, {"supported", v.supported}, {"reasons", reasons}});
-    }
-    json::Json out = {{"layer", spec.name},
-                      {"routing", to_string(spec.routing)},
-                      {"experts", spec.num_experts},
-                      {"top_k", spec.top_k},
-                      {"hidden", spec.hidden},
-                      {"intermediate", spec.intermediate},
-                      {"activation", to_string(*sel.deployment.request.activation)},
-                      {"batch_invariant", request.batch_invariant},
-                      {"chosen", sel.chosen},
-                      {"why", sel.why},
-                      {"candidates", candidates},
-                      {"us_per_call_median", median * 1e6}};
+    json::Json out = choice_json(spec, sel, request.batch_invariant);
+    out["us_per_call_median"] = median * 1e6;
     out.update(timing_json(tokens, layer.threads(), reps, median, bytes, o.output));
     fmt::print("{}\n", out.dump(2));
     return kExitOk;
@@ -528,12 +534,7 @@ int run_expert_parallel(const RunOptions& o, CLI::App& sub, Communicator& comm) 
     return seconds_total / static_cast<double>(std::max<std::int64_t>(t.calls, 1)) * 1e6;
   };
   if (o.json) {
-    json::Json candidates = json::Json::array(), ranks = json::Json::array();
-    for (const Verdict& v : sel.candidates) {
-      json::Json reasons = json::Json::array();
-      for (const Rejection& r : v.reasons) reasons.push_back(to_string(r.code));
-      candidates.push_back({{"name", v.name}, {"supported", v.supported}, {"reasons", reasons}});
-    }
+    json::Json ranks = json::Json::array();
     for (int r = 0; r < comm.size(); ++r) {
       const auto i = static_cast<std::size_t>(r);
       const ExpertParallelTimes& t = all_times[i];
@@ -550,17 +551,8 @@ int run_expert_parallel(const RunOptions& o, CLI::App& sub, Communicator& comm) 
                        {"bytes_sent_per_call", static_cast<double>(t.bytes_sent) / calls},
                        {"bytes_received_per_call", static_cast<double>(t.bytes_received) / calls}});
     }
-    const json::Json out = {
-        {"layer", spec.name},
-        {"experts", spec.num_experts},
-        {"top_k", spec.top_k},
-        {"hidden", spec.hidden},
-        {"intermediate", spec.intermediate},
-        {"activation", to_string(*sel.deployment.request.activation)},
-        {"batch_invariant", request.batch_invariant},
-        {"chosen", sel.chosen},
-        {"why", sel.why},
-        {"candidates", candidates},
+    json::Json out = choice_json(spec, sel, request.batch_invariant);
+    out.update({
         {"tokens", tokens},
         {"ep_size", comm.size()},
         {"placement", request.placement.empty() ? "contiguous" : "from --placement"},
@@ -569,7 +561,7 @@ int run_expert_parallel(const RunOptions& o, CLI::App& sub, Communicator& comm) 
         {"us_per_call_median", median * 1e6},
         {"tokens_per_s", static_cast<double>(tokens) / median},
         {"ranks", ranks},
-        {"output", o.output.empty() ? json::Json(nullptr) : json::Json(o.output)}};
+        {"output", o.output.empty() ? json::Json(nullptr) : json::Json(o.output)}});
     fmt::print("{}\n", out.dump(2));
     return kExitOk;
   }

@@ -331,11 +331,14 @@ Selection agree(std::span<const Selection> ranks, int self, const Preferences& p
         {ReasonCode::not_forced, fmt::format("not forcing backend {}", r.forced_backend)},
         {ReasonCode::batch_invariance, "batch_invariant=false"},
     };
-    for (const auto& [code, change] : removable) {
+    for (const auto& entry : removable) {
+      // (Not a structured binding: clang before 16 cannot capture one in the lambda.)
+      const ReasonCode code = entry.first;
+      const std::string& change = entry.second;
       std::vector<std::string> allowed;
       for (const Verdict& v : s.candidates)
         if (std::all_of(v.reasons.begin(), v.reasons.end(),
-                        [&](const Rejection& why) { return why.code == code; }))
+                        [code](const Rejection& why) { return why.code == code; }))
           allowed.push_back(v.name);
       if (allowed.empty()) continue;
       std::string text = fmt::format("{} would allow {}", change, allowed.front());
