@@ -12,7 +12,8 @@
 //   MXMOE_MAX_ISA=none|avx2|avx512|amx   cap the hardware probe
 //   MXMOE_VERBOSE=dispatch          comma list of extra log categories (log.hpp)
 //   MXMOE_EP_DEADLINE=SECONDS       how long an expert-parallel rank waits for the others
-//                                   (CommOptions::deadline_s), in (0, kMaxEpDeadlineSeconds]
+//                                   (CommOptions::deadline_s), in [kMinEpDeadlineSeconds,
+//                                   kMaxEpDeadlineSeconds]
 #pragma once
 
 #include <functional>
@@ -36,7 +37,9 @@ class MXMOE_API ConfigError : public std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
-// The longest MXMOE_EP_DEADLINE (one day): a longer wait is a hang by another name.
+// The longest MXMOE_EP_DEADLINE (one day): a longer wait is a hang by another name; the
+// shortest (1 ms) still lets a message cross a node.
+inline constexpr double kMinEpDeadlineSeconds = 0.001;
 inline constexpr double kMaxEpDeadlineSeconds = 86400;
 
 struct MXMOE_API EnvironmentConfig {
@@ -70,7 +73,7 @@ MXMOE_API int parse_thread_count(std::string_view what, std::string_view value);
 // A comma-separated list of registered backend names (empty items skipped); ConfigError
 // naming WHAT and the valid names for an unknown one.
 MXMOE_API std::vector<std::string> parse_backend_list(std::string_view what, std::string_view list);
-// Seconds in (0, kMaxEpDeadlineSeconds], decimal ("2.5").
+// Seconds in [kMinEpDeadlineSeconds, kMaxEpDeadlineSeconds], decimal ("2.5").
 MXMOE_API double parse_deadline_seconds(std::string_view what, std::string_view value);
 
 }  // namespace mxmoe

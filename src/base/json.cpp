@@ -95,6 +95,31 @@ std::int64_t get_integer(const Json& j, std::string_view what, const char* key,
   return value < min_value || value > max_value ? fail(v.dump()) : value;
 }
 
+std::vector<std::int64_t> get_integer_array(const Json& j, std::string_view what, const char* key,
+                                            std::int64_t min_value, std::int64_t max_value,
+                                            std::size_t max_count) {
+  const std::string field = std::string(what) + ": field \"" + key + "\"";
+  if (!j.is_object() || !j.contains(key)) throw std::invalid_argument(field + ": missing");
+  const Json& a = j.at(key);
+  if (!a.is_array() || a.size() > max_count)
+    throw std::invalid_argument(field + ": expected an array of at most " +
+                                std::to_string(max_count) + " integers");
+  std::vector<std::int64_t> out;
+  out.reserve(a.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    // One entry at a time through get_integer's rules (an object of one key).
+    const Json entry = {{"entry", a[i]}};
+    try {
+      out.push_back(get_integer(entry, "", "entry", min_value, max_value));
+    } catch (const std::invalid_argument&) {
+      throw std::invalid_argument(field + ": entry " + std::to_string(i) +
+                                  ": expected an integer in [" + std::to_string(min_value) + ", " +
+                                  std::to_string(max_value) + "], got " + a[i].dump());
+    }
+  }
+  return out;
+}
+
 float get_float(const Json& j, std::string_view what, const char* key) {
   if (!j.is_object() || !j.contains(key) || !j.at(key).is_number())
     throw std::invalid_argument(std::string(what) + ": field \"" + key + "\": expected a number" +

@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace mxmoe::json {
 
@@ -57,6 +58,12 @@ T get(const Json& j, std::string_view what, const char* key) {
 // wrapped into an int.
 std::int64_t get_integer(const Json& j, std::string_view what, const char* key,
                          std::int64_t min_value, std::int64_t max_value);
+
+// j[key] as an array of at most max_count integers, each in [min_value, max_value] (the
+// rules of get_integer), else std::invalid_argument naming the key, the entry and the range.
+std::vector<std::int64_t> get_integer_array(const Json& j, std::string_view what, const char* key,
+                                            std::int64_t min_value, std::int64_t max_value,
+                                            std::size_t max_count);
 
 // j[key] as a float: a number whose magnitude fits a float (a double such as 1e300 would
 // not convert), else std::invalid_argument naming the key.

@@ -235,6 +235,22 @@ int run_bench_command(const BenchOptions& o, CLI::App& sub) {
       throw UsageError(
           "--layers under mpirun: an expert-parallel bench times one layer (--layer N); time "
           "the stack in one process");
+    // What the expert-parallel bench does not do is refused, never silently dropped.
+    for (const char* flag : {"--limits", "--cache-resident", "--dram-buffer-mb",
+                             "--memory-budget-mb", "--row-seconds", "--max-call-seconds"})
+      if (sub.count(flag) > 0)
+        throw UsageError(fmt::format(
+            "{} under mpirun: the expert-parallel bench times one layer with --reps calls per "
+            "row (default: about 1 s worth, 3 to 200); run {} in one process",
+            flag, flag));
+    for (const auto& [flag, value] :
+         {std::pair<const char*, const std::string*>{"--backend", &o.backends},
+          std::pair<const char*, const std::string*>{"--activation", &o.activations}})
+      if (value->find(',') != std::string::npos)
+        throw UsageError(fmt::format(
+            "{} {}: under mpirun, one value per run (the group agrees on one backend and one "
+            "activation format)",
+            flag, *value));
     if (world->rank() == 0 && !o.output.empty()) files::check_can_create(o.output);
     EpBenchOptions e;
     e.layer = o.layer;

@@ -106,7 +106,10 @@ Request RequestOptions::resolve(CLI::App& app) const {
     // Like --hardware: a file that cannot be read or parsed is an input error (exit 1).
     const Placement p = [&] {
       try {
-        return placement_from_json(files::read_regular_file<std::invalid_argument>(placement));
+        // 65,536 owners of at most 5 digits fit in under 0.5 MiB: 4 MiB is ample.
+        constexpr std::uint64_t kMaxPlacementFileBytes = std::uint64_t{4} << 20;
+        return placement_from_json(
+            files::read_regular_file<std::invalid_argument>(placement, kMaxPlacementFileBytes));
       } catch (const std::invalid_argument& e) {
         throw std::invalid_argument(fmt::format("--placement {}: {}", placement, e.what()));
       }

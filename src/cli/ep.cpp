@@ -68,10 +68,17 @@ void MpiScope::abort(int code) const noexcept {
 void EpOptions::add(CLI::App& app) {
   app.add_option("--ep-deadline", deadline_s,
                  fmt::format("Under mpirun: seconds a rank waits for the others before it ends "
-                             "the run naming the silent rank, in (0, {}] (env "
+                             "the run naming the silent rank, in [{}, {}] (env "
                              "MXMOE_EP_DEADLINE; default 30)",
-                             kMaxEpDeadlineSeconds))
-      ->check(CLI::Range(0.001, kMaxEpDeadlineSeconds));
+                             kMinEpDeadlineSeconds, kMaxEpDeadlineSeconds))
+      ->check([](const std::string& v) {  // the variable's parser: NaN and "1e-9" refused too
+        try {
+          (void)parse_deadline_seconds("--ep-deadline", v);
+          return std::string();
+        } catch (const ConfigError& e) {
+          return std::string(e.what());
+        }
+      });
 }
 
 CommOptions EpOptions::resolve(CLI::App& app) const {

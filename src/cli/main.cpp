@@ -108,6 +108,19 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "mxmoe: {}error: {}\n", who, message);
     return group ? (mpi->abort(code), code) : code;
   };
+  if (group) {
+    // Only run and bench are expert-parallel: any other command would run once per rank (N
+    // reports, N writers of one file), and a rank left out would wait for the others.
+    const auto subs = app.get_subcommands();
+    const std::string name = subs.empty() ? "" : subs.front()->get_name();
+    if (name != "run" && name != "bench")
+      return fail(mxmoe::cli::kExitUsage,
+                  fmt::format("'mxmoe {}' under mpirun with {} ranks: only run and bench are "
+                              "expert-parallel; run {} in one process{}",
+                              name, mpi->world_size(), name,
+                              name == "explain" ? " (explain --ep-size N shows a group of N ranks)"
+                                                : ""));
+  }
   try {
     mxmoe::apply_log_settings(mxmoe::cli::environment());
     return action ? action() : mxmoe::cli::kExitUsage;

@@ -322,6 +322,12 @@ int run(const RunOptions& o, CLI::App& sub) {
   // Everything that can be refused cheaply is refused before loading or computing anything:
   // the flags, the environment, and whether --output can be written at all.
   const Request flags = o.request.resolve(sub);
+  if (flags.ep_size > 1)
+    throw UsageError(fmt::format(
+        "an expert-parallel group of {} ranks (--ep-size or --placement) without mpirun: one "
+        "process holds every expert; start the group with `mpirun -n {} mxmoe run ...` "
+        "(`mxmoe explain --ep-size {}` shows it without running)",
+        flags.ep_size, flags.ep_size, flags.ep_size));
   if (!o.layers.empty()) {
     if (!o.layer.from_model()) throw UsageError("--layers needs --model DIR");
     if (sub.count("--layer") > 0) throw UsageError("--layer and --layers exclude each other");
@@ -446,13 +452,18 @@ int run(const RunOptions& o, CLI::App& sub) {
 
 int run_expert_parallel(const RunOptions& o, CLI::App& sub, Communicator& comm) {
   const bool root = comm.rank() == 0;
+  if (sub.count("--ep-rank") > 0)
+    throw UsageError("--ep-rank under mpirun: each rank's is its MPI rank");
   Request request = o.request.resolve(sub);
   if (sub.count("--ep-size") > 0 && request.ep_size != comm.size())
     throw UsageError(
         fmt::format("--ep-size {} under mpirun with {} ranks: the EP size is the world size",
                     request.ep_size, comm.size()));
-  if (sub.count("--ep-rank") > 0)
-    throw UsageError("--ep-rank under mpirun: each rank's is its MPI rank");
+  if (!request.placement.empty() && request.ep_size != comm.size())
+    throw UsageError(fmt::format(
+        "--placement {} places experts on {} ranks; mpirun started {}: the EP size is the "
+        "world size",
+        o.request.placement, request.ep_size, comm.size()));
   if (root && !o.output.empty()) files::check_can_create(o.output);
   request.ep_size = comm.size();
   request.ep_rank = comm.rank();
@@ -622,10 +633,10 @@ void add_run(CLI::App& app, Action& action) {
   sub->add_option("--output", opts->output,
                   "Write the output y [M, H] as a float32 .npy file (whole or not at all; "
                   "checked writable before any work)");
+  // (A missing file is an input error, exit 1, as for --input: read_token_ids says so.)
   sub->add_option("--token-ids", opts->token_ids,
                   "The tokens' ids [M] (.npy int32 or int64): what a hash-routed layer "
-                  "(DeepSeek-V4's first layers) routes by; ignored by other layers")
-      ->check(CLI::ExistingFile);
+                  "(DeepSeek-V4's first layers) routes by; ignored by other layers");
   sub->add_flag("--json", opts->json, "Print the result as one JSON document");
   sub->add_option("--layers", opts->layers,
                   "With --model: 'all' MoE layers or a comma list of indices, timed as one step "

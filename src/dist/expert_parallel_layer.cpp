@@ -12,6 +12,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cstring>
 #include <limits>
@@ -61,6 +62,39 @@ void agree_that_all_built(Communicator& comm, const std::string& my_error) {
                                 text);
 }
 
+// A digest of what every rank holds whole: the router, its biases and a hash layer's tid2eid
+// (values, so BF16 and F32 storage of the same numbers agree). Ranks started with different
+// weights (another checkpoint, layer or seed) would otherwise combine silently wrong results.
+std::uint64_t replicated_digest(const LayerWeights& w) {
+  std::uint64_t h = 1469598103934665603ull;  // FNV-1a over 32-bit words
+  const auto mix = [&h](std::uint64_t v) { h = (h ^ v) * 1099511628211ull; };
+  for (const DenseView* v : {&w.router_weight, &w.router_bias, &w.selection_bias}) {
+    mix(static_cast<std::uint64_t>(v->empty() ? 0 : v->rows * v->cols));
+    if (v->empty()) continue;
+    for (std::int64_t i = 0; i < v->rows * v->cols; ++i)
+      mix(std::bit_cast<std::uint32_t>(v->at(i)));
+  }
+  const TokenExpertTable& t = w.token_experts;
+  for (std::int64_t token = 0; !t.empty() && token < t.vocab; ++token)
+    for (std::int64_t slot = 0; slot < t.top_k; ++slot)
+      mix(static_cast<std::uint64_t>(t.at(token, slot)));
+  return h;
+}
+
+void agree_on_replicated_weights(Communicator& comm, const LayerWeights& weights) {
+  const std::uint64_t mine = replicated_digest(weights);
+  std::vector<std::uint64_t> all(static_cast<std::size_t>(comm.size()));
+  allgather(comm, &mine, sizeof mine, all.data());
+  if (std::all_of(all.begin(), all.end(), [&](std::uint64_t d) { return d == all.front(); }))
+    return;
+  std::string text;
+  for (std::size_t r = 0; r < all.size(); ++r)
+    text += fmt::format("{}rank {}: {:016x}", r == 0 ? "" : ", ", r, all[r]);
+  throw std::invalid_argument(
+      "the ranks hold different weights: the digests of the router (and hash table) differ (" +
+      text + "); every rank must load the same layer (checkpoint, layer index, --seed)");
+}
+
 MoeLayer build_part(const LayerWeights& weights, Selection agreed, Runtime& runtime,
                     Communicator& comm) {
   std::string error;
@@ -80,6 +114,7 @@ MoeLayer build_part(const LayerWeights& weights, Selection agreed, Runtime& runt
     if (error.empty()) error = "unknown error";
   }
   agree_that_all_built(comm, error);
+  agree_on_replicated_weights(comm, weights);
   return std::move(*layer);
 }
 

@@ -79,7 +79,13 @@ Placement placement_from_json(std::string_view text) {
   constexpr std::string_view what = "placement";
   const json::Json j = json::parse_strict(text, what);
   json::expect_keys(j, what, {"ranks", "owner"});
-  return Placement(json::get<std::vector<int>>(j, what, "owner"), json::get<int>(j, what, "ranks"));
+  // Integers only, each within range: never a float or a huge value wrapped into an int.
+  const int ranks = static_cast<int>(json::get_integer(j, what, "ranks", 1, kMaxExperts));
+  std::vector<int> owner;
+  for (const std::int64_t r :
+       json::get_integer_array(j, what, "owner", 0, kMaxExperts - 1, kMaxExperts))
+    owner.push_back(static_cast<int>(r));
+  return Placement(std::move(owner), ranks);
 }
 
 }  // namespace mxmoe

@@ -59,19 +59,9 @@ Request request_from_json(const Json& j) {
   r.threads = static_cast<int>(json::get_integer(j, what, "threads", 0, kMaxThreads));
   r.tokens_hint = static_cast<int>(json::get_integer(j, what, "tokens_hint", 1, kMaxTokensPerCall));
   if (j.contains("placement")) {
-    const Json& owners = j.at("placement");
-    if (!owners.is_array() || owners.size() > static_cast<std::size_t>(kMaxExperts))
-      throw std::invalid_argument(std::string(what) + ": field \"placement\": expected an array " +
-                                  "of at most " + std::to_string(kMaxExperts) + " ranks");
-    r.placement.reserve(owners.size());
-    for (const Json& owner : owners) {
-      if (!owner.is_number_integer() || owner.get<std::int64_t>() < 0 ||
-          owner.get<std::int64_t>() >= kMaxExperts)
-        throw std::invalid_argument(std::string(what) + ": field \"placement\": " + owner.dump() +
-                                    " is not a rank in [0, " + std::to_string(kMaxExperts - 1) +
-                                    "]");
-      r.placement.push_back(static_cast<int>(owner.get<std::int64_t>()));
-    }
+    for (const std::int64_t owner :
+         json::get_integer_array(j, what, "placement", 0, kMaxExperts - 1, kMaxExperts))
+      r.placement.push_back(static_cast<int>(owner));
   }
   r.forced_backend = get<std::string>(j, what, "forced_backend");
   r.excluded_backends = get<std::vector<std::string>>(j, what, "excluded_backends");

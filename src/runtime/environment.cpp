@@ -65,9 +65,11 @@ int parse_thread_count(std::string_view what, std::string_view v) {
 double parse_deadline_seconds(std::string_view what, std::string_view v) {
   double d = 0;
   const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), d);
-  if (ec != std::errc() || end != v.data() + v.size() || !(d > 0) || d > kMaxEpDeadlineSeconds)
-    throw ConfigError(
-        fmt::format("{}={}: expected seconds in (0, {}]", what, v, kMaxEpDeadlineSeconds));
+  // (NaN fails every comparison: refused.)
+  if (ec != std::errc() || end != v.data() + v.size() || !(d >= kMinEpDeadlineSeconds) ||
+      !(d <= kMaxEpDeadlineSeconds))
+    throw ConfigError(fmt::format("{}={}: expected seconds in [{}, {}]", what, v,
+                                  kMinEpDeadlineSeconds, kMaxEpDeadlineSeconds));
   return d;
 }
 

@@ -98,6 +98,11 @@ TEST(CliExitCodes, BadFlagsAndVariablesNameThemselvesAndTheRange) {
       {"MXMOE_ACTIVATION=fp7", "explain", "MXMOE_ACTIVATION=fp7"},
       {"MXMOE_EP_DEADLINE=0", "run --preset tiny", "MXMOE_EP_DEADLINE=0: expected seconds in"},
       {"", "run --preset tiny --ep-deadline 0", "--ep-deadline"},
+      // NaN passes a plain range check; the variable's parser refuses it, and 1e-9 s.
+      {"", "run --preset tiny --ep-deadline nan", "--ep-deadline=nan: expected seconds in"},
+      {"MXMOE_EP_DEADLINE=1e-9", "run --preset tiny", "MXMOE_EP_DEADLINE=1e-9: expected seconds"},
+      // An expert-parallel group needs mpirun: refused before any weight is generated.
+      {"", "run --preset tiny --ep-size 2", "without mpirun"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(std::string(c.env) + " mxmoe " + c.args);

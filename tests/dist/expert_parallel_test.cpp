@@ -407,6 +407,32 @@ TEST(ExpertParallel, ARankThatStopsAnsweringEndsTheCallNamingIt) {
   }
 }
 
+// Ranks started with different weights (another seed, layer or checkpoint: an MPMD launch, a
+// stale copy on one host) would combine silently wrong outputs: every rank refuses instead.
+TEST(ExpertParallel, RanksHoldingDifferentWeightsAreRefused) {
+  const mxmoe::Hardware hw = mxmoe::probe_hardware();
+  const mxmoe::LayerSpec spec = family_spec(kFamilies[1]);
+  const mxmoe::LayerStorage a = mxmoe::LayerStorage::random(spec, 81);
+  const mxmoe::LayerStorage b = mxmoe::LayerStorage::random(spec, 82);
+  mxmoe::Request r;
+  r.threads = 1;
+  const auto outcomes = dist_test::run_group(3, [&](int rank, mxmoe::Communicator& comm) {
+    mxmoe::Runtime runtime(1);
+    (void)mxmoe::ExpertParallelLayer::create(spec, rank == 1 ? b.weights() : a.weights(), hw, r,
+                                             Placement{}, runtime, comm);
+  });
+  for (const auto& o : outcomes) {
+    EXPECT_THAT(o.error, HasSubstr("the ranks hold different weights"));
+    EXPECT_THAT(o.error, HasSubstr("rank 1: "));
+  }
+  // The same weights on every rank build.
+  const auto fine = dist_test::run_group(3, [&](int, mxmoe::Communicator& comm) {
+    mxmoe::Runtime runtime(1);
+    (void)mxmoe::ExpertParallelLayer::create(spec, a.weights(), hw, r, Placement{}, runtime, comm);
+  });
+  for (const auto& o : fine) EXPECT_EQ(o.error, "");
+}
+
 TEST(ExpertParallel, ARankThatCannotBuildItsPartStopsEveryRank) {
   const mxmoe::Hardware hw = mxmoe::probe_hardware();
   const mxmoe::LayerSpec spec = family_spec(kFamilies[0]);

@@ -82,6 +82,20 @@ TEST(Placement, JsonRoundTripInTheStrictDialect) {
                           R"({"ranks": 2, "ranks": 3, "owner": [0]})",
                           R"({"ranks": "2", "owner": [0]})", R"([0, 1])", "{"})
     EXPECT_THROW(mxmoe::placement_from_json(bad), std::invalid_argument) << bad;
+  // Integers only, within range: a float, a boolean or a huge value is never converted (they
+  // were read as rank 1, 1, 0, 1 and 2 by a plain get<int>).
+  for (const char* bad :
+       {R"({"ranks": 2, "owner": [1.5]})", R"({"ranks": 2, "owner": [true]})",
+        R"({"ranks": 2, "owner": [9223372036854775808]})", R"({"ranks": 2, "owner": [4294967297]})",
+        R"({"ranks": 4294967298, "owner": [0]})", R"({"ranks": 2.7, "owner": [0]})",
+        R"({"ranks": 65537, "owner": [0]})", R"({"ranks": 2, "owner": [1e30]})"}) {
+    try {
+      (void)mxmoe::placement_from_json(bad);
+      ADD_FAILURE() << "accepted " << bad;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_THAT(e.what(), ::testing::HasSubstr("expected an integer in")) << bad;
+    }
+  }
 }
 
 TEST(Placement, PlacementOfARequest) {

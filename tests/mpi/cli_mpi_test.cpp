@@ -289,6 +289,42 @@ TEST_F(CliMpi, ARankWhoseProbeLacksTheBackendGivesOneGatheredReport) {
   EXPECT_THAT(agreed.out, HasSubstr("chosen: reference (agreed by 3 ranks"));
 }
 
+// Ranks launched unlike each other: different weights are refused (they would combine silently
+// wrong outputs); a rank started with another command ends the job at once; a placement for
+// another number of ranks is a usage error. None waits for its deadline (30 s by default).
+TEST_F(CliMpi, RanksLaunchedUnlikeEachOtherAreRefusedPromptly) {
+  const auto& f = families()[0];
+  const std::string run = kMxmoe + " run --preset tiny --tokens 3 --reps 1";
+  const auto timed = [&](const std::string& command) {
+    const auto t0 = Clock::now();
+    Result r = sh(command, root());
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    EXPECT_LT(s, 20.0) << command << " took " << s << " s";
+    return r;
+  };
+  Result r = timed(kMpirun + " -n 1 " + run + " : -n 1 " + run + " --seed 7");
+  EXPECT_EQ(r.rc, 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("the ranks hold different weights"));
+  r = timed(kMpirun + " -n 1 " + kMxmoe + " run --model " + f.dir + " --layer 0 --tokens 2 " +
+            "--reps 1 : -n 1 " + kMxmoe + " run --model " + f.dir + " --layer 1 --tokens 2 --reps 1");
+  EXPECT_NE(r.rc, 0) << r.err;
+  r = timed(kMpirun + " -n 1 " + run + " --ep-deadline 30 : -n 1 " + kMxmoe +
+            " explain --preset tiny");
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("only run and bench are expert-parallel"));
+  r = timed(kMpirun + " -n 2 " + kMxmoe + " explain --preset tiny --json");
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("explain --ep-size N shows a group of N ranks"));
+  const std::string table = root() + "/placement-3.json";
+  std::ofstream(table) << R"({"ranks": 3, "owner": [0, 1, 2, 0, 1, 2, 0, 1]})";
+  r = timed(kMpirun + " -n 2 " + run + " --placement " + table);
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("places experts on 3 ranks; mpirun started 2"));
+  r = timed(kMpirun + " -n 2 " + kMxmoe + " bench --preset tiny --tokens 1 --reps 2 --limits");
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("--limits under mpirun"));
+}
+
 TEST_F(CliMpi, ExplainShowsPerRankMemoryAndTheExpertParallelPredicates) {
   const auto& f = families()[1];  // DeepSeek: the shared expert is on every rank
   const Result r = sh(kMxmoe + " explain --model " + f.dir + " --layer 0 --ep-size 3", root());

@@ -48,8 +48,7 @@ class MpiCommunicator final : public Communicator {
     if (!(options.deadline_s > 0))
       throw std::invalid_argument(
           fmt::format("mxmoe::mpi: the deadline must be > 0 s, got {}", options.deadline_s));
-    if (int rc = MPI_Comm_dup(parent, &comm_); rc != MPI_SUCCESS)
-      throw std::runtime_error("MPI_Comm_dup: " + error_text(rc));
+    duplicate_within_deadline(parent);
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
@@ -62,6 +61,33 @@ class MpiCommunicator final : public Communicator {
     }
     oversubscribed_ = node_ranks_ > static_cast<int>(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN)));
   }
+  // MPI_Comm_dup is collective and blocks until every rank calls it: a rank that failed
+  // before it, or was started with another command, would hang the others. The non-blocking
+  // form is polled against the deadline instead.
+  void duplicate_within_deadline(MPI_Comm parent) {
+    MPI_Request request = MPI_REQUEST_NULL;
+    if (int rc = MPI_Comm_idup(parent, &comm_, &request); rc != MPI_SUCCESS)
+      throw std::runtime_error("MPI_Comm_idup: " + error_text(rc));
+    const auto start = std::chrono::steady_clock::now();
+    for (int done = 0;;) {
+      if (int rc = MPI_Test(&request, &done, MPI_STATUS_IGNORE); rc != MPI_SUCCESS)
+        throw std::runtime_error("MPI_Comm_idup: " + error_text(rc));
+      if (done) return;
+      const double waited =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (waited > options_.deadline_s) {
+        broken_ = true;
+        int rank = 0;
+        MPI_Comm_rank(parent, &rank);
+        throw CommError({}, fmt::format("rank {}: not every rank joined the expert-parallel group "
+                                        "within {:.1f} s (a rank failed before it, or was "
+                                        "started with another command)",
+                                        rank, options_.deadline_s));
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  }
+
   ~MpiCommunicator() override {
     int finalized = 0;
     MPI_Finalized(&finalized);
