@@ -82,10 +82,12 @@ TEST(Environment, BadValuesNameTheVariableAndTheAcceptedValues) {
               HasSubstr("unknown category 'all' (valid: dispatch)"));
   // A deadline of zero, below it, not a number or over a day is refused: a rank must give up
   // on a silent peer, and never at once.
-  for (const char* bad : {"0", "-1", "abc", "1e9", "nan", "inf", "30s", " 5"})
+  for (const char* bad : {"0", "-1", "1e-9", "0.0009", "abc", "1e9", "nan", "inf", "30s", " 5"})
     EXPECT_THAT(error_of({{"MXMOE_EP_DEADLINE", bad}}),
-                HasSubstr(std::string("MXMOE_EP_DEADLINE=") + bad + ": expected seconds in (0, "))
+                HasSubstr(std::string("MXMOE_EP_DEADLINE=") + bad +
+                          ": expected seconds in [0.001, 86400]"))
         << bad;
+  EXPECT_EQ(parse({{"MXMOE_EP_DEADLINE", "0.001"}}).ep_deadline_s, kMinEpDeadlineSeconds);
   EXPECT_EQ(parse({{"MXMOE_EP_DEADLINE", "0.25"}}).ep_deadline_s, 0.25);
   EXPECT_EQ(parse({{"MXMOE_EP_DEADLINE", "86400"}}).ep_deadline_s, kMaxEpDeadlineSeconds);
   // Empty values mean unset for the names and the activation.

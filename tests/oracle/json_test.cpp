@@ -134,11 +134,11 @@ TEST(Json, ReplayedDocumentsAreBounded) {
   // A placement table's entries are ranks, never wrapped into an int; whether the table fits
   // the layer and the group is placement_of's (the expert_parallel reason).
   EXPECT_THAT(error_with("request", "placement", nlohmann::json::array({0, 70000})),
-              HasSubstr("\"placement\": 70000 is not a rank in [0, 65535]"));
+              HasSubstr("\"placement\": entry 1: expected an integer in [0, 65535], got 70000"));
   EXPECT_THAT(error_with("request", "placement", nlohmann::json::array({0, -1})),
-              HasSubstr("\"placement\": -1 is not a rank"));
+              HasSubstr("\"placement\": entry 1: expected an integer in [0, 65535], got -1"));
   EXPECT_THAT(error_with("request", "placement", nlohmann::json::array({0, 1.5})),
-              HasSubstr("\"placement\": 1.5 is not a rank"));
+              HasSubstr("\"placement\": entry 1: expected an integer in [0, 65535], got 1.5"));
   EXPECT_THAT(error_with("request", "placement", 3), HasSubstr("\"placement\": expected an array"));
   EXPECT_THAT(error_with("request", "placment", nlohmann::json::array()),
               HasSubstr("unknown field \"placment\""));
