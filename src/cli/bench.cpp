@@ -129,21 +129,48 @@ LayerSet build_stack_from_model(const BenchOptions& o, const Hardware& hw) {
   }
   if (wanted.empty()) throw LoadError(fmt::format("{}: no MoE layer mxmoe runs", o.layer.model));
   const Checkpoint& ckpt = set.model->checkpoint();
-  set.layers.spec = ckpt.layer_spec(wanted.front());
+  // The bench routes at random (forward_routed): how a layer chooses its experts is not what
+  // it times. DeepSeek-V4's hash layers (experts by token id) and routed layers (scores with a
+  // selection bias) are benched as one shape: the first routed layer's, without the bias.
+  int shape_layer = wanted.front();
+  for (int l : wanted)
+    if (ckpt.layer_spec(l).routing != RoutingMethod::hash) {
+      shape_layer = l;
+      break;
+    }
+  set.layers.spec = ckpt.layer_spec(shape_layer);
+  const bool as_routed = set.layers.spec.routing != RoutingMethod::hash;
+  if (as_routed) set.layers.spec.routing_params.selection_bias = false;
+  bool mixed = false;
   for (int l : wanted) {
-    if (!same_shape(ckpt.layer_spec(l), set.layers.spec))
+    LayerSpec s = ckpt.layer_spec(l);
+    LayerWeights w = ckpt.layer_weights(l);
+    if (as_routed) {
+      mixed = mixed || s.routing == RoutingMethod::hash;
+      if (s.routing == RoutingMethod::hash) {
+        s.routing = set.layers.spec.routing;
+        s.routing_params = set.layers.spec.routing_params;
+        s.vocab = 0;
+        w.token_experts = {};
+      }
+      s.routing_params.selection_bias = false;
+      w.selection_bias = {};
+    }
+    if (!same_shape(s, set.layers.spec))
       throw LoadError(fmt::format(
           "{}: layer {} has another shape than layer {}; bench one step through layers of one "
           "shape (--layers with a list)",
-          o.layer.model, l, wanted.front()));
-    set.layers.copies.push_back(ckpt.layer_weights(l));
+          o.layer.model, l, shape_layer));
+    set.layers.copies.push_back(w);
   }
   const std::uint64_t total =
       perf::layer_weight_bytes(set.layers.spec) * static_cast<std::uint64_t>(wanted.size());
   set.layers.layers_per_step = static_cast<int>(wanted.size());
   set.layers.streaming = streams(total, hw);
-  set.layers.mode =
-      stack_mode(static_cast<int>(wanted.size()), total, hw) + " (layers of " + o.layer.model + ")";
+  set.layers.mode = stack_mode(static_cast<int>(wanted.size()), total, hw) + " (layers of " +
+                    o.layer.model +
+                    (mixed ? "; hash-routed layers timed as routed: the bench routes at random" : "") +
+                    ")";
   return set;
 }
 

@@ -75,6 +75,32 @@ TEST(CliBench, StackOfAModelsLayers) {
   EXPECT_THAT(out_of_range.err, HasSubstr("--layers: '3' is not an integer in [0, 2]"));
 }
 
+// DeepSeek-V4's hash-routed first layers and its routed layers have one expert shape: the
+// bench (which routes at random) times them as one stack, and says so.
+TEST(CliBench, StackOfDeepSeekV4HashAndRoutedLayers) {
+  MXMOE_REQUIRE_X86_BACKENDS();
+  TempDir dir;
+  const std::string model = dir.path() + "/v4";
+  ASSERT_EQ(run("", "generate --preset deepseek-v4-flash --experts 16 --hidden 256 "
+                    "--intermediate 128 --layers 3 --hash-layers 1 --vocab 1000 --out " +
+                        model)
+                .rc,
+            0);
+  const Result all =
+      run("", "bench --model " + model + " --layers all --tokens 1 --reps 2 --threads 1 --json");
+  ASSERT_EQ(all.rc, 0) << all.err;
+  const Json j = Json::parse(all.out);
+  ASSERT_EQ(j["results"].size(), 1u);
+  expect_row_fields(j["results"][0]);
+  EXPECT_EQ(j["results"][0]["layers"], 3);
+  EXPECT_THAT(j["mode"].get<std::string>(), HasSubstr("hash-routed layers timed as routed"));
+  // Routed layers alone: nothing to say.
+  const Result routed =
+      run("", "bench --model " + model + " --layers 1,2 --tokens 1 --reps 1 --threads 1 --json");
+  ASSERT_EQ(routed.rc, 0) << routed.err;
+  EXPECT_THAT(Json::parse(routed.out)["mode"].get<std::string>(), Not(HasSubstr("hash-routed")));
+}
+
 // run --model DIR --layers: one step through the layers; the stacked output [L, M, H] holds,
 // at each layer's place, the same bits as `run --layer N` on the same input and seed.
 TEST(CliRunLayers, StackedOutputsEqualTheSingleLayerRuns) {
