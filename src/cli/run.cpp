@@ -312,6 +312,9 @@ int run_layers(const RunOptions& o, const Request& flags) {
 }
 
 int run(const RunOptions& o, CLI::App& sub) {
+  // The input's rows are the tokens: a --tokens beside it would be silently ignored.
+  if (!o.input.empty() && sub.count("--tokens") > 0)
+    throw UsageError("--tokens and --input exclude each other: the tokens are the input's rows");
   if (const auto world = ep_world(o.ep.resolve(sub))) {
     if (!o.layers.empty())
       throw UsageError(

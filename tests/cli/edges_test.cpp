@@ -103,6 +103,9 @@ TEST(CliExitCodes, BadFlagsAndVariablesNameThemselvesAndTheRange) {
       {"MXMOE_EP_DEADLINE=1e-9", "run --preset tiny", "MXMOE_EP_DEADLINE=1e-9: expected seconds"},
       // An expert-parallel group needs mpirun: refused before any weight is generated.
       {"", "run --preset tiny --ep-size 2", "without mpirun"},
+      // A --tokens that disagrees with --input's rows was silently ignored.
+      {"", "run --preset tiny --tokens 5 --input /nonexistent/x.npy",
+       "--tokens and --input exclude each other"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(std::string(c.env) + " mxmoe " + c.args);
