@@ -38,6 +38,22 @@ void expect_row_fields(const Json& row) {
   EXPECT_GT(row["first_call_us"].get<double>(), 0);
 }
 
+// `bench --model MODEL --layers LAYERS` (1 token, 1 thread) as JSON: one row, its fields and
+// its layer count checked.
+Json bench_stack(const std::string& model, const std::string& layers, int reps,
+                 int expected_layers) {
+  const Result r = run("", "bench --model " + model + " --layers " + layers + " --tokens 1 --reps " +
+                               std::to_string(reps) + " --threads 1 --json");
+  EXPECT_EQ(r.rc, 0) << r.err;
+  if (r.rc != 0) return Json::object();
+  Json j = Json::parse(r.out);
+  EXPECT_EQ(j["results"].size(), 1u);
+  if (j["results"].size() != 1) return j;
+  expect_row_fields(j["results"][0]);
+  EXPECT_EQ(j["results"][0]["layers"], expected_layers);
+  return j;
+}
+
 TEST(CliBench, StackOfGeneratedLayers) {
   MXMOE_REQUIRE_X86_BACKENDS();
   const Result r = run("", "bench --preset tiny --layers 3 --tokens 1 --reps 2 --threads 1 --json");
@@ -59,17 +75,8 @@ TEST(CliBench, StackOfAModelsLayers) {
   TempDir dir;
   const std::string model = dir.path() + "/m";
   ASSERT_EQ(run("", "generate --preset tiny --layers 3 --out " + model).rc, 0);
-  const Result all =
-      run("", "bench --model " + model + " --layers all --tokens 1 --reps 2 --threads 1 --json");
-  ASSERT_EQ(all.rc, 0) << all.err;
-  const Json j = Json::parse(all.out);
-  ASSERT_EQ(j["results"].size(), 1u);
-  expect_row_fields(j["results"][0]);
-  EXPECT_EQ(j["results"][0]["layers"], 3);
-  const Result some =
-      run("", "bench --model " + model + " --layers 0,2 --tokens 1 --reps 1 --threads 1 --json");
-  ASSERT_EQ(some.rc, 0) << some.err;
-  EXPECT_EQ(Json::parse(some.out)["results"][0]["layers"], 2);
+  bench_stack(model, "all", 2, 3);
+  bench_stack(model, "0,2", 1, 2);
   const Result out_of_range = run("", "bench --model " + model + " --layers 0,3 --tokens 1");
   EXPECT_EQ(out_of_range.rc, 2);
   EXPECT_THAT(out_of_range.err, HasSubstr("--layers: '3' is not an integer in [0, 2]"));
@@ -86,19 +93,10 @@ TEST(CliBench, StackOfDeepSeekV4HashAndRoutedLayers) {
                         model)
                 .rc,
             0);
-  const Result all =
-      run("", "bench --model " + model + " --layers all --tokens 1 --reps 2 --threads 1 --json");
-  ASSERT_EQ(all.rc, 0) << all.err;
-  const Json j = Json::parse(all.out);
-  ASSERT_EQ(j["results"].size(), 1u);
-  expect_row_fields(j["results"][0]);
-  EXPECT_EQ(j["results"][0]["layers"], 3);
-  EXPECT_THAT(j["mode"].get<std::string>(), HasSubstr("hash-routed layers timed as routed"));
+  const Json all = bench_stack(model, "all", 2, 3);
+  EXPECT_THAT(all.value("mode", ""), HasSubstr("hash-routed layers timed as routed"));
   // Routed layers alone: nothing to say.
-  const Result routed =
-      run("", "bench --model " + model + " --layers 1,2 --tokens 1 --reps 1 --threads 1 --json");
-  ASSERT_EQ(routed.rc, 0) << routed.err;
-  EXPECT_THAT(Json::parse(routed.out)["mode"].get<std::string>(), Not(HasSubstr("hash-routed")));
+  EXPECT_THAT(bench_stack(model, "1,2", 1, 2).value("mode", "?"), Not(HasSubstr("hash-routed")));
 }
 
 // run --model DIR --layers: one step through the layers; the stacked output [L, M, H] holds,
