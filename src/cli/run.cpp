@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <optional>
 #include <random>
 #include <string>
@@ -151,6 +152,29 @@ void require_finite(const RunOptions& o, const std::vector<float>& y, std::int64
 
 int run_expert_parallel(const RunOptions& o, CLI::App& sub, Communicator& comm);
 
+// After a warm-up call of WARM seconds: --reps timed calls of CALL, else as many as fit in
+// about 3 s (1..50); the number of calls and the median's seconds. SAY: the progress line.
+struct Timing {
+  int reps = 0;
+  double median = 0;
+};
+Timing time_calls(int wanted_reps, double warm, bool say, const std::function<void()>& call) {
+  using Clock = std::chrono::steady_clock;
+  const int reps = wanted_reps > 0
+                       ? wanted_reps
+                       : std::clamp(static_cast<int>(3.0 / std::max(warm, 1e-6)), 1, 50);
+  if (say && warm * reps > 2.0)
+    progress("mxmoe run: timing {} calls (~{:.0f} s)...\n", reps, warm * reps);
+  std::vector<double> times;
+  for (int i = 0; i < reps; ++i) {
+    const auto t0 = Clock::now();
+    call();
+    times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  std::sort(times.begin(), times.end());
+  return {reps, times[times.size() / 2]};
+}
+
 // The fields every form of `run --json` shares about the layer and the choice.
 json::Json choice_json(const LayerSpec& spec, const Selection& sel, bool batch_invariant) {
   json::Json candidates = json::Json::array();
@@ -264,16 +288,7 @@ int run_layers(const RunOptions& o, const Request& flags) {
         "run: the stacked outputs hold {} (rows are layer x "
         "token){}",
         bad.describe(tokens * count), o.output.empty() ? "" : "; --output was not written"));
-  const int reps =
-      o.reps > 0 ? o.reps : std::clamp(static_cast<int>(3.0 / std::max(warm, 1e-6)), 1, 50);
-  std::vector<double> times;
-  for (int i = 0; i < reps; ++i) {
-    const auto t0 = Clock::now();
-    step();
-    times.push_back(seconds(Clock::now() - t0));
-  }
-  std::sort(times.begin(), times.end());
-  const double median = times[times.size() / 2];
+  const auto [reps, median] = time_calls(o.reps, warm, true, step);
   double bytes = 0;
   for (std::size_t i = 0; i < layers.size(); ++i)
     bytes += touched_weight_bytes(layers[i].spec(), model.checkpoint().layer_weights(indices[i]),
@@ -402,17 +417,8 @@ int run(const RunOptions& o, CLI::App& sub) {
 
   require_finite(o, y, tokens, spec.hidden);
 
-  const int reps =
-      o.reps > 0 ? o.reps : std::clamp(static_cast<int>(3.0 / std::max(warm, 1e-6)), 1, 50);
-  if (warm * reps > 2.0) progress("mxmoe run: timing {} calls (~{:.0f} s)...\n", reps, warm * reps);
-  std::vector<double> times;
-  for (int i = 0; i < reps; ++i) {
-    const auto t0 = Clock::now();
-    layer.forward(x.data(), ids, tokens, y.data());
-    times.push_back(seconds(Clock::now() - t0));
-  }
-  std::sort(times.begin(), times.end());
-  const double median = times[times.size() / 2];
+  const auto [reps, median] =
+      time_calls(o.reps, warm, true, [&] { layer.forward(x.data(), ids, tokens, y.data()); });
   const double bytes = touched_weight_bytes(spec, weights, request, x, tokens, ids);
 
   if (!o.output.empty()) {
@@ -519,17 +525,10 @@ int run_expert_parallel(const RunOptions& o, CLI::App& sub, Communicator& comm) 
   call();
   const double warm = from_rank0(comm, seconds(Clock::now() - w0));
   if (root) require_finite(o, y, tokens, spec.hidden);
-  const int reps =
-      o.reps > 0 ? o.reps : std::clamp(static_cast<int>(3.0 / std::max(warm, 1e-6)), 1, 50);
   layer.reset_times();
-  std::vector<double> times;
-  for (int i = 0; i < reps; ++i) {
-    const auto t0 = Clock::now();
-    call();
-    times.push_back(seconds(Clock::now() - t0));
-  }
-  std::sort(times.begin(), times.end());
-  const double median = from_rank0(comm, times[times.size() / 2]);
+  const Timing timing = time_calls(o.reps, warm, root, call);  // warm is rank 0's: reps agree
+  const int reps = timing.reps;
+  const double median = from_rank0(comm, timing.median);
 
   // Every rank's figures, printed by rank 0.
   const auto all_times = gather(comm, layer.times());
