@@ -192,19 +192,27 @@ hardware_seeds = {
     "unknown_feature": changed(hardware, isa=dict(hardware["isa"], avx1024=True)),
     "unknown_cap": changed(hardware, isa_cap="avx9"),
     "denied_unknown": changed(hardware, os_denied=["x"]),
+    # Found by the long campaign: a float far past 2^64 was cast to an integer (undefined).
+    "cuda_memory_float": changed(hardware, cuda_devices=[{"name": "H100", "sm": 90,
+                                                          "memory_bytes": 8.5899e49}]),
+    "cuda_memory_negative": changed(hardware, cuda_devices=[{"name": "H100", "sm": 90,
+                                                             "memory_bytes": -1}]),
 }
 
 layer = {"name": "tiny", "family": "gpt_oss", "num_experts": 8, "top_k": 2, "hidden": 256,
          "intermediate": 256, "routing": "topk_softmax",
          "routing_params": {"renormalize": True, "selection_bias": False, "n_group": 1,
-                            "topk_group": 1, "routed_scaling_factor": 1.0},
+                            "topk_group": 1, "routed_scaling_factor": 1.0,
+                            "score_function": "sqrtsoftplus"},
          "activation": "swiglu_oai", "activation_params": {"alpha": 1.702, "limit": 7.0},
          "expert_bias": True, "router_bias": True, "gate_up_layout": "interleaved",
-         "shared_experts": 0, "shared_intermediate": 0, "weight_format": "mxfp4"}
+         "shared_experts": 0, "shared_intermediate": 0, "weight_format": "mxfp4",
+         "shared_weight_format": "mxfp4", "vocab": 0}
 v3_layer = changed(layer, name="v3", family="deepseek_v3", num_experts=16, top_k=4,
                    routing="sigmoid_group_topk",
                    routing_params={"renormalize": True, "selection_bias": True, "n_group": 4,
-                                   "topk_group": 2, "routed_scaling_factor": 2.5},
+                                   "topk_group": 2, "routed_scaling_factor": 2.5,
+                                   "score_function": "sqrtsoftplus"},
                    activation="silu_glu", expert_bias=False, router_bias=False,
                    gate_up_layout="halves", shared_experts=1, shared_intermediate=256)
 request = {"activation": None, "batch_invariant": False, "ep_size": 1, "ep_rank": 0,

@@ -2,6 +2,9 @@
 // be read (and edited) by a person.
 #include "hw/hardware_json.hpp"
 
+#include <cstdint>
+#include <limits>
+
 #include "base/file.hpp"
 #include "mxmoe/checkpoint.hpp"
 #include "mxmoe/hardware.hpp"
@@ -71,7 +74,9 @@ Hardware hardware_from_json(const Json& j) {
     json::expect_keys(d, dw, {"name", "sm", "memory_bytes"});
     h.cuda_devices.push_back({get<std::string>(d, dw, "name"),
                               static_cast<int>(json::get_integer(d, dw, "sm", 0, 10000)),
-                              get<std::uint64_t>(d, dw, "memory_bytes")});
+                              static_cast<std::uint64_t>(json::get_integer(
+                                  d, dw, "memory_bytes", 0,
+                                  std::numeric_limits<std::int64_t>::max()))});
   }
   h.source = get<std::string>(j, what, "source");
   return h;

@@ -122,6 +122,18 @@ TEST(Json, ReplayedDocumentsAreBounded) {
               HasSubstr("outside the range of a float"));
   EXPECT_THAT(error_with("layer", "top_k", 33), HasSubstr("top_k = 33"));
   EXPECT_EQ(error_with("request", "threads", 1024), "");
+  // A device's memory is an integer too: a float past 2^64 (found by the hardware fuzz
+  // target, where nlohmann's cast was undefined behaviour) and a negative one are refused.
+  for (const nlohmann::json& bytes : {nlohmann::json(8.5899e49), nlohmann::json(-1)}) {
+    nlohmann::json j = good;
+    j["hardware"]["cuda_devices"] = {{{"name", "H100"}, {"sm", 90}, {"memory_bytes", bytes}}};
+    try {
+      (void)deployment_from_json(j.dump());
+      ADD_FAILURE() << "accepted memory_bytes " << bytes.dump();
+    } catch (const std::invalid_argument& e) {
+      EXPECT_THAT(e.what(), HasSubstr("\"memory_bytes\": expected an integer in [0, "));
+    }
+  }
 
   // A Request written before allow_judge_only existed still reads (as false).
   nlohmann::json old = nlohmann::json::parse(to_json(sample_deployment().request));
