@@ -1,4 +1,4 @@
-// The ymm paths (avx2_int8, avx2) side by side with their AVX-512 counterparts, in one process
+// The ymm paths (avx2_int8, avx2_int16, avx2) side by side with their AVX-512 counterparts, in one process
 // so that the noise of a shared machine hits them alike (docs/perf/BACKENDS_AVX2.md).
 //
 // Kernel loops, one thread: the work of one driver task, weights either L2-resident (one
@@ -6,7 +6,8 @@
 // bytes of a 512 MB pool each time: what DRAM feeds one core). Read them best-of-N (the
 // `min` statistic): the shortest time is the one least disturbed by other processes.
 //   int8_task/<kernel>/<tokens>/<streamed>: a GEMM1 task (4 groups x 90 blocks, 98 KB);
-//     kernel 0 = gemm16_avx2, 1 = gemm16_vnni (AVX-512). ns/block = per (group, 32-block).
+//     kernel 0 = gemm16_avx2, 1 = gemm16_vnni (AVX-512), 2 = gemm16_int16_avx2 (avx2_int16's
+//     vpmaddwd on int16 activations, same packing). ns/block = per (group, 32-block).
 //   strip_step/<variant>/<tokens>/<streamed>: a run of 8 strips of the avx2 backend
 //     (4 rows x 2880, 8 x 6.1 KB); variant 0 = decode then dot (the multi-token path),
 //     1 = fused, fp16 words converted from registers, 2 = fused, converted from memory.
@@ -15,7 +16,7 @@
 //   dram_read/<threads>: 256 MB read with 256-bit loads (what `mxmoe bench --limits` measures
 //     under MXMOE_MAX_ISA=avx2).
 //   layer/<backend>/<tokens>/<threads>: backend 0 = avx2_int8 (int8), 1 = avx2 (bf16),
-//     2 = avx512_vnni (int8), 3 = avx2 (f32).
+//     2 = avx512_vnni (int8), 3 = avx2 (f32), 4 = avx2_int16 (bf16).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -30,6 +31,7 @@
 #include <vector>
 
 #include "backends/expert_batch.hpp"
+#include "backends/int8/int16_kernels.hpp"
 #include "backends/int8/int8_kernels.hpp"
 #include "backends/kernel.hpp"
 #include "backends/strip/avx2_ops.hpp"
@@ -100,25 +102,50 @@ QuantInput quantized(int tokens, int cols) {
   return in;
 }
 
+// The same input as int16 blocks (avx2_int16).
+struct QuantInput16 {
+  std::vector<std::int16_t> q;
+  std::vector<float> d;
+  std::vector<std::int32_t> corr;
+};
+QuantInput16 quantized16(int tokens, int cols) {
+  std::mt19937 rng(2);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> x(static_cast<std::size_t>(tokens * cols));
+  for (float& v : x) v = dist(rng);
+  QuantInput16 in{std::vector<std::int16_t>(x.size(), 0), std::vector<float>(x.size() / 32),
+                  std::vector<std::int32_t>(x.size() / 32)};
+  int16_kernels::quantize_int16_avx2(x.data(), static_cast<std::int64_t>(x.size()), in.q.data(),
+                                     in.d.data(), in.corr.data());
+  return in;
+}
+
 void int8_task(benchmark::State& state) {
-  const bool avx512 = state.range(0) == 1;
+  const auto kernel = state.range(0);
   const int tokens = static_cast<int>(state.range(1));
   const bool streamed = state.range(2) != 0;
-  if (avx512 ? !isa().avx512_vnni : !isa().avx2) {
+  if (kernel == 1 ? !isa().avx512_vnni : !isa().avx2) {
     state.SkipWithError("ISA not available");
     return;
   }
-  const auto gemm = avx512 ? &k::gemm16_vnni : &k::gemm16_avx2;
   const QuantInput in = quantized(tokens, 32 * kBlocks);
   const k::QuantRows x = in.rows(32 * kBlocks);
+  const QuantInput16 in16 = quantized16(tokens, 32 * kBlocks);
+  const int16_kernels::QuantRows16 x16{in16.q.data(), in16.d.data(), in16.corr.data(),
+                                       32 * kBlocks, kBlocks};
   std::vector<float> out(static_cast<std::size_t>(tokens * 64));
   const std::size_t tasks = streamed ? kPoolBytes / kTaskBytes : 1;
   std::size_t next = 0;
   for (auto _ : state) {
     const std::uint8_t* task = pool().data + next * kTaskBytes;
-    for (int g = 0; g < kGroups; ++g)
-      gemm(task + static_cast<std::size_t>(g) * kBlocks * k::kGroupBlockBytes, kBlocks, x, tokens,
-           out.data() + 16 * g, 64);
+    for (int g = 0; g < kGroups; ++g) {
+      const std::uint8_t* group = task + static_cast<std::size_t>(g) * kBlocks * k::kGroupBlockBytes;
+      float* dst = out.data() + 16 * g;
+      if (kernel == 2)
+        int16_kernels::gemm16_int16_avx2(group, kBlocks, x16, tokens, dst, 64);
+      else
+        (kernel == 1 ? &k::gemm16_vnni : &k::gemm16_avx2)(group, kBlocks, x, tokens, dst, 64);
+    }
     benchmark::DoNotOptimize(out.data());
     next = (next + 1) % tasks;
   }
@@ -257,9 +284,11 @@ void route(std::int64_t tokens, int top_k, int experts, std::mt19937& rng, Route
 }
 
 void layer(benchmark::State& state) {
-  static constexpr const char* kNames[] = {"avx2_int8", "avx2", "avx512_vnni", "avx2"};
+  static constexpr const char* kNames[] = {"avx2_int8", "avx2", "avx512_vnni", "avx2",
+                                           "avx2_int16"};
   static constexpr ActivationFormat kFormats[] = {ActivationFormat::int8, ActivationFormat::bf16,
-                                                  ActivationFormat::int8, ActivationFormat::f32};
+                                                  ActivationFormat::int8, ActivationFormat::f32,
+                                                  ActivationFormat::bf16};
   const auto which = static_cast<std::size_t>(state.range(0));
   const std::int64_t tokens = state.range(1);
   const int threads = static_cast<int>(state.range(2));
@@ -331,7 +360,7 @@ void kernel_args(benchmark::internal::Benchmark* b, int variants) {
       ->ReportAggregatesOnly(true);
 }
 
-BENCHMARK(int8_task)->Apply([](benchmark::internal::Benchmark* b) { kernel_args(b, 2); });
+BENCHMARK(int8_task)->Apply([](benchmark::internal::Benchmark* b) { kernel_args(b, 3); });
 BENCHMARK(strip_step)->Apply([](benchmark::internal::Benchmark* b) {
   for (int streamed : {0, 1})
     for (int v = 0; v < 3; ++v)
@@ -353,7 +382,7 @@ BENCHMARK(dram_read)
     ->ComputeStatistics("min", min_of)
     ->ComputeStatistics("max", max_of);
 BENCHMARK(layer)
-    ->ArgsProduct({{0, 1, 2, 3}, {1, 8, 512}, {1, 2}})
+    ->ArgsProduct({{0, 1, 2, 3, 4}, {1, 8, 512}, {1, 2}})
     ->ArgNames({"backend", "tokens", "threads"})
     ->UseRealTime()
     ->MeasureProcessCPUTime()

@@ -62,8 +62,8 @@ MXMOE_API void remeasure_dram(const Hardware& hw, MachineLimits& limits);
 
 // The peak class a backend's inner loop uses ("" when unknown): reference and avx2 ->
 // fp32_fma_avx2, avx512_bf16 -> bf16_dp_avx512, avx512_vnni -> int8_vnni_avx512,
-// avx2_int8 -> int8_maddubs_avx2, avx_vnni_int8 -> int8_vnni_avx, amx_int8 -> int8_amx,
-// amx_bf16 -> bf16_amx.
+// avx2_int8 -> int8_maddubs_avx2, avx2_int16 -> int16_madd_avx2, avx_vnni_int8 ->
+// int8_vnni_avx, amx_int8 -> int8_amx, amx_bf16 -> bf16_amx.
 MXMOE_API std::string peak_class_for_backend(const std::string& backend);
 
 // ---- the bench driver -------------------------------------------------------------------

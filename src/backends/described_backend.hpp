@@ -64,9 +64,18 @@ class DescribedBackend final : public Backend {
       throw std::logic_error(std::string(d_.name) + ": not compiled into this build");
     return d_.create(d, weights);
   }
+  const BackendCapabilities& capabilities() const noexcept { return d_.capabilities; }
 
  private:
   BackendDescription d_;
 };
+
+// True for a backend whose MXFP4 experts round their GEMM inputs to int16 blocks
+// (BackendCapabilities::int16_block_inputs): `mxmoe verify` and the conformance tests evaluate
+// the float64 reference with that rounding for it.
+inline bool rounds_to_int16_blocks(const Backend& b) noexcept {
+  const auto* described = dynamic_cast<const DescribedBackend*>(&b);
+  return described != nullptr && described->capabilities().int16_block_inputs;
+}
 
 }  // namespace mxmoe

@@ -11,8 +11,10 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "backends/described_backend.hpp"
 #include "base/json.hpp"
 #include "base/thread_pool.hpp"
 #include "cli/command.hpp"
@@ -140,7 +142,8 @@ Tally verify_layer(const VerifyOptions& o, const std::vector<const Backend*>& ba
   progress("mxmoe verify: float64 evaluation of the unquantized layer...\n");
   const std::vector<double> exact =
       evaluate_f64(spec, w, x.data(), tokens, ids.data(), weights.data(), std::nullopt, &pool);
-  std::map<ActivationFormat, std::vector<double>> same_format;
+  // By (format, int16 blocks): avx2_int16 rounds its inputs further (rounds_to_int16_blocks).
+  std::map<std::pair<ActivationFormat, bool>, std::vector<double>> same_format;
 
   json::Json results = json::Json::array();
   if (!o.json) {
@@ -195,10 +198,12 @@ Tally verify_layer(const VerifyOptions& o, const std::vector<const Backend*>& ba
         }
         continue;
       }
-      if (!same_format.contains(f)) {
-        progress("mxmoe verify: float64 evaluation with {} rounding...\n", to_string(f));
-        same_format[f] =
-            evaluate_f64(spec, w, x.data(), tokens, ids.data(), weights.data(), f, &pool);
+      const std::pair<ActivationFormat, bool> rounding{f, rounds_to_int16_blocks(*b)};
+      if (!same_format.contains(rounding)) {
+        progress("mxmoe verify: float64 evaluation with {} rounding{}...\n", to_string(f),
+                 rounding.second ? " and int16 blocks" : "");
+        same_format[rounding] = evaluate_f64(spec, w, x.data(), tokens, ids.data(),
+                                             weights.data(), f, &pool, rounding.second);
       }
       progress("mxmoe verify: [{}/{}] {} {}...\n", index, total, b->name(), to_string(f));
       MoeLayer layer(w, sel, runtime);
@@ -206,7 +211,7 @@ Tally verify_layer(const VerifyOptions& o, const std::vector<const Backend*>& ba
       layer.forward_routed(x.data(), ids.data(), weights.data(), tokens, y.data());
       const NonFinite bad = find_non_finite(y, tokens, spec.hidden);
       const AccuracyBudget budget = accuracy_budget(f);
-      const double vs_same = relative_l2(y, same_format[f]);
+      const double vs_same = relative_l2(y, same_format[rounding]);
       const double vs_exact = relative_l2(y, exact);
       // NaN compares false: a non-finite output fails here, and is named below.
       bool ok =

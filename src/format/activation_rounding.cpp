@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -40,6 +41,30 @@ void round_activations(ActivationFormat f, std::span<const float> in, std::span<
       quantize_mxfp8(in, ScaleRule::round_up, codes, scales);
       dequantize_mxfp8(codes, scales, out);
       return;
+    }
+  }
+}
+
+void round_activations_int16_blocks(std::span<const float> in, std::span<float> out) {
+  for (std::size_t b = 0; b + kMxBlock <= in.size(); b += kMxBlock) {
+    float v[kMxBlock];
+    float top = 0;
+    bool finite = true;
+    for (std::size_t i = 0; i < kMxBlock; ++i) {
+      v[i] = bf16_to_f32(f32_to_bf16(in[b + i]));
+      finite = finite && std::isfinite(v[i]);
+      top = std::max(top, std::fabs(v[i]));
+    }
+    if (!finite || top == 0) {
+      for (std::size_t i = 0; i < kMxBlock; ++i)
+        out[b + i] = finite ? 0.0f : std::numeric_limits<float>::quiet_NaN();
+      continue;
+    }
+    const int e = std::ilogb(top);  // floor(log2 M), subnormal M included
+    for (std::size_t i = 0; i < kMxBlock; ++i) {
+      // In double both scalings are exact; nearbyint rounds to nearest even.
+      const double q = std::nearbyint(std::ldexp(static_cast<double>(v[i]), 14 - e));
+      out[b + i] = static_cast<float>(std::ldexp(q, e - 14));
     }
   }
 }

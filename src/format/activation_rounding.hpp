@@ -21,6 +21,13 @@ std::size_t rounding_scratch_bytes(std::size_t n) noexcept;
 void round_activations(ActivationFormat f, std::span<const float> in, std::span<float> out,
                        std::byte* scratch);
 
+// avx2_int16's GEMM inputs, portably (the definition is src/backends/int8/int16_kernels.hpp):
+// bf16(x) (f32_to_bf16), then per 32-block with M = max |bf16(x_i)| > 0 finite and
+// e = floor(log2 M): q_i = RNE(bf16(x_i) * 2^(14-e)), out_i = q_i * 2^(e-14) (exact); an all-zero
+// block stays zero, a block holding Inf or NaN becomes NaN. n % 32 == 0; in and out may alias.
+// Used by the float64 evaluator (src/verify) to round as that backend does.
+void round_activations_int16_blocks(std::span<const float> in, std::span<float> out);
+
 // The bf16 backends' inputs (avx512_bf16, amx_bf16): the rounded activations as bf16 bits.
 //   bf16:  round to nearest even (f32_to_bf16), as round_activations;
 //   mxfp8: round_activations' values, which are exactly bf16 values (an E4M3 value has 4

@@ -22,6 +22,7 @@ inline constexpr double kFmaAvx2Ops = kChains * 8 * 2;        // vfmadd231ps ymm
 inline constexpr double kBf16DpAvx512Ops = kChains * 32 * 2;  // vdpbf16ps zmm: 32 products
 inline constexpr double kVnniAvx512Ops = kChains * 64 * 2;    // vpdpbusd zmm: 64 products
 inline constexpr double kMaddubsAvx2Ops = kChains * 32 * 2;   // vpmaddubsw ymm: 32 products
+inline constexpr double kMaddwdAvx2Ops = kChains * 16 * 2;    // vpmaddwd ymm: 16 products
 inline constexpr double kVnniAvxOps = kChains * 32 * 2;       // vpdpbusd ymm (VEX): 32 products
 // AMX: 4 accumulator tiles (2x2 blocking), 16 rows x 64 bytes each.
 inline constexpr double kAmxInt8Ops = 4.0 * 16 * 16 * 64 * 2;  // tdpbssd: 16x16x64 products
@@ -32,6 +33,7 @@ double fma_avx2(std::int64_t iterations);
 double bf16_dp_avx512(std::int64_t iterations);
 double vnni_avx512(std::int64_t iterations);
 double maddubs_avx2(std::int64_t iterations);
+double maddwd_avx2(std::int64_t iterations);
 double vnni_avx(std::int64_t iterations);
 // Configure tiles on the calling thread, loop, release. Need the AMX permission first.
 double amx_int8(std::int64_t iterations);

@@ -150,6 +150,8 @@ std::vector<PeakLoop> peak_loops() {
        [](const IsaFeatures& i) { return need(i.avx512f && i.avx512_vnni, "avx512_vnni"); }},
       {"int8_maddubs_avx2", "GOP/s", loops::kMaddubsAvx2Ops, loops::maddubs_avx2,
        [](const IsaFeatures& i) { return need(i.avx2, "avx2"); }},
+      {"int16_madd_avx2", "GOP/s", loops::kMaddwdAvx2Ops, loops::maddwd_avx2,
+       [](const IsaFeatures& i) { return need(i.avx2, "avx2"); }},
       {"int8_vnni_avx", "GOP/s", loops::kVnniAvxOps, loops::vnni_avx,
        [](const IsaFeatures& i) { return need(i.avx2 && i.avx_vnni, "avx_vnni"); }},
       {"int8_amx", "GOP/s", loops::kAmxInt8Ops, loops::amx_int8,
@@ -215,6 +217,7 @@ std::string peak_class_for_backend(const std::string& backend) {
   if (backend == "avx512_bf16") return "bf16_dp_avx512";
   if (backend == "avx512_vnni") return "int8_vnni_avx512";
   if (backend == "avx2_int8") return "int8_maddubs_avx2";
+  if (backend == "avx2_int16") return "int16_madd_avx2";
   if (backend == "avx_vnni_int8") return "int8_vnni_avx";
   if (backend == "amx_int8") return "int8_amx";
   if (backend == "amx_bf16") return "bf16_amx";

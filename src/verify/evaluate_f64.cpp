@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <span>
+#include <type_traits>
 
 #include "base/thread_pool.hpp"
 #include "format/activation_rounding.hpp"
@@ -17,9 +18,11 @@ std::size_t row_width(const LayerSpec& s) {
 
 class ExpertEvaluator {
  public:
-  ExpertEvaluator(const LayerSpec& spec, std::optional<ActivationFormat> format)
+  ExpertEvaluator(const LayerSpec& spec, std::optional<ActivationFormat> format,
+                  bool int16_blocks)
       : spec_(spec),
         format_(format),
+        int16_blocks_(int16_blocks),
         row_f32_(row_width(spec)),
         row_(row_width(spec)),
         scratch_(rounding_scratch_bytes(row_.size()) + sizeof(float)) {}
@@ -30,6 +33,15 @@ class ExpertEvaluator {
   void add(const W& w1, const DenseView& b1, const W& w2, const DenseView& b2, std::int64_t e,
            const float* xq, double scale, double* out) {
     const std::int64_t inter = w2.cols, hidden = w2.rows;
+    // The MXFP4 experts of an int16-block backend see its rounding; a dense (FP8) shared
+    // expert runs on the dense kernel, which rounds to the format only.
+    const bool int16 = int16_blocks_ && std::is_same_v<W, Mxfp4View>;
+    std::vector<float> x16;
+    if (int16) {
+      x16.assign(xq, xq + w1.cols);
+      round_activations_int16_blocks(x16, x16);
+      xq = x16.data();
+    }
     std::vector<double> h(static_cast<std::size_t>(2 * inter));
     for (std::int64_t r = 0; r < 2 * inter; ++r) {
       double v = row_dot(w1, e, r, xq);
@@ -44,6 +56,7 @@ class ExpertEvaluator {
     for (std::size_t i = 0; i < a.size(); ++i) aq[i] = static_cast<float>(a[i]);
     if (format_) {
       round_activations(*format_, aq, aq, scratch_.data());
+      if (int16) round_activations_int16_blocks(aq, aq);
       for (std::size_t i = 0; i < a.size(); ++i) a[i] = static_cast<double>(aq[i]);
     }
     for (std::int64_t r = 0; r < hidden; ++r) {
@@ -89,6 +102,7 @@ class ExpertEvaluator {
 
   const LayerSpec& spec_;
   std::optional<ActivationFormat> format_;
+  bool int16_blocks_;
   std::vector<float> row_f32_;
   std::vector<double> row_;
   std::vector<std::byte> scratch_;
@@ -98,12 +112,13 @@ class ExpertEvaluator {
 
 std::vector<double> evaluate_f64(const LayerSpec& spec, const LayerWeights& w, const float* x,
                                  std::int64_t tokens, const std::int32_t* ids, const float* weights,
-                                 std::optional<ActivationFormat> format, ThreadPool* pool) {
+                                 std::optional<ActivationFormat> format, ThreadPool* pool,
+                                 bool int16_blocks) {
   const std::int64_t hidden = spec.hidden;
   const int k = spec.top_k;
   std::vector<double> y(static_cast<std::size_t>(tokens * hidden), 0.0);
   const auto token = [&](std::int64_t t) {
-    ExpertEvaluator eval(spec, format);
+    ExpertEvaluator eval(spec, format, int16_blocks && format.has_value());
     std::vector<float> xq(static_cast<std::size_t>(hidden));
     eval.round_input(x + t * hidden, xq.data());
     double* yt = y.data() + t * hidden;

@@ -121,13 +121,22 @@ TEST(CliExplain, Zen3ProbeRunsTheAvx2Paths) {
   EXPECT_TRUE(refused_for(candidate(int8, "avx_vnni_int8"), "unsupported_isa", "avx_vnni"));
   EXPECT_TRUE(refused_for(candidate(int8, "avx512_vnni"), "unsupported_isa", "avx512_vnni"));
   EXPECT_TRUE(refused_for(candidate(int8, "avx2"), "activation_format", "f32, bf16"));
-  // The family default (bf16): the float strip backend, and the int8 path as a suggestion.
+  // The family default (bf16): int16 blocks by vpmaddwd ahead of the float strip backend,
+  // which also fits; the int8 backend is refused for the format.
   const Result text = run("", "explain " + hw);
   EXPECT_EQ(text.rc, 0) << text.err;
   EXPECT_THAT(text.out, HasSubstr("avx2 fma f16c"));
-  const Json bf16 = explain_json("", hw);
-  EXPECT_EQ(bf16.at("selected"), "avx2");
-  EXPECT_TRUE(refused_for(candidate(bf16, "avx2_int8"), "activation_format", "int8"));
+  for (const char* tokens : {"1", "8", "512"}) {
+    SCOPED_TRACE(tokens);
+    const Json bf16 = explain_json("", hw + " --tokens " + tokens);
+    EXPECT_EQ(bf16.at("selected"), "avx2_int16");
+    EXPECT_TRUE(candidate(bf16, "avx2").at("supported").get<bool>());
+    EXPECT_TRUE(refused_for(candidate(bf16, "avx2_int8"), "activation_format", "int8"));
+  }
+  // f32: only the float strip backend.
+  EXPECT_EQ(explain_json("", hw + " --activation f32").at("selected"), "avx2");
+  EXPECT_TRUE(refused_for(candidate(explain_json("", hw + " --activation f32"), "avx2_int16"),
+                          "activation_format", "bf16"));
 }
 
 TEST(CliExplain, AlderLakeProbeRunsTheAvxVnniPath) {

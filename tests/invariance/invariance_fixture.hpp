@@ -26,6 +26,7 @@ inline const std::vector<Claim>& covered_claims() {
       {"amx_bf16", ActivationFormat::mxfp8},   {"avx512_vnni", ActivationFormat::int8},
       {"avx512_bf16", ActivationFormat::bf16}, {"avx512_bf16", ActivationFormat::mxfp8},
       {"avx2_int8", ActivationFormat::int8},   {"avx_vnni_int8", ActivationFormat::int8},
+      {"avx2_int16", ActivationFormat::bf16},
       {"avx2", ActivationFormat::f32},         {"avx2", ActivationFormat::bf16},
       {"reference", ActivationFormat::f32},    {"reference", ActivationFormat::bf16},
       {"reference", ActivationFormat::int8},   {"reference", ActivationFormat::mxfp8},

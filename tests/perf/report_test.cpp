@@ -163,6 +163,7 @@ TEST(Limits, BackendClasses) {
   EXPECT_EQ(peak_class_for_backend("avx512_bf16"), "bf16_dp_avx512");
   EXPECT_EQ(peak_class_for_backend("avx512_vnni"), "int8_vnni_avx512");
   EXPECT_EQ(peak_class_for_backend("avx2_int8"), "int8_maddubs_avx2");
+  EXPECT_EQ(peak_class_for_backend("avx2_int16"), "int16_madd_avx2");
   EXPECT_EQ(peak_class_for_backend("avx_vnni_int8"), "int8_vnni_avx");
   EXPECT_EQ(peak_class_for_backend("amx_int8"), "int8_amx");
   EXPECT_EQ(peak_class_for_backend("amx_bf16"), "bf16_amx");
@@ -182,7 +183,7 @@ TEST(Limits, SkipsWhatTheHardwareLacksAndMeasuresTheRest) {
   EXPECT_EQ(none.dram_buffer_bytes, 8u << 20);
   EXPECT_GT(none.dram_gbps_one_thread, 0);
   EXPECT_GT(none.dram_gbps_all_threads, 0);
-  EXPECT_EQ(none.peaks.size(), 8u);
+  EXPECT_EQ(none.peaks.size(), 9u);
   for (const Peak& p : none.peaks) {
     EXPECT_FALSE(p.measured) << p.name;
     EXPECT_NE(p.note.find("needs"), std::string::npos) << p.name;
@@ -196,6 +197,7 @@ TEST(Limits, SkipsWhatTheHardwareLacksAndMeasuresTheRest) {
   const MachineLimits some = measure_limits(hw, options);
   for (const Peak& p : some.peaks) {
     const bool expected = p.name == "fp32_fma_avx2" || p.name == "int8_maddubs_avx2" ||
+                          p.name == "int16_madd_avx2" ||
                           (p.name == "fp32_fma_avx512" && hw.isa.avx512f);
     EXPECT_EQ(p.measured, expected) << p.name;
     if (p.measured) {

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "backends/common/expert_tasks.hpp"
 #include "backends/common/group16_pack.hpp"
+#include "backends/int8/int16_kernels.hpp"
 #include "backends/int8/int8_kernels.hpp"
 #include "base/thread_pool.hpp"
 
@@ -31,16 +33,18 @@ void arrange_int8(const std::uint8_t (&codes)[group16::kRows][32], std::uint8_t*
             static_cast<std::uint8_t>(codes[i][8 * h + j] | (codes[i][8 * h + 4 + j] << 4));
 }
 
-// The per-ISA functions of one Int8Kernels choice.
+// The per-ISA functions of one kernel choice; Q is the quantized activation type.
+template <class Q>
 struct IsaOps {
-  void (*quantize)(const float*, std::int64_t, std::int8_t*, float*, std::int32_t*) noexcept;
-  void (*gemm16)(const std::uint8_t*, int, const k::QuantRows&, int, float*, std::int64_t) noexcept;
-  void (*glu_quantize)(const float*, int, const float*, const float*, const k::GluParams&,
-                       std::int8_t*, float*, std::int32_t*, std::int64_t, std::int64_t) noexcept;
+  void (*quantize)(const float*, std::int64_t, Q*, float*, std::int32_t*) noexcept;
+  void (*gemm16)(const std::uint8_t*, int, const k::QuantRowsOf<Q>&, int, float*,
+                 std::int64_t) noexcept;
+  void (*glu_quantize)(const float*, int, const float*, const float*, const k::GluParams&, Q*,
+                       float*, std::int32_t*, std::int64_t, std::int64_t) noexcept;
   bool use_amx;
 };
 
-IsaOps isa_ops(Int8Kernels kernels) {
+IsaOps<std::int8_t> isa_ops(Int8Kernels kernels) {
   switch (kernels) {
     case Int8Kernels::avx2:
       return {&k::quantize_int8_avx2, &k::gemm16_avx2, &k::glu_quantize_avx2, false};
@@ -60,12 +64,16 @@ struct Layout {
   std::size_t t_h, t_btiles, t_wscale, t_c;  // offsets inside one thread's region
 };
 
-class Int8ExpertKernel final : public ExpertKernel {
+// The driver of both integer classes; Q = std::int8_t (with the AMX path) or std::int16_t.
+template <class Q>
+class QuantExpertKernel final : public ExpertKernel {
+  static constexpr bool kAmxCapable = std::is_same_v<Q, std::int8_t>;
+
  public:
-  Int8ExpertKernel(const LayerSpec& spec, const LayerWeights& w, Int8Kernels kernels)
+  QuantExpertKernel(const LayerSpec& spec, const LayerWeights& w, IsaOps<Q> ops)
       : hidden_(spec.hidden),
         inter_(spec.intermediate),
-        ops_(isa_ops(kernels)),
+        ops_(ops),
         packed_(group16::pack_experts(spec, w, &arrange_int8, "int8 expert kernel")) {
     static_assert(group16::kBlockBytes == k::kGroupBlockBytes &&
                   group16::kNibbleBytes == k::kGroupNibbleBytes);
@@ -99,10 +107,10 @@ class Int8ExpertKernel final : public ExpertKernel {
     // The AMX path reads whole 16-row A tiles: an expert's last partial chunk reads up to 15
     // rows past its slots (other experts' rows, or this padding); those results are dropped.
     const std::size_t rows = p + (ops_.use_amx ? kChunk - 1 : 0);
-    l.xq = at, at += align_up(rows * h);
+    l.xq = at, at += align_up(rows * h * sizeof(Q));
     l.xd = at, at += align_up(rows * nbh * sizeof(float));
     l.xc = at, at += align_up(p * nbh * sizeof(std::int32_t));
-    l.aq = at, at += align_up(rows * i);
+    l.aq = at, at += align_up(rows * i * sizeof(Q));
     l.ad = at, at += align_up(rows * nbi * sizeof(float));
     l.ac = at, at += align_up(p * nbi * sizeof(std::int32_t));
     l.thread_base = at;
@@ -120,12 +128,13 @@ class Int8ExpertKernel final : public ExpertKernel {
   }
 
   int hidden_, inter_;
-  IsaOps ops_;
+  IsaOps<Q> ops_;
   group16::PackedExperts packed_;
   k::GluParams glu_;
 };
 
-void Int8ExpertKernel::run(const ExpertForward& f) const noexcept {
+template <class Q>
+void QuantExpertKernel<Q>::run(const ExpertForward& f) const noexcept {
   const ExpertBatch& batch = f.batch;
   if (batch.slots <= 0 || batch.num_experts <= 0) return;
   const std::int32_t* offsets = batch.expert_offsets;
@@ -133,10 +142,10 @@ void Int8ExpertKernel::run(const ExpertForward& f) const noexcept {
   if (positions <= 0) return;
   const Layout l = layout(batch.slots, f.pool->size());
   std::byte* ws = f.workspace;
-  auto* xq = reinterpret_cast<std::int8_t*>(ws + l.xq);
+  auto* xq = reinterpret_cast<Q*>(ws + l.xq);
   auto* xd = reinterpret_cast<float*>(ws + l.xd);
   auto* xc = reinterpret_cast<std::int32_t*>(ws + l.xc);
-  auto* aq = reinterpret_cast<std::int8_t*>(ws + l.aq);
+  auto* aq = reinterpret_cast<Q*>(ws + l.aq);
   auto* ad = reinterpret_cast<float*>(ws + l.ad);
   auto* ac = reinterpret_cast<std::int32_t*>(ws + l.ac);
   const std::int64_t h = hidden_, inter = inter_, nbh = blocks_h(), nbi = blocks_i();
@@ -146,9 +155,9 @@ void Int8ExpertKernel::run(const ExpertForward& f) const noexcept {
   // zero them so stale workspace bytes (NaN or subnormal scales) cannot slow the tiles down.
   if (ops_.use_amx) {
     const auto pad = static_cast<std::size_t>(kChunk - 1);
-    std::memset(xq + positions * h, 0, pad * static_cast<std::size_t>(h));
+    std::memset(xq + positions * h, 0, pad * static_cast<std::size_t>(h) * sizeof(Q));
     std::memset(xd + positions * nbh, 0, pad * static_cast<std::size_t>(nbh) * sizeof(float));
-    std::memset(aq + positions * inter, 0, pad * static_cast<std::size_t>(inter));
+    std::memset(aq + positions * inter, 0, pad * static_cast<std::size_t>(inter) * sizeof(Q));
     std::memset(ad + positions * nbi, 0, pad * static_cast<std::size_t>(nbi) * sizeof(float));
   }
 
@@ -172,14 +181,16 @@ void Int8ExpertKernel::run(const ExpertForward& f) const noexcept {
   // one full chunk) every chunk, the partial last one included, goes through the tiles; an
   // expert with fewer slots (decode) streams its weights once through VNNI.
   auto gemm_tile = [&](int thread, const std::uint8_t* group0, std::size_t group_bytes, int groups,
-                       int blocks, const k::QuantRows& x, std::int64_t count, auto&& consume) {
+                       int blocks, const k::QuantRowsOf<Q>& x, std::int64_t count,
+                       auto&& consume) {
     std::byte* region = thread_region(thread);
     auto* hbuf = reinterpret_cast<float*>(region + l.t_h);
     const bool amx = ops_.use_amx && count >= kChunk;
     std::int8_t* btiles = nullptr;
     float* wscale = nullptr;
     std::int32_t* cbuf = nullptr;
-    if (amx) {
+    if constexpr (kAmxCapable) {
+      if (amx) {
       btiles = reinterpret_cast<std::int8_t*>(region + l.t_btiles);
       wscale = reinterpret_cast<float*>(region + l.t_wscale);
       cbuf = reinterpret_cast<std::int32_t*>(region + l.t_c);
@@ -189,25 +200,30 @@ void Int8ExpertKernel::run(const ExpertForward& f) const noexcept {
                             btiles + static_cast<std::size_t>(g * blocks) * k::kAmxBTileBytes,
                             wscale + static_cast<std::size_t>(g * blocks) * 16);
       }
+      }
     }
     const std::int64_t stride = 16 * groups;
     for (std::int64_t c0 = 0; c0 < count; c0 += kChunk) {
       const int m = static_cast<int>(std::min<std::int64_t>(kChunk, count - c0));
-      const k::QuantRows xs{x.q + c0 * x.q_stride, x.d + c0 * x.s_stride, x.corr + c0 * x.s_stride,
-                            x.q_stride, x.s_stride};
+      const k::QuantRowsOf<Q> xs{x.q + c0 * x.q_stride, x.d + c0 * x.s_stride,
+                                 x.corr + c0 * x.s_stride, x.q_stride, x.s_stride};
       for (int g = 0; g < groups; ++g) {
-        if (amx) {
-          k::gemm16_amx(btiles + static_cast<std::size_t>(g * blocks) * k::kAmxBTileBytes,
-                        wscale + static_cast<std::size_t>(g * blocks) * 16, blocks, xs, m,
-                        hbuf + 16 * g, stride, cbuf);
-        } else {
-          ops_.gemm16(group0 + static_cast<std::size_t>(g) * group_bytes, blocks, xs, m,
-                      hbuf + 16 * g, stride);
+        if constexpr (kAmxCapable) {
+          if (amx) {
+            k::gemm16_amx(btiles + static_cast<std::size_t>(g * blocks) * k::kAmxBTileBytes,
+                          wscale + static_cast<std::size_t>(g * blocks) * 16, blocks, xs, m,
+                          hbuf + 16 * g, stride, cbuf);
+            continue;
+          }
         }
+        ops_.gemm16(group0 + static_cast<std::size_t>(g) * group_bytes, blocks, xs, m,
+                    hbuf + 16 * g, stride);
       }
       consume(c0, m, hbuf);
     }
-    if (amx) k::amx_int8_tile_release();
+    if constexpr (kAmxCapable) {
+      if (amx) k::amx_int8_tile_release();
+    }
   };
 
   // Phase 2: GEMM1 for 32 intermediate units (4 groups: gate, up, gate, up), GLU, requantize.
@@ -218,7 +234,7 @@ void Int8ExpertKernel::run(const ExpertForward& f) const noexcept {
     const std::int64_t p0 = offsets[e], count = offsets[e + 1] - offsets[e];
     if (count == 0) return;
     const std::uint8_t* group0 = packed_.w1_group(e, 4 * jt);
-    const k::QuantRows x{xq + p0 * h, xd + p0 * nbh, xc + p0 * nbh, h, nbh};
+    const k::QuantRowsOf<Q> x{xq + p0 * h, xd + p0 * nbh, xc + p0 * nbh, h, nbh};
     const float* gate_bias = packed_.gate_bias.data() + e * inter + kTileRows * jt;
     const float* up_bias = packed_.up_bias.data() + e * inter + kTileRows * jt;
     gemm_tile(thread, group0, packed_.w1_group_bytes(), 4, static_cast<int>(nbh), x, count,
@@ -239,7 +255,7 @@ void Int8ExpertKernel::run(const ExpertForward& f) const noexcept {
     const std::int64_t p0 = offsets[e], count = offsets[e + 1] - offsets[e];
     if (count == 0) return;
     const std::uint8_t* group0 = packed_.w2_group(e, 2 * ot);
-    const k::QuantRows a{aq + p0 * inter, ad + p0 * nbi, ac + p0 * nbi, inter, nbi};
+    const k::QuantRowsOf<Q> a{aq + p0 * inter, ad + p0 * nbi, ac + p0 * nbi, inter, nbi};
     const float* bias = packed_.b2.data() + e * h + kTileRows * ot;
     gemm_tile(thread, group0, packed_.w2_group_bytes(), 2, static_cast<int>(nbi), a, count,
               [&, out_tile = ot](std::int64_t c0, int m, const float* acc) {
@@ -257,7 +273,16 @@ void Int8ExpertKernel::run(const ExpertForward& f) const noexcept {
 std::unique_ptr<ExpertKernel> make_int8_expert_kernel(const LayerSpec& spec,
                                                       const LayerWeights& weights,
                                                       Int8Kernels kernels) {
-  return std::make_unique<Int8ExpertKernel>(spec, weights, kernels);
+  return std::make_unique<QuantExpertKernel<std::int8_t>>(spec, weights, isa_ops(kernels));
+}
+
+std::unique_ptr<ExpertKernel> make_int16_expert_kernel(const LayerSpec& spec,
+                                                       const LayerWeights& weights) {
+  namespace k16 = int16_kernels;
+  return std::make_unique<QuantExpertKernel<std::int16_t>>(
+      spec, weights,
+      IsaOps<std::int16_t>{&k16::quantize_int16_avx2, &k16::gemm16_int16_avx2,
+                           &k16::glu_quantize_int16_avx2, false});
 }
 
 }  // namespace mxmoe::int8_backend

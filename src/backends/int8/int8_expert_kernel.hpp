@@ -1,4 +1,5 @@
-// The ExpertKernel shared by the int8-activation backends: weights packed once into
+// The ExpertKernel shared by the integer-activation backends (the int8 class, and avx2_int16
+// with int16 activations): weights packed once into
 // 16-row groups (int8_kernels.hpp), then per forward call three parallel phases over
 // (expert, 32-row tile): quantize inputs, GEMM1 + GLU + requantize, GEMM2 + bias.
 #pragma once
@@ -25,5 +26,10 @@ enum class Int8Kernels : std::uint8_t {
 std::unique_ptr<ExpertKernel> make_int8_expert_kernel(const LayerSpec& spec,
                                                       const LayerWeights& weights,
                                                       Int8Kernels kernels);
+
+// The avx2_int16 class (int16_kernels.hpp): the same driver and packing, bf16 activations as
+// int16 per 32-block, vpmaddwd block dots. AVX2 + FMA + F16C.
+std::unique_ptr<ExpertKernel> make_int16_expert_kernel(const LayerSpec& spec,
+                                                       const LayerWeights& weights);
 
 }  // namespace mxmoe::int8_backend

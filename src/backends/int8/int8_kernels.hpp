@@ -30,14 +30,17 @@ inline constexpr std::size_t kGroupBlockBytes = 272;
 inline constexpr std::size_t kAmxBTileBytes = 512;    // one decoded (group, block): 8 x 64 int8
 inline constexpr std::size_t kAmxCScratchInts = 512;  // two 16 x 16 int32 C tiles in flight
 
-// Quantized activations of consecutive rows (tokens or slots).
-struct QuantRows {
-  const std::int8_t* q = nullptr;      // [rows][q_stride] int8
+// Quantized activations of consecutive rows (tokens or slots): int8 here, int16 for the
+// avx2_int16 class (int16_kernels.hpp).
+template <class Q>
+struct QuantRowsOf {
+  const Q* q = nullptr;                // [rows][q_stride] quantized values
   const float* d = nullptr;            // [rows][s_stride] block scales
   const std::int32_t* corr = nullptr;  // [rows][s_stride] -12 * sum of the block's codes
   std::int64_t q_stride = 0;
   std::int64_t s_stride = 0;
 };
+using QuantRows = QuantRowsOf<std::int8_t>;
 
 // Expert nonlinearities, shared with the other AVX-512 kernels (backends/common/simd/).
 using simd::GluParams;
