@@ -72,12 +72,14 @@ Block16 model_block(const float* x) {
 // 2^-40 to 2^10 of the maximum, so most elements round), then hostile ones: NaN, Inf, -Inf with
 // NaN, a float that bf16 rounds up to Inf, the largest bf16, exact ties after scaling (to even
 // both ways), bf16 subnormals, float subnormals below bf16's range, negative zeros, values
-// whose bf16 rounding carries into the next power of two.
+// whose bf16 rounding carries into the next power of two, and NaNs with large payloads
+// (0x7FFFFFFF, 0xFFFF8001, ...), which a rounding add alone carries into +-0 (a review found
+// the first kernel doing that).
 std::vector<float> quantizer_input() {
   std::mt19937 rng(71);
   std::normal_distribution<float> dist(0.0f, 1.0f);
   std::uniform_int_distribution<int> spread(-40, 0);
-  constexpr int kOrdinary = 60, kBlocks = kOrdinary + 12;
+  constexpr int kOrdinary = 60, kBlocks = kOrdinary + 14;
   std::vector<float> x(32 * kBlocks);
   for (int b = 0; b < kOrdinary; ++b) {
     const float m = b % 15 == 0 ? 0.0f : std::ldexp(1.0f, (b * 37) % 250 - 125);
@@ -89,7 +91,7 @@ std::vector<float> quantizer_input() {
   }
   float* h = x.data() + 32 * kOrdinary;
   auto block = [&](int j) { return h + 32 * j; };
-  for (int j = 0; j < 12; ++j)
+  for (int j = 0; j < 14; ++j)
     for (int i = 0; i < 32; ++i) block(j)[i] = 0.001f * static_cast<float>(i + 1);
   block(0)[5] = NAN;
   block(1)[9] = INFINITY;
@@ -108,6 +110,10 @@ std::vector<float> quantizer_input() {
   for (int i = 0; i < 32; ++i) block(9)[i] = -0.0f;
   for (int i = 0; i < 32; ++i) block(10)[i] = std::nextafter(2.0f, 0.0f) * (i % 2 ? -1.0f : 1.0f);
   for (int i = 0; i < 32; ++i) block(11)[i] = std::ldexp(1.0f, -(i % 30));
+  block(12)[3] = std::bit_cast<float>(0x7FFFFFFFu);
+  block(12)[4] = std::bit_cast<float>(0xFFFF8001u);
+  block(13)[0] = std::bit_cast<float>(0xFFFFFFFFu);
+  block(13)[31] = std::bit_cast<float>(0x7FFF8000u);
   return x;
 }
 
@@ -145,7 +151,7 @@ TEST(Int16Kernels, Avx2QuantizerGivesTheBitsOfTheDefinition) {
       }
     }
   }
-  EXPECT_EQ(non_finite, 4);
+  EXPECT_EQ(non_finite, 6);
   EXPECT_GT(rounded, 100) << "the wide blocks must exercise the int16 rounding";
 }
 
@@ -193,7 +199,7 @@ Rows16 random_rows(int tokens, int cols, std::mt19937& rng) {
 
 constexpr float kDoubledE2m1[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
-// The documented order: acc = fma(float(dot_b), 2^(e-128) * d_b, acc) for b = 0, 1, ...
+// The documented order: acc = fma(float(dot_b) * d_b, 2^(e-128), acc) for b = 0, 1, ...
 std::vector<float> scalar_gemm16(const std::vector<std::uint8_t>& group, int blocks,
                                  const Rows16& a, int tokens) {
   std::vector<float> out(static_cast<std::size_t>(tokens * 16));
@@ -212,8 +218,8 @@ std::vector<float> scalar_gemm16(const std::vector<std::uint8_t>& group, int blo
         }
         const float ws =
             std::ldexp(1.0f, gb[k::kGroupNibbleBytes + static_cast<std::size_t>(i)] - 128);
-        const float scale = ws * a.d[static_cast<std::size_t>(t * a.cols / 32 + b)];
-        acc = std::fma(static_cast<float>(dot), scale, acc);
+        const float in_x = static_cast<float>(dot) * a.d[static_cast<std::size_t>(t * a.cols / 32 + b)];
+        acc = std::fma(in_x, ws, acc);
       }
       out[static_cast<std::size_t>(t * 16 + i)] = acc;
     }
@@ -273,6 +279,48 @@ TEST(Int16Kernels, Avx2GemmSumsStayExactAtTheExtremes) {
       for (float v : out) EXPECT_EQ(static_cast<double>(v), want);
       expect_same_bits(out, scalar_gemm16(group, kBlocks, a, 1));
     }
+  }
+}
+
+// Tokens far below unit scale: a block's dot in activation units times the weight scale is
+// still a float (about 2^-140 here) where the product of the two scales alone (2^-154) is not;
+// the epilogue multiplies the dot first, so these contributions survive, within float
+// precision of the float64 value.
+TEST(Int16Kernels, TinyTokensKeepProductsTheScalesAloneWouldFlush) {
+  if (!has_avx2()) GTEST_SKIP() << "no AVX2";
+  std::mt19937 rng(83);
+  constexpr int kBlocks = 2;
+  auto group = random_group(kBlocks, rng);
+  for (int b = 0; b < kBlocks; ++b)
+    for (int i = 0; i < 16; ++i)
+      group[static_cast<std::size_t>(b) * k::kGroupBlockBytes + k::kGroupNibbleBytes +
+            static_cast<std::size_t>(i)] = 88;  // 2^-40
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> x(32 * kBlocks);
+  for (float& v : x) v = std::ldexp(dist(rng), -100);
+  Rows16 a;
+  a.cols = 32 * kBlocks;
+  a.q.resize(x.size());
+  a.d.resize(kBlocks);
+  a.corr.resize(kBlocks);
+  k16::quantize_int16_avx2(x.data(), a.cols, a.q.data(), a.d.data(), a.corr.data());
+  ASSERT_LT(static_cast<double>(a.d[0]) * 0x1p-40, 0x1p-149) << "the scales alone must flush";
+  std::vector<float> out(16);
+  k16::gemm16_int16_avx2(group.data(), kBlocks, a.rows(), 1, out.data(), 16);
+  expect_same_bits(out, scalar_gemm16(group, kBlocks, a, 1));
+  for (int i = 0; i < 16; ++i) {
+    double want = 0;  // the float64 value of the rounded inputs
+    for (int b = 0; b < kBlocks; ++b)
+      for (int kk = 0; kk < 32; ++kk) {
+        const std::uint8_t* gb = group.data() + static_cast<std::size_t>(b) * k::kGroupBlockBytes;
+        const std::uint8_t byte = gb[64 * (kk / 8) + 4 * i + (kk % 8) % 4];
+        const int code = kk % 8 < 4 ? (byte & 0x0F) : (byte >> 4);
+        want += static_cast<double>(kDoubledE2m1[code]) * 0x1p-40 *
+                a.q[static_cast<std::size_t>(32 * b + kk)] * static_cast<double>(a.d[static_cast<std::size_t>(b)]);
+      }
+    const double got = out[static_cast<std::size_t>(i)];
+    EXPECT_NE(got, 0.0) << "row " << i;
+    EXPECT_NEAR(got, want, 0x1p-148 + 1e-3 * std::fabs(want)) << "row " << i;
   }
 }
 

@@ -147,6 +147,8 @@ TEST(CliExplain, AlderLakeProbeRunsTheAvxVnniPath) {
     const Json j = explain_json("", hw + " --activation int8 --tokens " + tokens);
     EXPECT_EQ(j.at("selected"), "avx_vnni_int8");
     EXPECT_TRUE(candidate(j, "avx2_int8").at("supported").get<bool>());
+    // bf16 (the family default): int16 blocks by vpmaddwd, as on the AVX2-only probe.
+    EXPECT_EQ(explain_json("", hw + " --tokens " + tokens).at("selected"), "avx2_int16");
   }
   // Batch invariant: still the VNNI form (one numerics class with avx2_int8).
   EXPECT_EQ(explain_json("", hw + " --activation int8 --batch-invariant").at("selected"),

@@ -1,8 +1,8 @@
 // The avx2_int16 backend: bf16 activations on AVX2 machines at the speed of integer dots. Each
 // token's bf16 values are carried as int16 with one power-of-two scale per 32-block (exact
 // when the block spans less than 2^7, otherwise rounded below bf16's own precision), the block
-// dots are exact int32 (vpmaddwd), and the fp32 epilogue is the int8 class's. Its own numerics
-// class (int16_kernels.hpp); the int8 driver and packing.
+// dots are exact int32 (vpmaddwd), and each block enters a float32 fma chain once. Its own
+// numerics class (int16_kernels.hpp); the int8 driver and packing.
 #include <memory>
 
 #include "backends/described_backend.hpp"

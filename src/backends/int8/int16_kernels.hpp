@@ -1,6 +1,6 @@
 // Kernels of the avx2_int16 backend: bf16 activations carried as int16 with one power-of-two
 // scale per 32-element block, exact int32 block dots by vpmaddwd, the int8 class's packed
-// 16-row groups and fp32 epilogue. Plain functions compiled with the AVX2 flags in
+// 16-row groups, an fp32 epilogue of one multiply and one fma per block. Plain functions compiled with the AVX2 flags in
 // kernels/avx2/int16_avx2.cpp (no STL there), called only after the backend's check() passed.
 //
 // Numerics (the definition; tests/backends_int8/int16_kernels_test.cpp has a scalar model of it):
@@ -9,15 +9,18 @@
 //     a b_i is Inf or NaN -> d = NaN, q = 0 (the block's outputs are NaN);
 //     M = 0               -> d = 0, q = 0;
 //     else e = floor(log2 M), d = 2^(e-14), q_i = RNE(b_i * 2^(14-e)).
-//   |q_i| <= 32640 (M has 8 significant bits). q_i = b_i / d exactly when b_i >= 2^-7 M, so a
+//   |q_i| <= 32640 (M has 8 significant bits). q_i = b_i / d exactly if |b_i| >= 2^-7 M, so a
 //   block whose values span less than 2^7 is carried exactly; smaller values are rounded to
 //   a multiple of d (error <= d/2 = 2^(e-15) <= 2^-15 M, below bf16's own rounding of M).
 //   dot_b = sum over block b of (2*E2M1 code) * q_i, exact in int32 (|dot_b| <= 12.6e6 < 2^24,
 //           so (float)dot_b is exact too), formed as vpmaddwd of the biased codes 2c + 12
 //           (0..24) and q, starting from corr = -12 * sum(q).
-//   acc   = fma((float)dot_b, 2^(e_b - 128) * d_b, acc) for b = 0, 1, ... in order, acc0 = +0:
-//           the int8 class's epilogue (int8_kernels.hpp), so the same power-of-two product
-//           (exact, or 0 below 2^-149, Inf above 2^127).
+//   acc   = fma((float)dot_b * d_b, 2^(e_b - 128), acc) for b = 0, 1, ... in order, acc0 = +0.
+//           (float)dot_b * d_b is the block's dot in activation units, exact unless it falls
+//           below 2^-126; the weight scale enters the one rounding of the fma. (The int8
+//           class multiplies the two scales first; here that product could underflow to 0
+//           while the block's contribution is still a float, or overflow to Inf against a
+//           zero dot, for tokens far from unit scale.)
 #pragma once
 
 #include <cstddef>

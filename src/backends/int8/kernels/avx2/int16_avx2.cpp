@@ -18,13 +18,19 @@ using int8_kernels::kGroupBlockBytes;
 using int8_kernels::kGroupNibbleBytes;
 
 // f32 -> bf16 -> f32 on 8 floats, round to nearest even on the 16 dropped bits (the carry into
-// the exponent is right, past the largest finite bf16 it gives Inf). NaN payloads are not
-// kept: a NaN makes the whole block NaN (the definition), whatever its bits.
+// the exponent is right, past the largest finite bf16 it gives Inf). A NaN stays a NaN (the
+// quiet 0x7FC00000: its payload does not matter, the whole block becomes NaN): the rounding
+// add alone would carry a NaN with a large payload (0x7FFF8000 and up) out of the exponent,
+// into -0 or +0 (tests/backends_int8/int16_kernels_test.cpp has such NaNs).
 __attribute__((always_inline)) inline __m256i bf16_bits_rne(__m256 v) {
   const __m256i bits = _mm256_castps_si256(v);
   const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(1));
   const __m256i biased = _mm256_add_epi32(bits, _mm256_add_epi32(_mm256_set1_epi32(0x7FFF), odd));
-  return _mm256_and_si256(biased, _mm256_set1_epi32(static_cast<int>(0xFFFF0000u)));
+  const __m256i rounded =
+      _mm256_and_si256(biased, _mm256_set1_epi32(static_cast<int>(0xFFFF0000u)));
+  const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(bits, _mm256_set1_epi32(0x7FFFFFFF)),
+                                         _mm256_set1_epi32(0x7F800000));
+  return _mm256_blendv_epi8(rounded, _mm256_set1_epi32(0x7FC00000), nan);
 }
 
 // The float with value 2^k for k in [-149, 127], built from bits.
@@ -154,7 +160,7 @@ __attribute__((always_inline)) inline void gemm16_tokens(const std::uint8_t* gro
         };
         const __m256i dot = block_dot(words, xb, corr);
         acc[j][half] =
-            _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(ws[half], d), acc[j][half]);
+            _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(dot), d), ws[half], acc[j][half]);
       }
     }
   }
