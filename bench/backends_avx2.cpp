@@ -1,5 +1,5 @@
-// The ymm paths (avx2_int8, avx2_int16, avx2) side by side with their AVX-512 counterparts, in one process
-// so that the noise of a shared machine hits them alike (docs/perf/BACKENDS_AVX2.md).
+// The ymm paths (avx2_int8, avx2_int16, avx2) side by side with their AVX-512 counterparts, in one
+// process so that the noise of a shared machine hits them alike (docs/perf/BACKENDS_AVX2.md).
 //
 // Kernel loops, one thread: the work of one driver task, weights either L2-resident (one
 // task's bytes, again and again: what the core can compute) or streamed (the next task's
@@ -131,15 +131,16 @@ void int8_task(benchmark::State& state) {
   const QuantInput in = quantized(tokens, 32 * kBlocks);
   const k::QuantRows x = in.rows(32 * kBlocks);
   const QuantInput16 in16 = quantized16(tokens, 32 * kBlocks);
-  const int16_kernels::QuantRows16 x16{in16.q.data(), in16.d.data(), in16.corr.data(),
-                                       32 * kBlocks, kBlocks};
+  const int16_kernels::QuantRows16 x16{in16.q.data(), in16.d.data(), in16.corr.data(), 32 * kBlocks,
+                                       kBlocks};
   std::vector<float> out(static_cast<std::size_t>(tokens * 64));
   const std::size_t tasks = streamed ? kPoolBytes / kTaskBytes : 1;
   std::size_t next = 0;
   for (auto _ : state) {
     const std::uint8_t* task = pool().data + next * kTaskBytes;
     for (int g = 0; g < kGroups; ++g) {
-      const std::uint8_t* group = task + static_cast<std::size_t>(g) * kBlocks * k::kGroupBlockBytes;
+      const std::uint8_t* group =
+          task + static_cast<std::size_t>(g) * kBlocks * k::kGroupBlockBytes;
       float* dst = out.data() + 16 * g;
       if (kernel == 2)
         int16_kernels::gemm16_int16_avx2(group, kBlocks, x16, tokens, dst, 64);

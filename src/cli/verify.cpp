@@ -202,8 +202,8 @@ Tally verify_layer(const VerifyOptions& o, const std::vector<const Backend*>& ba
       if (!same_format.contains(rounding)) {
         progress("mxmoe verify: float64 evaluation with {} rounding{}...\n", to_string(f),
                  rounding.second ? " and int16 blocks" : "");
-        same_format[rounding] = evaluate_f64(spec, w, x.data(), tokens, ids.data(),
-                                             weights.data(), f, &pool, rounding.second);
+        same_format[rounding] = evaluate_f64(spec, w, x.data(), tokens, ids.data(), weights.data(),
+                                             f, &pool, rounding.second);
       }
       progress("mxmoe verify: [{}/{}] {} {}...\n", index, total, b->name(), to_string(f));
       MoeLayer layer(w, sel, runtime);

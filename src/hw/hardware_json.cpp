@@ -72,11 +72,11 @@ Hardware hardware_from_json(const Json& j) {
   for (const Json& d : j.at("cuda_devices")) {
     constexpr std::string_view dw = "Hardware.cuda_devices[]";
     json::expect_keys(d, dw, {"name", "sm", "memory_bytes"});
-    h.cuda_devices.push_back({get<std::string>(d, dw, "name"),
-                              static_cast<int>(json::get_integer(d, dw, "sm", 0, 10000)),
-                              static_cast<std::uint64_t>(json::get_integer(
-                                  d, dw, "memory_bytes", 0,
-                                  std::numeric_limits<std::int64_t>::max()))});
+    h.cuda_devices.push_back(
+        {get<std::string>(d, dw, "name"),
+         static_cast<int>(json::get_integer(d, dw, "sm", 0, 10000)),
+         static_cast<std::uint64_t>(json::get_integer(d, dw, "memory_bytes", 0,
+                                                      std::numeric_limits<std::int64_t>::max()))});
   }
   h.source = get<std::string>(j, what, "source");
   return h;

@@ -18,8 +18,7 @@ std::size_t row_width(const LayerSpec& s) {
 
 class ExpertEvaluator {
  public:
-  ExpertEvaluator(const LayerSpec& spec, std::optional<ActivationFormat> format,
-                  bool int16_blocks)
+  ExpertEvaluator(const LayerSpec& spec, std::optional<ActivationFormat> format, bool int16_blocks)
       : spec_(spec),
         format_(format),
         int16_blocks_(int16_blocks),

@@ -4,6 +4,8 @@
 // against a scalar loop that spells out the per-block order. Exact equality is the right bar:
 // the quantizer's scalings are exact powers of two with one rounding to nearest even, the
 // int32 block dots are exact and the epilogue is the same single-rounding fma per block.
+#include "backends/int8/int16_kernels.hpp"
+
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -13,7 +15,6 @@
 #include <random>
 #include <vector>
 
-#include "backends/int8/int16_kernels.hpp"
 #include "format/activation_rounding.hpp"
 #include "mxmoe/format.hpp"
 #include "mxmoe/hardware.hpp"
@@ -97,7 +98,7 @@ std::vector<float> quantizer_input() {
   block(1)[9] = INFINITY;
   block(2)[1] = -INFINITY, block(2)[30] = NAN;
   block(3)[7] = std::numeric_limits<float>::max();  // bf16 rounds it to Inf
-  block(4)[0] = bf16_to_f32(0x7F7F);                 // the largest finite bf16
+  block(4)[0] = bf16_to_f32(0x7F7F);                // the largest finite bf16
   block(4)[1] = -bf16_to_f32(0x7F7F);
   // max 2^14 (e = 14, scale 1): k + 0.5 are ties, to the even neighbour both ways.
   for (int i = 0; i < 32; ++i) block(5)[i] = static_cast<float>(i) - 15.5f;
@@ -124,8 +125,7 @@ TEST(Int16Kernels, Avx2QuantizerGivesTheBitsOfTheDefinition) {
   std::vector<std::int16_t> q(n);
   std::vector<float> d(blocks);
   std::vector<std::int32_t> corr(blocks);
-  k16::quantize_int16_avx2(x.data(), static_cast<std::int64_t>(n), q.data(), d.data(),
-                           corr.data());
+  k16::quantize_int16_avx2(x.data(), static_cast<std::int64_t>(n), q.data(), d.data(), corr.data());
   std::vector<float> portable(n);
   round_activations_int16_blocks(x, portable);
   int rounded = 0, non_finite = 0;
@@ -146,8 +146,8 @@ TEST(Int16Kernels, Avx2QuantizerGivesTheBitsOfTheDefinition) {
         EXPECT_TRUE(std::isnan(v));
       } else {
         EXPECT_EQ(static_cast<double>(v), want.q[i] * want.d) << "element " << i;
-        rounded += static_cast<double>(v) !=
-                   static_cast<double>(bf16_to_f32(f32_to_bf16(x[32 * b + i])));
+        rounded +=
+            static_cast<double>(v) != static_cast<double>(bf16_to_f32(f32_to_bf16(x[32 * b + i])));
       }
     }
   }
@@ -164,8 +164,9 @@ std::vector<std::uint8_t> random_group(int blocks, std::mt19937& rng) {
   for (int b = 0; b < blocks; ++b)
     for (int i = 0; i < 16; ++i)
       g[static_cast<std::size_t>(b) * k::kGroupBlockBytes + k::kGroupNibbleBytes +
-        static_cast<std::size_t>(i)] =
-          static_cast<std::uint8_t>(i < 3 ? i : i == 3 ? 254 : scale(rng));
+        static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(i < 3    ? i
+                                                                 : i == 3 ? 254
+                                                                          : scale(rng));
   return g;
 }
 
@@ -218,7 +219,8 @@ std::vector<float> scalar_gemm16(const std::vector<std::uint8_t>& group, int blo
         }
         const float ws =
             std::ldexp(1.0f, gb[k::kGroupNibbleBytes + static_cast<std::size_t>(i)] - 128);
-        const float in_x = static_cast<float>(dot) * a.d[static_cast<std::size_t>(t * a.cols / 32 + b)];
+        const float in_x =
+            static_cast<float>(dot) * a.d[static_cast<std::size_t>(t * a.cols / 32 + b)];
         acc = std::fma(in_x, ws, acc);
       }
       out[static_cast<std::size_t>(t * 16 + i)] = acc;
@@ -316,7 +318,8 @@ TEST(Int16Kernels, TinyTokensKeepProductsTheScalesAloneWouldFlush) {
         const std::uint8_t byte = gb[64 * (kk / 8) + 4 * i + (kk % 8) % 4];
         const int code = kk % 8 < 4 ? (byte & 0x0F) : (byte >> 4);
         want += static_cast<double>(kDoubledE2m1[code]) * 0x1p-40 *
-                a.q[static_cast<std::size_t>(32 * b + kk)] * static_cast<double>(a.d[static_cast<std::size_t>(b)]);
+                a.q[static_cast<std::size_t>(32 * b + kk)] *
+                static_cast<double>(a.d[static_cast<std::size_t>(b)]);
       }
     const double got = out[static_cast<std::size_t>(i)];
     EXPECT_NE(got, 0.0) << "row " << i;

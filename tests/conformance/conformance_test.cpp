@@ -108,8 +108,8 @@ double relative_l2(const std::vector<float>& got, const std::vector<float>& want
 std::vector<float> expected(const mxmoe::Backend& b, const std::vector<float>& reference_out,
                             const LayerSpec& s, const mxmoe::LayerWeights& w,
                             const std::vector<float>& x, std::int64_t tokens,
-                            const std::vector<std::int32_t>& ids,
-                            const std::vector<float>& weights, ActivationFormat f) {
+                            const std::vector<std::int32_t>& ids, const std::vector<float>& weights,
+                            ActivationFormat f) {
   if (!mxmoe::rounds_to_int16_blocks(b)) return reference_out;
   const std::vector<double> exact =
       mxmoe::evaluate_f64(s, w, x.data(), tokens, ids.data(), weights.data(), f, nullptr, true);
@@ -162,8 +162,8 @@ TEST(Conformance, EveryBackendMatchesTheReference) {
         layer.forward_routed(x.data(), ids.data(), weights.data(), sc.tokens, two.data());
         EXPECT_EQ(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)), 0)
             << "1 and 2 threads differ";
-        EXPECT_LT(relative_l2(one, expected(*b, want, s, storage.weights(), x, sc.tokens, ids,
-                                            weights, f)),
+        EXPECT_LT(relative_l2(
+                      one, expected(*b, want, s, storage.weights(), x, sc.tokens, ids, weights, f)),
                   kTolerance);
         ++checked;
       }

@@ -1,7 +1,8 @@
 // Kernels of the avx2_int16 backend: bf16 activations carried as int16 with one power-of-two
 // scale per 32-element block, exact int32 block dots by vpmaddwd, the int8 class's packed
-// 16-row groups, an fp32 epilogue of one multiply and one fma per block. Plain functions compiled with the AVX2 flags in
-// kernels/avx2/int16_avx2.cpp (no STL there), called only after the backend's check() passed.
+// 16-row groups, an fp32 epilogue of one multiply and one fma per block. Plain functions compiled
+// with the AVX2 flags in kernels/avx2/int16_avx2.cpp (no STL there), called only after the
+// backend's check() passed.
 //
 // Numerics (the definition; tests/backends_int8/int16_kernels_test.cpp has a scalar model of it):
 //   b_i   = bf16(x_i) (round to nearest even, mxmoe::f32_to_bf16)          (per token)

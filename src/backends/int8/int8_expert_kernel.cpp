@@ -181,8 +181,7 @@ void QuantExpertKernel<Q>::run(const ExpertForward& f) const noexcept {
   // one full chunk) every chunk, the partial last one included, goes through the tiles; an
   // expert with fewer slots (decode) streams its weights once through VNNI.
   auto gemm_tile = [&](int thread, const std::uint8_t* group0, std::size_t group_bytes, int groups,
-                       int blocks, const k::QuantRowsOf<Q>& x, std::int64_t count,
-                       auto&& consume) {
+                       int blocks, const k::QuantRowsOf<Q>& x, std::int64_t count, auto&& consume) {
     std::byte* region = thread_region(thread);
     auto* hbuf = reinterpret_cast<float*>(region + l.t_h);
     const bool amx = ops_.use_amx && count >= kChunk;
@@ -191,15 +190,15 @@ void QuantExpertKernel<Q>::run(const ExpertForward& f) const noexcept {
     std::int32_t* cbuf = nullptr;
     if constexpr (kAmxCapable) {
       if (amx) {
-      btiles = reinterpret_cast<std::int8_t*>(region + l.t_btiles);
-      wscale = reinterpret_cast<float*>(region + l.t_wscale);
-      cbuf = reinterpret_cast<std::int32_t*>(region + l.t_c);
-      k::amx_int8_tile_config();
-      for (int g = 0; g < groups; ++g) {
-        k::amx_decode_group(group0 + static_cast<std::size_t>(g) * group_bytes, blocks,
-                            btiles + static_cast<std::size_t>(g * blocks) * k::kAmxBTileBytes,
-                            wscale + static_cast<std::size_t>(g * blocks) * 16);
-      }
+        btiles = reinterpret_cast<std::int8_t*>(region + l.t_btiles);
+        wscale = reinterpret_cast<float*>(region + l.t_wscale);
+        cbuf = reinterpret_cast<std::int32_t*>(region + l.t_c);
+        k::amx_int8_tile_config();
+        for (int g = 0; g < groups; ++g) {
+          k::amx_decode_group(group0 + static_cast<std::size_t>(g) * group_bytes, blocks,
+                              btiles + static_cast<std::size_t>(g * blocks) * k::kAmxBTileBytes,
+                              wscale + static_cast<std::size_t>(g * blocks) * 16);
+        }
       }
     }
     const std::int64_t stride = 16 * groups;

@@ -77,8 +77,8 @@ void quantize_block(const __m256 (&v)[4], std::int16_t* q, float* d, std::int32_
   }
   // int32 -> int16 (the values fit): the pack interleaves the 128-bit lanes, vpermq undoes it.
   for (int i = 0; i < 2; ++i) {
-    const __m256i words = _mm256_permute4x64_epi64(_mm256_packs_epi32(qi[2 * i], qi[2 * i + 1]),
-                                                   0xD8);
+    const __m256i words =
+        _mm256_permute4x64_epi64(_mm256_packs_epi32(qi[2 * i], qi[2 * i + 1]), 0xD8);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 16 * i), words);
   }
   __m128i s = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
