@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backends/common/simd/glu_avx2.hpp"
 #include "backends/int8/int8_kernels.hpp"
 
 namespace mxmoe::int8_kernels {
@@ -157,24 +158,58 @@ __attribute__((always_inline)) inline void gemm16_ymm_tokens(const std::uint8_t*
 
 // Token tiles of 8 and 4, then one tile of the 1-3 left (each block is decoded once per tile;
 // 8 rather than 4: 5.4 against 6.8 ns per token and block, docs/perf/BACKENDS_AVX2.md).
-template <class Dot>
-void gemm16_ymm(const std::uint8_t* group, int blocks, const QuantRows& x, int tokens, float* out,
-                std::int64_t out_stride) {
+// tile.template operator()<N>(t0) runs the N tokens from t0 (the int8 and int16 GEMMs).
+template <class Tile>
+__attribute__((always_inline)) inline void for_token_tiles(int tokens, Tile&& tile) {
   int t = 0;
-  for (; t + 8 <= tokens; t += 8) gemm16_ymm_tokens<Dot, 8>(group, blocks, x, t, out, out_stride);
-  for (; t + 4 <= tokens; t += 4) gemm16_ymm_tokens<Dot, 4>(group, blocks, x, t, out, out_stride);
+  for (; t + 8 <= tokens; t += 8) tile.template operator()<8>(t);
+  for (; t + 4 <= tokens; t += 4) tile.template operator()<4>(t);
   switch (tokens - t) {
     case 3:
-      gemm16_ymm_tokens<Dot, 3>(group, blocks, x, t, out, out_stride);
+      tile.template operator()<3>(t);
       break;
     case 2:
-      gemm16_ymm_tokens<Dot, 2>(group, blocks, x, t, out, out_stride);
+      tile.template operator()<2>(t);
       break;
     case 1:
-      gemm16_ymm_tokens<Dot, 1>(group, blocks, x, t, out, out_stride);
+      tile.template operator()<1>(t);
       break;
     default:
       break;
+  }
+}
+
+template <class Dot>
+void gemm16_ymm(const std::uint8_t* group, int blocks, const QuantRows& x, int tokens, float* out,
+                std::int64_t out_stride) {
+  for_token_tiles(tokens, [&]<std::size_t N>(int t0) {
+    gemm16_ymm_tokens<Dot, N>(group, blocks, x, t0, out, out_stride);
+  });
+}
+
+// The per-token block loops of both ymm quantizers (int8 and int16): quantize(v, q, d, corr)
+// takes one 32-element block as 4 x 8 floats.
+template <class Q, class Quantize>
+__attribute__((always_inline)) inline void quantize_blocks_ymm(const float* x, std::int64_t n,
+                                                               Q* q, float* d, std::int32_t* corr,
+                                                               Quantize&& quantize) {
+  for (std::int64_t b = 0; b < n / 32; ++b) {
+    const float* xb = x + 32 * b;
+    const __m256 v[4] = {_mm256_loadu_ps(xb), _mm256_loadu_ps(xb + 8), _mm256_loadu_ps(xb + 16),
+                         _mm256_loadu_ps(xb + 24)};
+    quantize(v, q + 32 * b, d + b, corr + b);
+  }
+}
+// h: rows of 64 floats of a GEMM1 tile; each row's 32 GLU results quantized as one block.
+template <class Q, class Quantize>
+__attribute__((always_inline)) inline void glu_quantize_rows_ymm(
+    const float* h, int tokens, const float* gate_bias, const float* up_bias, const GluParams& p,
+    Q* q, float* d, std::int32_t* corr, std::int64_t q_stride, std::int64_t s_stride,
+    Quantize&& quantize) {
+  for (int t = 0; t < tokens; ++t) {
+    __m256 a[4];
+    simd::glu_row32(h + 64 * t, gate_bias, up_bias, p, a);
+    quantize(a, q + t * q_stride, d + t * s_stride, corr + t * s_stride);
   }
 }
 

@@ -7,7 +7,6 @@
 // (docs/perf/BACKENDS_AVX2.md has the measurements).
 #include <immintrin.h>
 
-#include "backends/common/simd/glu_avx2.hpp"
 #include "backends/int8/int16_kernels.hpp"
 #include "backends/int8/kernels/int8_ymm.hpp"
 
@@ -175,43 +174,22 @@ __attribute__((always_inline)) inline void gemm16_tokens(const std::uint8_t* gro
 
 void quantize_int16_avx2(const float* x, std::int64_t n, std::int16_t* q, float* d,
                          std::int32_t* corr) noexcept {
-  for (std::int64_t b = 0; b < n / 32; ++b) {
-    const float* xb = x + 32 * b;
-    const __m256 v[4] = {_mm256_loadu_ps(xb), _mm256_loadu_ps(xb + 8), _mm256_loadu_ps(xb + 16),
-                         _mm256_loadu_ps(xb + 24)};
-    quantize_block(v, q + 32 * b, d + b, corr + b);
-  }
+  int8_kernels::quantize_blocks_ymm(x, n, q, d, corr, &quantize_block);
 }
 
 void gemm16_int16_avx2(const std::uint8_t* group, int blocks, const QuantRows16& x, int tokens,
                        float* out, std::int64_t out_stride) noexcept {
-  int t = 0;
-  for (; t + 8 <= tokens; t += 8) gemm16_tokens<8>(group, blocks, x, t, out, out_stride);
-  for (; t + 4 <= tokens; t += 4) gemm16_tokens<4>(group, blocks, x, t, out, out_stride);
-  switch (tokens - t) {
-    case 3:
-      gemm16_tokens<3>(group, blocks, x, t, out, out_stride);
-      break;
-    case 2:
-      gemm16_tokens<2>(group, blocks, x, t, out, out_stride);
-      break;
-    case 1:
-      gemm16_tokens<1>(group, blocks, x, t, out, out_stride);
-      break;
-    default:
-      break;
-  }
+  int8_kernels::for_token_tiles(tokens, [&]<std::size_t N>(int t0) {
+    gemm16_tokens<N>(group, blocks, x, t0, out, out_stride);
+  });
 }
 
 void glu_quantize_int16_avx2(const float* h, int tokens, const float* gate_bias,
                              const float* up_bias, const GluParams& p, std::int16_t* q, float* d,
                              std::int32_t* corr, std::int64_t q_stride,
                              std::int64_t s_stride) noexcept {
-  for (int t = 0; t < tokens; ++t) {
-    __m256 a[4];
-    simd::glu_row32(h + 64 * t, gate_bias, up_bias, p, a);
-    quantize_block(a, q + t * q_stride, d + t * s_stride, corr + t * s_stride);
-  }
+  int8_kernels::glu_quantize_rows_ymm(h, tokens, gate_bias, up_bias, p, q, d, corr, q_stride,
+                                      s_stride, &quantize_block);
 }
 
 }  // namespace mxmoe::int16_kernels

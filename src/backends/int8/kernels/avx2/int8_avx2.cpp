@@ -3,7 +3,6 @@
 // requantization. Each gives the bits of its AVX-512 counterpart.
 #include <immintrin.h>
 
-#include "backends/common/simd/glu_avx2.hpp"
 #include "backends/int8/int8_kernels.hpp"
 #include "backends/int8/kernels/int8_ymm.hpp"
 
@@ -54,12 +53,7 @@ void quantize_block(const __m256 (&v)[4], std::int8_t* q, float* d, std::int32_t
 
 void quantize_int8_avx2(const float* x, std::int64_t n, std::int8_t* q, float* d,
                         std::int32_t* corr) noexcept {
-  for (std::int64_t b = 0; b < n / 32; ++b) {
-    const float* xb = x + 32 * b;
-    const __m256 v[4] = {_mm256_loadu_ps(xb), _mm256_loadu_ps(xb + 8), _mm256_loadu_ps(xb + 16),
-                         _mm256_loadu_ps(xb + 24)};
-    quantize_block(v, q + 32 * b, d + b, corr + b);
-  }
+  quantize_blocks_ymm(x, n, q, d, corr, &quantize_block);
 }
 
 void gemm16_avx2(const std::uint8_t* group, int blocks, const QuantRows& x, int tokens, float* out,
@@ -70,11 +64,8 @@ void gemm16_avx2(const std::uint8_t* group, int blocks, const QuantRows& x, int 
 void glu_quantize_avx2(const float* h, int tokens, const float* gate_bias, const float* up_bias,
                        const GluParams& p, std::int8_t* q, float* d, std::int32_t* corr,
                        std::int64_t q_stride, std::int64_t s_stride) noexcept {
-  for (int t = 0; t < tokens; ++t) {
-    __m256 a[4];
-    simd::glu_row32(h + 64 * t, gate_bias, up_bias, p, a);
-    quantize_block(a, q + t * q_stride, d + t * s_stride, corr + t * s_stride);
-  }
+  glu_quantize_rows_ymm(h, tokens, gate_bias, up_bias, p, q, d, corr, q_stride, s_stride,
+                        &quantize_block);
 }
 
 }  // namespace mxmoe::int8_kernels
