@@ -44,6 +44,12 @@ class MXMOE_API Checkpoint {
   // expert-parallel rank (Placement::runs of its rank) touches no page of the experts it
   // does not hold, so its resident memory is its share of the layer.
   LayerWeights layer_weights(int layer, const std::vector<ExpertRange>& experts) const;
+  // Drops this process's resident pages of the routed experts' MXFP4 bytes of WEIGHTS (views
+  // from layer_weights) where they lie in this checkpoint's mappings: for a layer whose
+  // backend packed its own copy, so the checkpoint's bytes are not resident twice. Data-safe:
+  // the pages stay mapped and read back from the files if touched again; bytes outside the
+  // mappings are never touched.
+  void release_expert_pages(const LayerWeights& weights) const noexcept;
 
  private:
   struct Impl;

@@ -75,6 +75,10 @@ class MXMOE_API SafetensorsFile {
   const TensorInfo* find(std::string_view name) const noexcept;  // nullptr if absent
   std::span<const std::uint8_t> data(const TensorInfo& tensor) const noexcept;
   std::uint64_t file_size() const noexcept;
+  // Drops this process's resident pages of the whole pages inside SPAN when SPAN lies in this
+  // file's mapping (true), for bytes that a packed copy replaced; they stay readable (read
+  // back from the file). False, with nothing done, for any other span.
+  bool drop_resident(std::span<const std::uint8_t> span) const noexcept;
 
  private:
   struct Impl;

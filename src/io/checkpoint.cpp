@@ -56,6 +56,23 @@ LayerWeights Checkpoint::layer_weights(int layer) const {
   return w;
 }
 
+void Checkpoint::release_expert_pages(const LayerWeights& weights) const noexcept {
+  const auto release = [&](std::span<const std::uint8_t> span) {
+    for (const SafetensorsFile& file : impl_->model.tensors.files())
+      if (file.drop_resident(span)) return;
+  };
+  for (const Mxfp4View* view : {&weights.w1, &weights.w2}) {
+    if (view->empty()) continue;
+    const auto rows = static_cast<std::size_t>(view->rows / view->parts);
+    for (std::int64_t e = 0; e < view->experts; ++e)
+      for (int p = 0; p < view->parts; ++p) {
+        const Mxfp4Segment& s = view->segment(e, p);
+        release({s.blocks, rows * static_cast<std::size_t>(view->row_bytes())});
+        release({s.scales, rows * static_cast<std::size_t>(view->row_scales())});
+      }
+  }
+}
+
 LayerWeights Checkpoint::layer_weights(int layer, const std::vector<ExpertRange>& experts) const {
   LayerWeights w = impl_->model.bind(layer, /*check_values=*/true, &experts);
   try {

@@ -22,6 +22,18 @@ std::string errno_text() {
 }
 }  // namespace
 
+bool MappedFile::drop_resident(std::span<const std::uint8_t> span) const noexcept {
+  const auto lo = reinterpret_cast<std::uintptr_t>(span.data());
+  const auto hi = lo + span.size();
+  const auto begin = reinterpret_cast<std::uintptr_t>(data_);
+  if (span.empty() || lo < begin || hi > begin + size_) return false;
+  const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const std::uintptr_t first = (lo + page - 1) / page * page, last = hi / page * page;
+  // A private read-only file mapping: dropped pages read back from the file, never as zeros.
+  if (last > first) (void)::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+  return true;
+}
+
 MappedFile MappedFile::open(const std::string& path) {
   std::string error;
   const std::optional<files::OpenedFile> opened = files::try_open_regular_file(path, error);

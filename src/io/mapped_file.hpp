@@ -23,6 +23,10 @@ class MappedFile {
 
   std::span<const std::uint8_t> bytes() const noexcept { return {data_, size_}; }
   const std::string& path() const noexcept { return path_; }
+  // Drops this process's resident pages of the whole pages inside SPAN (madvise
+  // MADV_DONTNEED), when SPAN lies in this mapping; the bytes stay readable (a later read
+  // faults them back in from the file). False (nothing done) when SPAN is not in the mapping.
+  bool drop_resident(std::span<const std::uint8_t> span) const noexcept;
 
  private:
   void release() noexcept;

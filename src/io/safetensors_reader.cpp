@@ -5,8 +5,8 @@
 #include <limits>
 #include <unordered_map>
 
-#include "io/mapped_file.hpp"
 #include "base/json.hpp"
+#include "io/mapped_file.hpp"
 #include "mxmoe/checkpoint.hpp"
 #include "mxmoe/safetensors.hpp"
 
@@ -192,6 +192,10 @@ const SafetensorsHeader& SafetensorsFile::header() const noexcept {
 }
 std::uint64_t SafetensorsFile::file_size() const noexcept {
   return impl_->file.bytes().size();
+}
+
+bool SafetensorsFile::drop_resident(std::span<const std::uint8_t> span) const noexcept {
+  return impl_->file.drop_resident(span);
 }
 
 const TensorInfo* SafetensorsFile::find(std::string_view name) const noexcept {

@@ -20,7 +20,11 @@ struct Model::Impl {
   MoeLayer make(int index, const Request& request) const {
     const LayerSpec spec = checkpoint.layer_spec(index);
     const LayerWeights weights = checkpoint.layer_weights(index);
-    return make_layer(spec, weights, hardware, request, *runtime);
+    MoeLayer layer = make_layer(spec, weights, hardware, request, *runtime);
+    // A backend that packed its own copy computes from it: the mapped expert bytes need not
+    // stay resident beside it (docs/CHECKPOINTS.md, memory).
+    if (layer.packed_weight_bytes() > 0) checkpoint.release_expert_pages(weights);
+    return layer;
   }
 };
 

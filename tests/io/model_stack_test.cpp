@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <fstream>
+#include <string>
 
 #include "io_fixtures.hpp"
 #include "mxmoe/model.hpp"
@@ -95,6 +97,51 @@ TEST(Model, DenseLayersAreListedWithTheirReason) {
   EXPECT_EQ(model.moe_layers(), std::vector<int>{1});
   EXPECT_THAT(model.skip_reason(0), HasSubstr("mlp_only_layers"));
   EXPECT_THROW(model.layer(0), LoadError);
+}
+
+// Resident file-backed memory of this process, from /proc/self/status (kB).
+long rss_file_kb() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("RssFile:", 0) == 0) return std::stol(line.substr(8));
+  return -1;
+}
+
+std::uint64_t touch(const Mxfp4View& v) {
+  std::uint64_t sum = 0;
+  for (std::int64_t e = 0; e < v.experts; ++e)
+    for (std::int64_t r = 0; r < v.rows; ++r) {
+      const std::uint8_t* b = v.row_blocks(e, r);
+      for (std::int64_t i = 0; i < v.row_bytes(); ++i) sum = sum * 31 + b[i];
+      sum = sum * 31 + *v.row_scale(e, r);
+    }
+  return sum;
+}
+
+// A backend that packs its own copy computes from it: binding drops the checkpoint's resident
+// pages of the experts (the mapping would otherwise count them a second time), and the bytes
+// still read back unchanged from the file.
+TEST(Model, PackingBackendReleasesTheMappedExpertPages) {
+  TempDir dir;
+  Dims d;
+  d.experts = 16, d.hidden = 512, d.intermediate = 512, d.layers = 1;  // 6.5 MB of experts
+  testing_io::write_gpt_oss_checkpoint(dir.path(), d, /*sharded=*/false);
+  Request request;
+  request.activation = ActivationFormat::f32;
+  Model model(dir.path(), test_hardware(), mxmoe::testing::test_runtime(1),
+              ModelOptions{request, false});
+  const LayerWeights views = model.checkpoint().layer_weights(0);
+  const std::uint64_t before = touch(views.w1) ^ (touch(views.w2) << 1);
+  const long touched = rss_file_kb();
+  const MoeLayer& layer = model.layer(0);
+  if (layer.packed_weight_bytes() == 0)
+    GTEST_SKIP() << layer.selection().chosen << " computes from the mapping itself";
+  const long released = rss_file_kb();
+  const long expert_kb = static_cast<long>(views.w1.bytes() + views.w2.bytes()) / 1024;
+  EXPECT_LT(released, touched - expert_kb * 9 / 10)
+      << "RssFile " << touched << " kB before binding, " << released << " after";
+  EXPECT_EQ(touch(views.w1) ^ (touch(views.w2) << 1), before);  // read back from the file
 }
 
 }  // namespace
