@@ -72,6 +72,8 @@ def test_pins_agree():
     build = dict(re.findall(r'"([a-z_-]+)==([^"]+)"', pyproject))
     assert requirements["nanobind"] == build["nanobind"]
     assert requirements["numpy"] == build["numpy"] and requirements["pytest"] == build["pytest"]
+    for name in ("torch", "transformers", "accelerate"):  # the "transformers" extra
+        assert requirements[name] == build[name], name
 
 
 def test_errors_are_the_documented_classes():
