@@ -38,10 +38,15 @@ _COMMON = dict(vocab_size=512, hidden_size=128, num_attention_heads=4, pad_token
 def tiny_config(family: str) -> transformers.PretrainedConfig:
     """A small config of FAMILY: H=128, I=64 (multiples of 32, mxmoe's block), 8-16 experts."""
     if family == "gpt_oss":
+        # The published model's YaRN rope (vLLM's gpt-oss reads its factor).
+        common = {**_COMMON, "max_position_embeddings": 131072}
         return transformers.GptOssConfig(
-            **_COMMON, intermediate_size=64, num_hidden_layers=2, num_local_experts=8,
+            **common, intermediate_size=64, num_hidden_layers=2, num_local_experts=8,
             num_experts_per_tok=2, num_key_value_heads=2, head_dim=32, sliding_window=16,
-            rope_parameters={"rope_type": "default", "rope_theta": 150000.0})
+            rope_parameters={"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0,
+                             "beta_slow": 1.0, "truncate": False,
+                             "original_max_position_embeddings": 4096,
+                             "rope_theta": 150000.0})
     if family == "qwen3_moe":
         # Layer 0 a dense MLP (mlp_only_layers): its tensors are copied, not quantized.
         return transformers.Qwen3MoeConfig(

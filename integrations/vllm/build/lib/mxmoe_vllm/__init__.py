@@ -1,0 +1,189 @@
+"""mxmoe-vllm: vLLM's MXFP4 MoE layers computed by mxmoe when vLLM runs on the CPU platform.
+
+vLLM loads this through its ``vllm.general_plugins`` entry point in every process (main,
+engine core, workers); :func:`register` then patches three things of vLLM's CPU MXFP4 experts
+(``vllm/model_executor/layers/fused_moe/experts/cpu_moe.py``), and nothing else:
+
+- ``CPUExpertsMxfp4._supports_current_device``: true on any x86 CPU, not only with AMX
+  (mxmoe's oracle decides at load what runs, and says why when nothing does);
+- ``prepare_mxfp4_moe_layer_for_cpu``: the weights stay as loaded (no AMX repack: on a CPU
+  without AMX that op cannot run);
+- ``CPUExpertsMxfp4.process_weights_after_loading``: each MoE layer's MXFP4 tensors
+  (``w13_weight`` [E, 2I, H/2] with gate/up rows interleaved, ``w2_weight`` [E, H, I/2], their
+  E8M0 scales, fp32 biases, alpha and limit) become an mxmoe layer at load, and vLLM's copies
+  are released when mxmoe packed its own;
+- ``CPUExpertsMxfp4.apply``: the experts and the weighted combine, by mxmoe's
+  ``forward_routed`` on vLLM's top-k ids and weights, into vLLM's output tensor.
+
+``VLLM_BATCH_INVARIANT=1`` becomes mxmoe's batch-invariant request; when mxmoe's oracle finds
+no backend, the exception raised at load carries every candidate and every reason.
+``MXMOE_VLLM=0`` turns the plugin off (vLLM's own path then runs). docs/VLLM.md has the rest.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from typing import Any, Optional
+
+__all__ = ["TESTED_VLLM", "register"]
+
+# The vLLM version this plugin is tested with. Another version is patched only where every
+# attribute it replaces exists (and a warning says it is untested); otherwise nothing is.
+TESTED_VLLM = "0.32.0"
+
+logger = logging.getLogger("mxmoe_vllm")
+
+_PATCHED = ("_supports_current_device", "process_weights_after_loading", "apply")
+_logged_shapes: set = set()
+_lock = threading.Lock()
+
+
+def register() -> None:
+    """vLLM's general-plugin hook (idempotent: vLLM may call it more than once)."""
+    if os.environ.get("MXMOE_VLLM", "1") == "0":
+        return
+    import vllm  # noqa: PLC0415
+    from vllm.platforms import current_platform  # noqa: PLC0415
+
+    if not current_platform.is_cpu():
+        return
+    try:
+        from vllm.model_executor.layers.fused_moe.experts import cpu_moe  # noqa: PLC0415
+    except ImportError as error:
+        logger.error("mxmoe-vllm: vLLM %s has no CPU MoE experts module (%s); nothing patched "
+                     "(tested with %s)", vllm.__version__, error, TESTED_VLLM)
+        return
+    experts = getattr(cpu_moe, "CPUExpertsMxfp4", None)
+    missing = [] if experts is not None else ["CPUExpertsMxfp4"]
+    missing += [f"CPUExpertsMxfp4.{name}" for name in _PATCHED
+                if experts is not None and not hasattr(experts, name)]
+    if not hasattr(cpu_moe, "prepare_mxfp4_moe_layer_for_cpu"):
+        missing.append("prepare_mxfp4_moe_layer_for_cpu")
+    if missing:
+        logger.error("mxmoe-vllm: vLLM %s lacks %s; nothing patched (tested with %s)",
+                     vllm.__version__, ", ".join(missing), TESTED_VLLM)
+        return
+    with _lock:
+        if getattr(experts, "_mxmoe_patched", False):
+            return
+        if vllm.__version__ != TESTED_VLLM:
+            logger.warning("mxmoe-vllm: vLLM %s is untested (tested with %s); its CPU MXFP4 "
+                           "MoE is patched since every attribute replaced exists",
+                           vllm.__version__, TESTED_VLLM)
+        import mxmoe  # noqa: PLC0415,F401  (fail here, at start-up, when it is missing)
+
+        experts._supports_current_device = staticmethod(_supports_current_device)
+        experts.process_weights_after_loading = _process_weights_after_loading
+        experts.apply = _apply
+        cpu_moe.prepare_mxfp4_moe_layer_for_cpu = _keep_weights
+        experts._mxmoe_patched = True
+
+
+def _supports_current_device() -> bool:
+    from vllm.platforms import CpuArchEnum, current_platform  # noqa: PLC0415
+
+    return current_platform.is_cpu() and current_platform.get_cpu_architecture() == CpuArchEnum.X86
+
+
+def _keep_weights(w13, w2, w13_scale, w2_scale):
+    """In place of vLLM's AMX repack: the tensors as loaded, which mxmoe reads at load."""
+    return w13, w2, w13_scale, w2_scale
+
+
+def _family(moe_config) -> str:
+    """The mxmoe family whose expert math vLLM's layer computes."""
+    from vllm.model_executor.layers.fused_moe.activation import MoEActivation  # noqa: PLC0415
+
+    activation = moe_config.activation
+    if activation == MoEActivation.SWIGLUOAI:
+        return "gpt_oss"
+    raise ValueError(
+        f"mxmoe-vllm: MoE activation {activation} is not one this plugin maps to mxmoe (gpt-oss's "
+        "SWIGLUOAI is); vLLM's model is not one the plugin was tested with")
+
+
+def _check_routing(moe_config) -> None:
+    """vLLM's CPU path routes before the experts; mxmoe receives its ids and weights. Only
+    routing whose meaning vLLM's CPU router computes is accepted."""
+    from vllm.model_executor.layers.fused_moe.config import RoutingMethodType  # noqa: PLC0415
+
+    method = moe_config.routing_method
+    accepted = {RoutingMethodType.Default, RoutingMethodType.Renormalize,
+                RoutingMethodType.RenormalizeNaive}
+    if method not in accepted:
+        raise ValueError(
+            f"mxmoe-vllm: routing method {method!r}: vLLM's CPU router scores with softmax, which "
+            "is not what a sigmoid or sqrt(softplus) router means (DeepSeek-V3/V4); refused "
+            "rather than computing with the wrong experts")
+
+
+def _tensor(layer, name: str, required: bool = True):
+    value = getattr(layer, name, None)
+    if value is None:
+        if required:
+            raise ValueError(f"mxmoe-vllm: the MoE layer has no {name}")
+        return None
+    return value.data if hasattr(value, "data") else value
+
+
+def _process_weights_after_loading(self, layer) -> None:
+    """Binds an mxmoe layer to vLLM's loaded MXFP4 tensors (errors here fail vLLM's load, with
+    mxmoe's message), then releases vLLM's copies where mxmoe packed its own."""
+    import torch  # noqa: PLC0415
+    import vllm.envs as envs  # noqa: PLC0415
+
+    import mxmoe  # noqa: PLC0415
+
+    config = self.moe_config
+    _check_routing(config)
+    if getattr(config.moe_parallel_config, "use_ep", False):
+        raise ValueError("mxmoe-vllm: vLLM's expert parallelism is not supported by the plugin "
+                         "(use mxmoe's own under mpirun, docs/DISTRIBUTED.md)")
+    if getattr(self.quant_config, "gemm1_beta", None) not in (None, 1.0):
+        raise ValueError(f"mxmoe-vllm: SwiGLU beta {self.quant_config.gemm1_beta}: mxmoe's "
+                         "gpt-oss activation adds 1 to the up projection")
+    tensors = {name: _tensor(layer, name) for name in
+               ("w13_weight", "w2_weight", "w13_weight_scale", "w2_weight_scale")}
+    for name in ("w13_bias", "w2_bias"):
+        tensors[name] = _tensor(layer, name, required=False)
+    for name, t in tensors.items():
+        if t is not None and t.device.type != "cpu":
+            raise ValueError(f"mxmoe-vllm: {name} is on {t.device}; mxmoe computes on the CPU")
+    alpha = getattr(self.quant_config, "gemm1_alpha", None)
+    limit = getattr(self.quant_config, "gemm1_clamp_limit", None)
+    mx = mxmoe.layer_from_tensors(
+        family=_family(config), top_k=int(config.experts_per_token),
+        w13_blocks=tensors["w13_weight"], w13_scales=tensors["w13_weight_scale"],
+        w2_blocks=tensors["w2_weight"], w2_scales=tensors["w2_weight_scale"],
+        w13_bias=tensors["w13_bias"], w2_bias=tensors["w2_bias"], gate_up="interleaved",
+        alpha=alpha, limit=limit, batch_invariant=bool(envs.VLLM_BATCH_INVARIANT),
+        threads=torch.get_num_threads())
+    self._mxmoe_layer = mx
+    shape = (mx.num_experts, mx.hidden, mx.intermediate, mx.top_k, mx.backend)
+    with _lock:
+        if shape not in _logged_shapes:
+            _logged_shapes.add(shape)
+            logger.info("mxmoe-vllm: MoE layers E=%d H=%d I=%d top-%d run on mxmoe's %s "
+                        "(%s activations%s): %s", mx.num_experts, mx.hidden, mx.intermediate,
+                        mx.top_k, mx.backend, mx.activation,
+                        ", batch invariant" if mx.batch_invariant else "", mx.selection["why"])
+    if not mx.reads_source_weights:
+        empty = torch.empty(0, dtype=torch.uint8)
+        for name in ("w13_weight", "w2_weight", "w13_weight_scale", "w2_weight_scale"):
+            setattr(layer, name, torch.nn.Parameter(empty, requires_grad=False))
+
+
+def _apply(self, output, hidden_states, w1, w2, topk_weights, topk_ids, activation,
+           global_num_experts, expert_map, a1q_scale, a2_scale, workspace13, workspace2,
+           expert_tokens_meta, apply_router_weight_on_input) -> None:
+    mx: Optional[Any] = getattr(self, "_mxmoe_layer", None)
+    if mx is None:
+        raise RuntimeError("mxmoe-vllm: this MoE layer was not bound at load")
+    if apply_router_weight_on_input:
+        raise NotImplementedError("mxmoe-vllm: apply_router_weight_on_input=True is not "
+                                  "supported (the weights multiply the experts' outputs)")
+    if expert_map is not None:
+        raise NotImplementedError("mxmoe-vllm: expert maps (vLLM expert parallelism)")
+    mx.forward_routed(hidden_states, topk_ids, topk_weights, out=output)

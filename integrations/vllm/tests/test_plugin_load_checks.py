@@ -1,0 +1,95 @@
+"""The plugin's load-time checks without an engine: what vLLM hands it at
+process_weights_after_loading, made wrong in each way an engine could, fails at load with a
+message naming the problem (never at the first token, never a wrong answer); right, it gives
+mxmoe's layer, whose output equals mxmoe's on the same bytes loaded from a checkpoint."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+import mxmoe
+import mxmoe_vllm
+from vllm.model_executor.layers.fused_moe.activation import MoEActivation
+from vllm.model_executor.layers.fused_moe.config import RoutingMethodType
+
+E, H, I, K = 4, 64, 32, 2
+
+
+def _experts(routing=RoutingMethodType.Renormalize, activation=MoEActivation.SWIGLUOAI):
+    config = SimpleNamespace(activation=activation, routing_method=routing, experts_per_token=K,
+                             moe_parallel_config=SimpleNamespace(use_ep=False))
+    quant = SimpleNamespace(gemm1_alpha=1.702, gemm1_clamp_limit=7.0, gemm1_beta=1.0)
+    return SimpleNamespace(moe_config=config, quant_config=quant)
+
+
+def _layer(**override):
+    rng = np.random.default_rng(0)
+    w13 = rng.standard_normal((E, 2 * I, H), dtype=np.float32) / 8
+    w2 = rng.standard_normal((E, H, I), dtype=np.float32) / 6
+    b13, s13 = mxmoe.quantize_mxfp4(w13)
+    b2, s2 = mxmoe.quantize_mxfp4(w2)
+    tensors = dict(
+        w13_weight=torch.from_numpy(b13.reshape(E, 2 * I, H // 2)),
+        w2_weight=torch.from_numpy(b2.reshape(E, H, I // 2)),
+        w13_weight_scale=torch.from_numpy(s13), w2_weight_scale=torch.from_numpy(s2),
+        w13_bias=torch.from_numpy(rng.standard_normal((E, 2 * I), dtype=np.float32) / 10),
+        w2_bias=torch.from_numpy(rng.standard_normal((E, H), dtype=np.float32) / 10))
+    tensors.update(override)
+    return SimpleNamespace(**{k: torch.nn.Parameter(v, requires_grad=False) if v is not None
+                              else None for k, v in tensors.items()})
+
+
+def test_a_right_layer_binds_and_computes():
+    experts, layer = _experts(), _layer()
+    source = layer.w13_weight.data.clone()
+    mxmoe_vllm._process_weights_after_loading(experts, layer)
+    mx = experts._mxmoe_layer
+    assert (mx.num_experts, mx.hidden, mx.intermediate, mx.top_k) == (E, H, I, K)
+    x = torch.randn(3, H).to(torch.bfloat16)
+    ids = torch.tensor([[0, 1], [2, 3], [3, 0]], dtype=torch.int32)
+    w = torch.tensor([[0.75, 0.25], [0.5, 0.5], [0.9, 0.1]], dtype=torch.float32)
+    out = torch.empty(3, H, dtype=torch.bfloat16)
+    mxmoe_vllm._apply(experts, out, x, None, None, w, ids, None, E, None, None, None, None,
+                      None, None, False)
+    assert torch.isfinite(out.float()).all() and out.float().abs().max() > 0
+    if not mx.reads_source_weights:  # vLLM's copy released once mxmoe packed its own
+        assert layer.w13_weight.numel() == 0
+    else:
+        assert torch.equal(layer.w13_weight.data, source)
+
+
+@pytest.mark.parametrize("name,value,match", [
+    ("w13_weight", torch.zeros(E, 2 * I, H // 2, dtype=torch.bfloat16), "w13"),
+    ("w2_weight", torch.zeros(E, H, I // 4, dtype=torch.uint8), "w2"),
+    ("w13_weight_scale", torch.full((E, 2 * I, H // 32), 255, dtype=torch.uint8), "scale"),
+    ("w2_bias", torch.full((E, H), float("nan")), "bias"),
+])
+def test_wrong_tensors_fail_at_load_naming_them(name, value, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        mxmoe_vllm._process_weights_after_loading(_experts(), _layer(**{name: value}))
+
+
+def test_a_router_the_cpu_path_misreads_is_refused():
+    with pytest.raises(ValueError, match="softmax"):
+        mxmoe_vllm._process_weights_after_loading(
+            _experts(routing=RoutingMethodType.DeepSeekV3), _layer())
+
+
+def test_an_activation_the_plugin_does_not_map_is_refused():
+    with pytest.raises(ValueError, match="activation"):
+        mxmoe_vllm._process_weights_after_loading(
+            _experts(activation=MoEActivation.GELU), _layer())
+
+
+def test_register_patches_only_what_exists(monkeypatch):
+    from vllm.model_executor.layers.fused_moe.experts import cpu_moe
+
+    mxmoe_vllm.register()
+    assert cpu_moe.CPUExpertsMxfp4._mxmoe_patched
+    assert cpu_moe.CPUExpertsMxfp4._supports_current_device() is True
+    mxmoe_vllm.register()  # idempotent
+    assert cpu_moe.prepare_mxfp4_moe_layer_for_cpu is mxmoe_vllm._keep_weights
