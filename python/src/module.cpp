@@ -99,7 +99,10 @@ Request make_request(const std::optional<std::string>& activation, bool batch_in
                      const std::vector<std::string>& exclude, int tokens) {
   // The MXMOE_* variables through the library's one parser (config.hpp), as the command and
   // the C API read them: an argument left at its default takes the variable, one given wins.
-  Request r = config_from_environment().request;
+  // MXMOE_VERBOSE=dispatch turns the dispatch log on for the judgement that follows.
+  const EnvironmentConfig config = config_from_environment();
+  apply_log_settings(config);
+  Request r = config.request;
   if (activation) {
     try {
       r.activation = parse_activation_format(*activation);

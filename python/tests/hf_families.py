@@ -140,15 +140,19 @@ def _tensors(directory: str) -> Dict[str, Tuple[str, str]]:
     out = {}
     for file in sorted(os.listdir(directory)):
         if file.endswith(".safetensors"):
-            with safe_open(os.path.join(directory, file), "np") as f:
+            with safe_open(os.path.join(directory, file), "pt") as f:
                 for key in f.keys():
                     out[key] = (os.path.join(directory, file), key)
     return out
 
 
 def _read(where: Tuple[str, str]) -> np.ndarray:
-    with safe_open(where[0], "np") as f:
-        return f.get_tensor(where[1])
+    """A tensor's values as numpy; 8-bit float codes (F8_E8M0 scales) as their bytes."""
+    with safe_open(where[0], "pt") as f:
+        t = f.get_tensor(where[1])
+    if t.dtype.itemsize == 1 and t.dtype.is_floating_point:
+        t = t.view(torch.uint8)
+    return t.numpy()
 
 
 _MXFP4_EXPERTS = re.compile(r"layers\.(\d+)\.(?:mlp|ffn)\.(experts|shared_experts)\."

@@ -87,8 +87,11 @@ def test_logits_match_transformers(built, family):
 def test_greedy_tokens_match_transformers(built, family):
     reference, _, model = built(family)
     prompt = _prompt(seed=2)
-    want = reference.generate(prompt, max_new_tokens=NEW_TOKENS, do_sample=False)
-    got = model.generate(prompt, max_new_tokens=NEW_TOKENS, do_sample=False)
+    # min_new_tokens: an end-of-sequence token does not end the comparison early.
+    want = reference.generate(prompt, max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS,
+                              do_sample=False)
+    got = model.generate(prompt, max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS,
+                         do_sample=False)
     assert got.shape == (2, 12 + NEW_TOKENS)
     assert torch.equal(got, want)
 
@@ -106,9 +109,10 @@ def test_padded_batch_gives_each_prompt_its_tokens_alone(built, family):
         ids[i, width - len(p):] = p
         mask[i, width - len(p):] = 1
     batch = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=NEW_TOKENS,
-                           do_sample=False, pad_token_id=0)
+                           min_new_tokens=NEW_TOKENS, do_sample=False, pad_token_id=0)
     for i, p in enumerate(prompts):
-        alone = model.generate(p[None], max_new_tokens=NEW_TOKENS, do_sample=False)
+        alone = model.generate(p[None], max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS,
+                               do_sample=False)
         assert torch.equal(batch[i, width:], alone[0, len(p):]), f"prompt {i}"
 
 
@@ -336,3 +340,21 @@ def test_a_checkpoint_missing_a_non_expert_tensor_is_refused(built, work):
     save_file(tensors, path, metadata={"format": "pt"})
     with pytest.raises(mxmoe.LoadError, match="self_attn.o_proj.weight"):
         mt.from_pretrained(partial, threads=THREADS)
+
+
+def test_deepseek_v4_hash_layer_routes_by_the_models_input_ids(built):
+    """Layer 0 is hash-routed (tid2eid): it takes the ids the model's forward received. Changing
+    one id changes that token's experts and so its output (not only through the embedding:
+    the same embedding with other ids would route elsewhere); without ids it is refused."""
+    reference, _, model = built("deepseek_v4")
+    hash_layer = mt.layers(model)[0]
+    assert hash_layer.vocab == 512
+    block = model.model.layers[0].mlp
+    x = torch.randn(1, 4, 128)
+    ids = torch.tensor([[3, 4, 5, 6]])
+    other = torch.tensor([[3, 4, 5, 7]])
+    with torch.no_grad():
+        a, b = block(x, input_ids=ids), block(x, input_ids=other)
+    assert torch.equal(a[0, :3], b[0, :3]) and not torch.equal(a[0, 3], b[0, 3])
+    with pytest.raises(ValueError):
+        block(x)
