@@ -43,9 +43,13 @@ int quantize(const QuantizeArgs& args) {
 void add_quantize(CLI::App& app, Action& action) {
   auto* sub = app.add_subcommand(
       "quantize",
-      "Convert a BF16/F32 expert checkpoint (Mixtral, Qwen3-MoE, DeepSeek naming) to MXFP4 in "
-      "the gpt-oss layout (MoE tensors only), with a config.json mxmoe loads back. Writes a "
-      "temporary directory beside OUT and renames it into place when complete");
+      "Convert a BF16/F32 expert checkpoint (Mixtral, Qwen3-MoE, DeepSeek naming) to a complete "
+      "MXFP4 model: the routed experts quantized into the gpt-oss layout (DeepSeek-V4: its own "
+      "naming), every other tensor (attention, norms, embeddings, head, dense MLPs, routers, "
+      "shared experts) and every other file (tokenizer, generation config, chat template) "
+      "copied unchanged, config.json with its quantization_config. Streams (about one layer in "
+      "memory), shards per layer, writes a temporary directory beside OUT and renames it into "
+      "place when complete; Ctrl-C leaves OUT as it was (exit 130)");
   auto args = std::make_shared<QuantizeArgs>();
   sub->add_option("--model", args->in, "Input checkpoint directory")->required();
   sub->add_option("--out", args->out, "Output directory (refused if it exists, unless --force)")

@@ -371,6 +371,8 @@ TEST(GenerateFull, Qwen3IsBf16PerExpertAndQuantizes) {
   LayerSpec read = c.layer_spec(1);
   read.name = spec.name;
   EXPECT_EQ(read, spec);
+  for (const char* file : {"tokenizer.json", "tokenizer_config.json", "generation_config.json"})
+    EXPECT_EQ(io::read_text_file(out + "/" + file), io::read_text_file(quantized + "/" + file));
   Request r;
   r.activation = ActivationFormat::f32;
   r.forced_backend = "reference";
