@@ -223,7 +223,7 @@ def generate(
     out: PathLike,
     preset: str = "gpt-oss-20b",
     *,
-    layers: int = 1,
+    layers: Optional[int] = None,
     experts: Optional[int] = None,
     top_k: Optional[int] = None,
     hidden: Optional[int] = None,
@@ -232,16 +232,30 @@ def generate(
     vocab: Optional[int] = None,
     seed: int = 1,
     force: bool = False,
+    full: bool = False,
+    attention_heads: Optional[int] = None,
+    kv_heads: Optional[int] = None,
+    head_dim: Optional[int] = None,
 ) -> str:
-    """Writes a checkpoint of random MXFP4 MoE layers with a preset's shape; returns ``out``.
+    """Writes a checkpoint of random weights with a preset's shape; returns ``out``.
 
-    What ``mxmoe generate`` writes: config.json of the preset's family and the gpt-oss MXFP4
-    layout, layer N's weights drawn from ``seed + N``. ``experts``, ``top_k``, ``hidden`` and
-    ``intermediate`` (multiples of 32) resize the preset. DeepSeek-V4 is written in its release
-    naming; its first ``hash_layers`` layers are hash-routed over ``vocab`` token ids (default
-    129280). The directory is written beside
-    ``out`` and renamed into place when complete; an existing ``out`` is an error unless
-    ``force``.
+    What ``mxmoe generate`` writes: config.json of the preset's family and ``layers`` (default 1)
+    MoE layers in the gpt-oss MXFP4 layout, layer N's weights drawn from ``seed + N``.
+    ``experts``, ``top_k``, ``hidden`` and ``intermediate`` (multiples of 32) resize the preset.
+    DeepSeek-V4 is written in its release naming; its first ``hash_layers`` layers are
+    hash-routed over ``vocab`` token ids (default 129280).
+
+    ``full=True`` writes the whole model instead (``mxmoe generate --full``): every tensor of
+    the published checkpoint with its name, shape and dtype, a byte-level tokenizer.json,
+    tokenizer_config.json and generation_config.json, so that transformers loads it. Presets
+    gpt-oss-20b, gpt-oss-120b and tiny (MXFP4 experts, as published) and qwen3-30b-a3b (BF16
+    per-expert weights, as published: convert them with ``mxmoe quantize``). ``layers``,
+    ``vocab``, ``attention_heads``, ``kv_heads`` and ``head_dim`` default to the published
+    model's (gpt-oss-20b: 24 layers, vocab 201088, 64 heads, 8 key/value heads, head dim 64).
+
+    The directory is written beside ``out``, in pieces, and renamed into place when complete;
+    an existing ``out`` is an error unless ``force``. Ctrl-C stops it (KeyboardInterrupt) with
+    ``out`` as it was.
     """
     sizes = [0 if v is None else _int(v, name)
              for v, name in ((experts, "experts"), (top_k, "top_k"), (hidden, "hidden"),
@@ -257,8 +271,18 @@ def generate(
     if hash_layers < 0 or vocab < 0:
         raise ValueError(f"hash_layers and vocab: expected non-negative ints, got {hash_layers}, "
                          f"{vocab}")
+    layers = 0 if layers is None else _int(layers, "layers")
+    if layers < 0:
+        raise ValueError(f"layers: expected a positive int, got {layers}")
+    attention = [0 if v is None else _int(v, name)
+                 for v, name in ((attention_heads, "attention_heads"), (kv_heads, "kv_heads"),
+                                 (head_dim, "head_dim"))]
+    for value, name in zip(attention, ("attention_heads", "kv_heads", "head_dim")):
+        if value < 0 or (value and not full):
+            raise ValueError(f"{name}: expected a positive size with full=True, got {value}")
     return _mxmoe._generate(os.fspath(out), _optional_str(preset, "preset") or "gpt-oss-20b",
-                            _int(layers, "layers"), *sizes, hash_layers, vocab, seed, bool(force))
+                            layers, *sizes, hash_layers, vocab, seed, bool(force), bool(full),
+                            *attention)
 
 
 def hardware() -> Dict[str, Any]:

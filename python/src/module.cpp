@@ -348,7 +348,8 @@ nb::tuple explain(const std::optional<std::string>& preset_name,
 
 std::string generate(const std::string& out, const std::string& preset_name, int layers,
                      int experts, int top_k, int hidden, int intermediate, int hash_layers,
-                     int vocab, std::uint64_t seed, bool force) {
+                     int vocab, std::uint64_t seed, bool force, bool full, int attention_heads,
+                     int kv_heads, int head_dim) {
   const LayerSpec spec = resize(preset(preset_name), {experts, top_k, hidden, intermediate});
   GenerateOptions o;
   o.layers = layers;
@@ -356,8 +357,25 @@ std::string generate(const std::string& out, const std::string& preset_name, int
   o.vocab = vocab;
   o.seed = seed;
   o.force = force;
-  nb::gil_scoped_release release;
-  generate_checkpoint(out, spec, o);
+  o.full = full;
+  o.attention_heads = attention_heads;
+  o.kv_heads = kv_heads;
+  o.head_dim = head_dim;
+  // Ctrl-C stops the writing between pieces (OUT left as it was) and raises KeyboardInterrupt.
+  o.cancelled = [] {
+    nb::gil_scoped_acquire gil;
+    return PyErr_CheckSignals() != 0;
+  };
+  bool interrupted = false;
+  {
+    nb::gil_scoped_release release;
+    try {
+      generate_checkpoint(out, spec, o);
+    } catch (const GenerateCancelled&) {
+      interrupted = true;
+    }
+  }
+  if (interrupted) throw nb::python_error();  // the error PyErr_CheckSignals set
   return out;
 }
 
@@ -531,7 +549,8 @@ NB_MODULE(_mxmoe, m) {
   m.def("_explain", &explain, "preset"_a, "model"_a, "layer"_a, "activation"_a, "batch_invariant"_a,
         "backend"_a, "exclude"_a, "tokens"_a, "threads"_a, "hardware_json"_a, "hardware_source"_a);
   m.def("_generate", &generate, "out"_a, "preset"_a, "layers"_a, "experts"_a, "top_k"_a, "hidden"_a,
-        "intermediate"_a, "hash_layers"_a, "vocab"_a, "seed"_a, "force"_a);
+        "intermediate"_a, "hash_layers"_a, "vocab"_a, "seed"_a, "force"_a, "full"_a,
+        "attention_heads"_a, "kv_heads"_a, "head_dim"_a);
   m.def("_hardware_json", [] { return to_json(probe()); });
   m.def("_hardware_report", [](const std::string& hardware_json) {
     return format_hardware_report(hardware_from_json(hardware_json));

@@ -4,6 +4,7 @@ behave as documented."""
 
 from __future__ import annotations
 
+import json
 import os
 import tracemalloc
 
@@ -338,3 +339,24 @@ def test_layer_cache_follows_the_environment(models, monkeypatch):
     assert model.layer(0, activation="f32").backend == "reference"
     monkeypatch.delenv("MXMOE_BACKEND")
     assert model.layer(0, activation="f32").backend != "reference"
+
+
+def test_generate_full_writes_the_whole_model(tmp_path):
+    path = mxmoe.generate(tmp_path / "oss", "gpt-oss-20b", full=True, layers=2, experts=4,
+                          top_k=2, hidden=64, intermediate=32, attention_heads=4, kv_heads=2,
+                          head_dim=16, vocab=300)
+    files = sorted(os.listdir(path))
+    assert files == ["config.json", "generation_config.json", "model-00001-of-00001.safetensors",
+                     "model.safetensors.index.json", "tokenizer.json", "tokenizer_config.json"]
+    with open(os.path.join(path, "model.safetensors.index.json"), encoding="utf-8") as f:
+        names = json.load(f)["weight_map"]
+    assert "lm_head.weight" in names and "model.layers.1.self_attn.sinks" in names
+    assert len(names) == 41  # embeddings, norm, head and 19 tensors per layer
+    assert mxmoe.Model(path).moe_layers == [0, 1]
+    with pytest.raises(ValueError, match="full=True"):
+        mxmoe.generate(tmp_path / "x", "gpt-oss-20b", head_dim=16)
+    with pytest.raises(ValueError, match="do not divide"):
+        mxmoe.generate(tmp_path / "y", "gpt-oss-20b", full=True, attention_heads=4, kv_heads=3)
+    with pytest.raises(ValueError, match="gpt-oss and Qwen3-MoE"):
+        mxmoe.generate(tmp_path / "z", "mixtral-8x7b", full=True)
+    assert not os.path.exists(tmp_path / "y") and not os.path.exists(tmp_path / "z")

@@ -259,4 +259,38 @@ NonFinite find_non_finite(const std::vector<float>& y, std::int64_t tokens, std:
   return n;
 }
 
+namespace {
+
+// Set by SIGINT/SIGTERM while a StopOnSignal lives (a signal handler may only store to a
+// lock-free atomic or a sig_atomic_t): the one piece of process state the handler needs.
+volatile std::sig_atomic_t g_stop_signal = 0;
+
+extern "C" void request_stop(int signal) {
+  g_stop_signal = signal;
+}
+
+}  // namespace
+
+StopOnSignal::StopOnSignal() {
+  g_stop_signal = 0;
+  struct sigaction action {};
+  action.sa_handler = &request_stop;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, &old_int_);
+  sigaction(SIGTERM, &action, &old_term_);
+}
+
+StopOnSignal::~StopOnSignal() {
+  sigaction(SIGINT, &old_int_, nullptr);
+  sigaction(SIGTERM, &old_term_, nullptr);
+}
+
+bool StopOnSignal::stop_requested() noexcept {
+  return g_stop_signal != 0;
+}
+
+int StopOnSignal::signal() noexcept {
+  return static_cast<int>(g_stop_signal);
+}
+
 }  // namespace mxmoe::cli

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <csignal>
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
@@ -114,5 +115,22 @@ struct NonFinite {
   std::string describe(std::int64_t total_tokens) const;
 };
 NonFinite find_non_finite(const std::vector<float>& y, std::int64_t tokens, std::int64_t width);
+
+// While it lives, SIGINT and SIGTERM do not kill the process but are recorded, so a long
+// writer (quantize, generate) polls stop_requested() between pieces and stops cleanly (its
+// temporary directory deleted, exit 130). The previous handlers come back at destruction.
+class StopOnSignal {
+ public:
+  StopOnSignal();
+  ~StopOnSignal();
+  StopOnSignal(const StopOnSignal&) = delete;
+  StopOnSignal& operator=(const StopOnSignal&) = delete;
+  static bool stop_requested() noexcept;
+  static int signal() noexcept;  // the signal received, 0 if none
+
+ private:
+  struct sigaction old_int_ {};
+  struct sigaction old_term_ {};
+};
 
 }  // namespace mxmoe::cli

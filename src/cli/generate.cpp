@@ -1,11 +1,14 @@
 // `mxmoe generate`: a checkpoint of random MXFP4 MoE layers with a preset's shape (optionally
 // resized), in the gpt-oss layout with the family's config.json (DeepSeek-V4: its release
-// naming and config, hash layers optional): something to try the library, the C API and the
-// Python package on without downloading a model.
+// naming and config, hash layers optional), or with --full the whole published model (every
+// tensor, a tokenizer, the configs) for transformers: something to try the library, the C API,
+// the Python package and whole models on without downloading one.
 #include "mxmoe/generate.hpp"
 
 #include <fmt/core.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <memory>
 
 #include "cli/command.hpp"
@@ -17,28 +20,47 @@ namespace {
 struct GenerateFlags {
   std::string preset = "gpt-oss-20b";
   std::string out;
-  int layers = 1;
+  int layers = 0;                                            // 0: 1, or the model's with --full
   int experts = 0, top_k = 0, hidden = 0, intermediate = 0;  // 0: the preset's
-  int hash_layers = 0, vocab = 0;                            // DeepSeek-V4 only
+  int hash_layers = 0, vocab = 0;                            // DeepSeek-V4, or --full
+  bool full = false;
+  int heads = 0, kv_heads = 0, head_dim = 0;  // --full; 0: the published model's
   std::uint64_t seed = 1;
   bool force = false;
 };
 
 int generate(const GenerateFlags& o) {
   const LayerSpec spec = resize(preset(o.preset), {o.experts, o.top_k, o.hidden, o.intermediate});
-  const double gb = 3.0 * spec.num_experts * spec.hidden * double{1} * spec.intermediate * 17 / 32 /
-                    1e9 * o.layers;
-  fmt::print(stderr,
-             "mxmoe generate: {} layer(s) of {} (E={}, top-{}, H={}, I={}): {:.3f} GB of MXFP4\n",
-             o.layers, spec.name, spec.num_experts, spec.top_k, spec.hidden, spec.intermediate, gb);
   mxmoe::GenerateOptions g;
   g.layers = o.layers;
   g.hash_layers = o.hash_layers;
   g.vocab = o.vocab;
   g.seed = o.seed;
   g.force = o.force;
-  g.progress = [](const std::string& line) { fmt::print(stderr, "{}\n", line); };
-  generate_checkpoint(o.out, spec, g);
+  g.full = o.full;
+  g.attention_heads = o.heads;
+  g.kv_heads = o.kv_heads;
+  g.head_dim = o.head_dim;
+  // Progress is best effort: a full or closed stderr never stops the writing.
+  g.progress = [](const std::string& line) {
+    std::fputs((line + "\n").c_str(), stderr);
+    std::fflush(stderr);
+  };
+  const StopOnSignal stop;  // from here on Ctrl-C deletes what was written and exits 130
+  g.cancelled = &StopOnSignal::stop_requested;
+  // The exact bytes of the tensors (the index's total_size), announced before any is written.
+  const std::uint64_t bytes = generated_tensor_bytes(spec, g);
+  g.progress(fmt::format(
+      "mxmoe generate: {} {} (E={}, top-{}, H={}, I={}): {} of tensors",
+      o.full ? "the whole model of" : fmt::format("{} layer(s) of", std::max(o.layers, 1)),
+      spec.name, spec.num_experts, spec.top_k, spec.hidden, spec.intermediate,
+      bytes_text(static_cast<double>(bytes))));
+  try {
+    generate_checkpoint(o.out, spec, g);
+  } catch (const GenerateCancelled& e) {
+    fmt::print(stderr, "mxmoe: {} (signal {})\n", e.what(), StopOnSignal::signal());
+    return kExitInterrupted;
+  }
   fmt::print(stderr, "mxmoe generate: wrote {}\n", o.out);
   return kExitOk;
 }
@@ -49,15 +71,18 @@ void add_generate(CLI::App& app, Action& action) {
   auto opts = std::make_shared<GenerateFlags>();
   auto* sub = app.add_subcommand(
       "generate",
-      "Write a checkpoint of random MXFP4 MoE layers with a preset's shape (config.json + "
-      "safetensors in the gpt-oss layout), to try mxmoe without downloading a model");
+      "Write a checkpoint with random weights of a real model's shape, to try mxmoe without "
+      "downloading a model: its MoE layers (config.json + safetensors in the gpt-oss MXFP4 "
+      "layout), or with --full the whole model (every tensor of the published checkpoint, a "
+      "tokenizer, the configs) that Hugging Face transformers loads");
   sub->add_option("--out", opts->out, "The checkpoint directory to write")->required();
   sub->add_option("--preset", opts->preset, "Shape and family of the layers")
       ->check(CLI::IsMember(preset_names()))
       ->capture_default_str();
-  sub->add_option("--layers", opts->layers, "Number of MoE layers")
-      ->check(CLI::Range(1, 4096))
-      ->capture_default_str();
+  sub->add_option("--layers", opts->layers,
+                  "Number of layers (default 1; with --full the model's: 24 for gpt-oss-20b, 36 "
+                  "for gpt-oss-120b, 48 for qwen3-30b-a3b)")
+      ->check(CLI::Range(1, 4096));
   sub->add_option("--experts", opts->experts, "Override the number of routed experts")
       ->check(CLI::Range(1, 4096));
   sub->add_option("--top-k", opts->top_k, "Override the experts per token")
@@ -71,18 +96,48 @@ void add_generate(CLI::App& app, Action& action) {
                   "V4-Flash's first 3")
       ->check(CLI::Range(0, 4096));
   sub->add_option("--vocab", opts->vocab,
-                  "DeepSeek-V4 hash layers: token ids lie in [0, VOCAB) (default 129280)")
+                  "DeepSeek-V4 hash layers: token ids lie in [0, VOCAB) (default 129280); with "
+                  "--full: the rows of the embedding and the head (default the model's, at least "
+                  "265 for gpt-oss, 259 for Qwen3: the 256 byte tokens and the special tokens)")
       ->check(CLI::Range(1, kMaxVocab));
-  sub->add_option("--seed", opts->seed, "Seed of the random weights (layer N uses seed + N)")
+  auto* full = sub->add_flag(
+      "--full", opts->full,
+      "The whole model, not just its MoE layers: every tensor of the published checkpoint with "
+      "its name, shape and dtype (gpt-oss: MXFP4 experts as published; qwen3-30b-a3b: BF16 "
+      "per-expert weights as published, for `mxmoe quantize`), a byte-level tokenizer.json, "
+      "tokenizer_config.json and generation_config.json, in shards of at most 4 GB with an index. "
+      "Presets gpt-oss-20b, gpt-oss-120b, tiny and qwen3-30b-a3b");
+  sub->add_option("--heads", opts->heads, "With --full: attention heads (default the model's)")
+      ->check(CLI::Range(1, 1024))
+      ->needs(full);
+  sub->add_option("--kv-heads", opts->kv_heads,
+                  "With --full: key/value heads, dividing --heads (default the model's)")
+      ->check(CLI::Range(1, 1024))
+      ->needs(full);
+  sub->add_option("--head-dim", opts->head_dim,
+                  "With --full: the size of a head, even (default the model's)")
+      ->check(CLI::Range(2, 1024))
+      ->needs(full);
+  sub->add_option("--seed", opts->seed,
+                  "Seed of the random weights (layer N uses seed + N; with --full each tensor has "
+                  "its own stream)")
       ->capture_default_str();
   sub->add_flag("--force", opts->force, "Replace OUT if it exists (as a whole)");
   sub->footer(
-      "Example: mxmoe generate --preset qwen3-30b-a3b --experts 8 --hidden 256 --intermediate "
-      "128 --layers 2 --out /tmp/tiny-qwen\n"
+      "Examples:\n"
+      "  mxmoe generate --preset qwen3-30b-a3b --experts 8 --hidden 256 --intermediate 128 "
+      "--layers 2 --out /tmp/tiny-qwen\n"
+      "  mxmoe generate --preset gpt-oss-20b --full --out /tmp/gpt-oss-20b   (13.8 GB, the "
+      "published layout)\n"
+      "  mxmoe generate --preset gpt-oss-20b --full --layers 2 --experts 4 --hidden 64 "
+      "--intermediate 64 --heads 4 --kv-heads 2 --head-dim 16 --vocab 1000 --out /tmp/tiny-oss\n"
+      "  mxmoe generate --preset qwen3-30b-a3b --full --out /tmp/qwen3 && mxmoe quantize --model "
+      "/tmp/qwen3 --out /tmp/qwen3-mxfp4   (61 GB of BF16, then 17 GB)\n"
       "DeepSeek-V4 is written in its release naming (FP4 experts, FP8 shared expert): mxmoe "
       "generate --preset deepseek-v4-flash --experts 16 --hidden 256 --intermediate 128 "
       "--layers 2 --hash-layers 1 --vocab 1000 --out /tmp/tiny-v4\n"
-      "The checkpoint is written beside OUT and renamed into place when complete.");
+      "The checkpoint is written beside OUT and renamed into place when complete; Ctrl-C "
+      "deletes it and leaves OUT as it was (exit 130).");
   sub->callback([&action, opts] { action = [opts] { return generate(*opts); }; });
 }
 

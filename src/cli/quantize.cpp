@@ -2,7 +2,6 @@
 // (io/quantize_checkpoint.hpp): Ctrl-C or a failure leaves OUT as it was.
 #include <fmt/core.h>
 
-#include <csignal>
 #include <cstdio>
 
 #include "cli/command.hpp"
@@ -18,37 +17,6 @@ struct QuantizeArgs {
   bool force = false;
 };
 
-// Set by SIGINT/SIGTERM while a conversion runs; the conversion polls it between experts and
-// stops cleanly (a signal handler may only store to a lock-free atomic or sig_atomic_t).
-volatile std::sig_atomic_t g_stop_signal = 0;
-
-extern "C" void request_stop(int signal) {
-  g_stop_signal = signal;
-}
-
-// Installs request_stop for SIGINT and SIGTERM for its lifetime, then restores the handlers.
-class StopOnSignal {
- public:
-  StopOnSignal() {
-    g_stop_signal = 0;
-    struct sigaction action {};
-    action.sa_handler = &request_stop;
-    sigemptyset(&action.sa_mask);
-    sigaction(SIGINT, &action, &old_int_);
-    sigaction(SIGTERM, &action, &old_term_);
-  }
-  ~StopOnSignal() {
-    sigaction(SIGINT, &old_int_, nullptr);
-    sigaction(SIGTERM, &old_term_, nullptr);
-  }
-  StopOnSignal(const StopOnSignal&) = delete;
-  StopOnSignal& operator=(const StopOnSignal&) = delete;
-
- private:
-  struct sigaction old_int_ {};
-  struct sigaction old_term_ {};
-};
-
 int quantize(const QuantizeArgs& args) {
   io::QuantizeOptions options;
   options.scale_rule = args.rule == "floor" ? ScaleRule::floor : ScaleRule::round_up;
@@ -59,11 +27,11 @@ int quantize(const QuantizeArgs& args) {
     std::fflush(stderr);
   };
   const StopOnSignal stop;
-  options.cancelled = [] { return g_stop_signal != 0; };
+  options.cancelled = &StopOnSignal::stop_requested;
   try {
     io::quantize_checkpoint(args.in, args.out, options);
   } catch (const io::QuantizeCancelled& e) {
-    fmt::print(stderr, "mxmoe: {} (signal {})\n", e.what(), static_cast<int>(g_stop_signal));
+    fmt::print(stderr, "mxmoe: {} (signal {})\n", e.what(), StopOnSignal::signal());
     return kExitInterrupted;
   }
   fmt::print(stderr, "quantize: wrote {}\n", args.out);
@@ -75,9 +43,13 @@ int quantize(const QuantizeArgs& args) {
 void add_quantize(CLI::App& app, Action& action) {
   auto* sub = app.add_subcommand(
       "quantize",
-      "Convert a BF16/F32 expert checkpoint (Mixtral, Qwen3-MoE, DeepSeek naming) to MXFP4 in "
-      "the gpt-oss layout (MoE tensors only), with a config.json mxmoe loads back. Writes a "
-      "temporary directory beside OUT and renames it into place when complete");
+      "Convert a BF16/F32 expert checkpoint (Mixtral, Qwen3-MoE, DeepSeek naming) to a complete "
+      "MXFP4 model: the routed experts quantized into the gpt-oss layout (DeepSeek-V4: its own "
+      "naming), every other tensor (attention, norms, embeddings, head, dense MLPs, routers, "
+      "shared experts) and every other file (tokenizer, generation config, chat template) "
+      "copied unchanged, config.json with its quantization_config. Streams (about one layer in "
+      "memory), shards per layer, writes a temporary directory beside OUT and renames it into "
+      "place when complete; Ctrl-C leaves OUT as it was (exit 130)");
   auto args = std::make_shared<QuantizeArgs>();
   sub->add_option("--model", args->in, "Input checkpoint directory")->required();
   sub->add_option("--out", args->out, "Output directory (refused if it exists, unless --force)")

@@ -2,12 +2,14 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <system_error>
 
 #include "base/file.hpp"
 #include "base/json.hpp"
+#include "io/full_checkpoint.hpp"
 #include "model/config_writer.hpp"
 #include "model/model_config.hpp"
 #include "mxmoe/checkpoint.hpp"
@@ -181,6 +183,65 @@ LayerTensors deepseek_v4_layer_tensors(const LayerSpec& spec, const LayerWeights
   return out;
 }
 
+PlannedTensor planned_copy(TensorHeader header, std::span<const std::uint8_t> data,
+                           std::function<void(std::span<const std::uint8_t>)> after_piece) {
+  if (tensor_byte_size(header) != data.size())
+    throw std::invalid_argument(fmt::format("tensor \"{}\" has {} bytes, its shape x {} needs {}",
+                                            header.name, data.size(), to_string(header.dtype),
+                                            tensor_byte_size(header)));
+  return {std::move(header), [data, after = std::move(after_piece)](const ByteSink& emit) {
+            for (std::size_t at = 0; at < data.size(); at += kWritePieceBytes) {
+              const auto piece = data.subspan(at, std::min(kWritePieceBytes, data.size() - at));
+              emit(piece);
+              if (after) after(piece);
+            }
+          }};
+}
+
+std::vector<std::size_t> pack_shards(std::span<const std::uint64_t> sizes,
+                                     std::uint64_t max_bytes) {
+  std::vector<std::size_t> first;
+  std::uint64_t in_shard = 0;
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    if (first.empty() || (in_shard > 0 && in_shard + sizes[i] > max_bytes)) {
+      first.push_back(i);
+      in_shard = 0;
+    }
+    in_shard += sizes[i];
+  }
+  return first;
+}
+
+std::string shard_file_name(std::size_t index, std::size_t count) {
+  return fmt::format("model-{:05d}-of-{:05d}.safetensors", index, count);
+}
+
+ProgressMeter::ProgressMeter(std::string label, std::uint64_t total,
+                             std::function<void(const std::string&)> progress, std::uint64_t step)
+    : label_(std::move(label)),
+      total_(total),
+      step_(std::max<std::uint64_t>(step, 1)),
+      next_(step_),
+      progress_(std::move(progress)) {}
+
+void ProgressMeter::add(std::uint64_t bytes) {
+  done_ += bytes;
+  if (done_ < next_ || done_ >= total_) return;
+  next_ = (done_ / step_ + 1) * step_;
+  if (progress_) progress_(label_ + ": " + fraction());
+}
+
+std::string ProgressMeter::fraction() const {
+  const double percent =
+      total_ == 0 ? 100.0 : 100.0 * static_cast<double>(done_) / static_cast<double>(total_);
+  // One unit for both numbers, the total's.
+  const auto [unit, name] = total_ >= 1'000'000'000 ? std::pair{1e9, "GB"}
+                            : total_ >= 1'000'000   ? std::pair{1e6, "MB"}
+                                                    : std::pair{1e3, "KB"};
+  return fmt::format("{:.2f}/{:.2f} {} ({:.0f}%)", static_cast<double>(done_) / unit,
+                     static_cast<double>(total_) / unit, name, percent);
+}
+
 CheckpointDirectoryWriter::CheckpointDirectoryWriter(const std::string& out, bool force)
     : force_(force),
       out_exists_([&] {
@@ -197,15 +258,44 @@ CheckpointDirectoryWriter::CheckpointDirectoryWriter(const std::string& out, boo
       staging_(out) {}
 
 void CheckpointDirectoryWriter::add_shard(const std::string& file,
-                                          const std::vector<TensorToWrite>& tensors) {
-  write_safetensors(staging_.path() + "/" + file, tensors, {{"format", "pt"}});
-  for (const TensorToWrite& t : tensors) {
-    weight_map_[t.name] = file;
-    total_ += t.data.size();
+                                          std::span<const PlannedTensor> tensors) {
+  poll();
+  std::vector<TensorHeader> headers;
+  headers.reserve(tensors.size());
+  for (const PlannedTensor& t : tensors) {
+    if (weight_map_.contains(t.header.name))
+      throw std::invalid_argument(fmt::format("tensor \"{}\" is written twice ({} and {})",
+                                              t.header.name,
+                                              weight_map_[t.header.name].get<std::string>(), file));
+    headers.push_back(t.header);
   }
+  SafetensorsStreamWriter out(staging_.path() + "/" + file, headers, {{"format", "pt"}});
+  const ByteSink emit = [&](std::span<const std::uint8_t> piece) {
+    poll();
+    out.write(piece);
+  };
+  for (const PlannedTensor& t : tensors) t.fill(emit);
+  out.commit();
+  for (const TensorHeader& t : headers) weight_map_[t.name] = file;
+  total_ += out.data_bytes();
+}
+
+void CheckpointDirectoryWriter::add_shard(const std::string& file,
+                                          const std::vector<TensorToWrite>& tensors) {
+  std::vector<PlannedTensor> planned;
+  planned.reserve(tensors.size());
+  for (const TensorToWrite& t : tensors)
+    planned.push_back(planned_copy({t.name, t.dtype, t.shape}, t.data));
+  add_shard(file, planned);
+}
+
+void CheckpointDirectoryWriter::add_file(const std::string& file, std::string_view contents) {
+  poll();
+  files::write_file_atomically(staging_.path() + "/" + file, contents);
 }
 
 void CheckpointDirectoryWriter::finish(const std::string& config_json, bool with_index) {
+  poll();
   if (with_index)
     files::write_file_atomically(
         staging_.path() + "/model.safetensors.index.json",
@@ -218,26 +308,41 @@ void CheckpointDirectoryWriter::finish(const std::string& config_json, bool with
 }  // namespace mxmoe::io
 
 namespace mxmoe {
+namespace {
 
-void generate_checkpoint(const std::string& out, const LayerSpec& spec,
-                         const GenerateOptions& options) {
-  using io::deepseek_v4_layer_tensors;
-  using io::gpt_oss_layer_tensors;
-  using io::LayerTensors;
-  if (options.layers < 1 || options.layers > 4096)
+// The MoE-layers-only checkpoint of generate_checkpoint: its layers' specs and config.json,
+// checked before anything is written.
+struct LayersPlan {
+  int layers = 1;
+  LayerSpec spec, hash_spec;  // hash_spec: DeepSeek-V4's hash layers (the first hash_layers)
+  int hash_layers = 0;
+  std::string config;
+  const LayerSpec& spec_of(int n) const { return n < hash_layers ? hash_spec : spec; }
+};
+
+LayersPlan plan_layers(const LayerSpec& spec, const GenerateOptions& options) {
+  LayersPlan plan;
+  plan.layers = options.layers == 0 ? 1 : options.layers;
+  if (plan.layers < 1 || plan.layers > 4096)
     throw std::invalid_argument("generate: layers must be 1..4096, got " +
                                 std::to_string(options.layers));
   const bool v4 = spec.family == Family::deepseek_v4;
   if (!v4 && options.hash_layers != 0)
     throw std::invalid_argument("generate: hash layers are DeepSeek-V4's (use its preset)");
-  if (options.hash_layers < 0 || options.hash_layers > options.layers)
+  if (options.hash_layers < 0 || options.hash_layers > plan.layers)
     throw std::invalid_argument(
-        fmt::format("generate: {} hash layers of {} layers", options.hash_layers, options.layers));
+        fmt::format("generate: {} hash layers of {} layers", options.hash_layers, plan.layers));
   if (options.vocab < 0 || options.vocab > kMaxVocab)
     throw std::invalid_argument(fmt::format(
         "generate: vocab must be 0 (the default) or 1..{}, got {}", kMaxVocab, options.vocab));
+  if (options.attention_heads != 0 || options.kv_heads != 0 || options.head_dim != 0 ||
+      options.max_shard_bytes != 0)
+    throw std::invalid_argument(
+        "generate: attention sizes and the shard size are for the whole model (full)");
+  plan.spec = plan.hash_spec = spec;
+  plan.hash_layers = options.hash_layers;
   // DeepSeek-V4's hash layers: the routed spec's math with experts by token id.
-  LayerSpec hash_spec = spec;
+  LayerSpec& hash_spec = plan.hash_spec;
   if (spec.routing != RoutingMethod::hash && options.hash_layers > 0) {
     hash_spec.routing = RoutingMethod::hash;
     hash_spec.routing_params.selection_bias = false;
@@ -248,34 +353,94 @@ void generate_checkpoint(const std::string& out, const LayerSpec& spec,
                                                           : ScoreFunction::sqrtsoftplus;
     hash_spec.vocab = options.vocab > 0 ? options.vocab : 129280;
   }
-  const auto spec_of = [&](int n) -> const LayerSpec& {
-    return n < options.hash_layers ? hash_spec : spec;
-  };
-  const std::string config =
-      model_config_json(spec, options.layers, HashLayers{options.hash_layers, hash_spec.vocab});
+  plan.config =
+      model_config_json(spec, plan.layers, HashLayers{options.hash_layers, hash_spec.vocab});
   // The config must read back as the spec, or the checkpoint would not be what was asked.
-  const ModelConfig reread = parse_model_config(config, "generated config.json", spec.name);
-  for (int n = 0; n < options.layers; ++n)
-    if (reread.spec_of(n) != spec_of(n))
+  const ModelConfig reread = parse_model_config(plan.config, "generated config.json", spec.name);
+  for (int n = 0; n < plan.layers; ++n)
+    if (reread.spec_of(n) != plan.spec_of(n))
       throw std::invalid_argument(fmt::format(
           "generate: a {} config.json cannot express layer {} exactly (it reads back as {})",
           to_string(spec.family), n, to_json(reread.spec_of(n))));
+  return plan;
+}
+
+std::uint64_t mxfp4_bytes(std::int64_t matrices, std::int64_t rows, std::int64_t cols) {
+  return static_cast<std::uint64_t>(matrices * rows * (cols / 2 + cols / 32));
+}
+
+// The bytes gpt_oss_layer_tensors / deepseek_v4_layer_tensors write for a random layer of S
+// (LayerStorage::random: f32 router and biases; DeepSeek-V4 converts its router to BF16 and
+// writes the selection bias F32 or tid2eid I64).
+std::uint64_t layer_bytes(const LayerSpec& s) {
+  const std::int64_t e = s.num_experts, h = s.hidden, i = s.intermediate;
+  const bool v4 = s.family == Family::deepseek_v4;
+  std::uint64_t n = mxfp4_bytes(e, 2 * i, h) + mxfp4_bytes(e, h, i);
+  n += static_cast<std::uint64_t>(e * h * (v4 ? 2 : 4));
+  if (s.router_bias) n += static_cast<std::uint64_t>(4 * e);
+  if (s.routing_params.selection_bias) n += static_cast<std::uint64_t>(4 * e);
+  if (v4 && s.routing == RoutingMethod::hash)
+    n += static_cast<std::uint64_t>(8 * s.vocab * s.top_k);
+  if (s.expert_bias) n += static_cast<std::uint64_t>(4 * e * (2 * i + h));
+  if (s.shared_experts > 0) {
+    const std::int64_t is = s.shared_intermediate;
+    if (s.shared_weight_format == WeightFormat::mxfp4) {
+      n += mxfp4_bytes(1, 2 * is, h) + mxfp4_bytes(1, h, is);
+    } else {  // FP8 E4M3 codes and their 128 x 128 block scales, per projection
+      const auto blocks = [](std::int64_t v) { return (v + 127) / 128; };
+      n += static_cast<std::uint64_t>(3 * is * h + 2 * blocks(is) * blocks(h) +
+                                      blocks(h) * blocks(is));
+    }
+  }
+  return n;
+}
+
+std::uint64_t plan_bytes(const LayersPlan& plan) {
+  std::uint64_t n = 0;
+  for (int layer = 0; layer < plan.layers; ++layer) n += layer_bytes(plan.spec_of(layer));
+  return n;
+}
+
+}  // namespace
+
+std::uint64_t generated_tensor_bytes(const LayerSpec& spec, const GenerateOptions& options) {
+  if (options.full) return io::full_checkpoint_bytes(spec, options);
+  return plan_bytes(plan_layers(spec, options));
+}
+
+void generate_checkpoint(const std::string& out, const LayerSpec& spec,
+                         const GenerateOptions& options) {
+  if (options.full) {
+    io::write_full_checkpoint(out, spec, options);
+    return;
+  }
+  using io::deepseek_v4_layer_tensors;
+  using io::gpt_oss_layer_tensors;
+  using io::LayerTensors;
+  const LayersPlan plan = plan_layers(spec, options);
+  const bool v4 = spec.family == Family::deepseek_v4;
+  io::ProgressMeter meter("generate", plan_bytes(plan), {});  // for the per-layer lines only
 
   // One shard per layer (a layer at a time in memory), or one file for a single layer.
   io::CheckpointDirectoryWriter writer(out, options.force);
-  for (int n = 0; n < options.layers; ++n) {
+  writer.set_poll(io::generate_poll(options.cancelled, out, writer.replaces_existing()));
+  for (int n = 0; n < plan.layers; ++n) {
+    const LayerSpec& s = plan.spec_of(n);
     const LayerStorage storage =
-        LayerStorage::random(spec_of(n), options.seed + static_cast<std::uint64_t>(n));
-    const LayerTensors tensors = v4 ? deepseek_v4_layer_tensors(spec_of(n), storage.weights(), n)
+        LayerStorage::random(s, options.seed + static_cast<std::uint64_t>(n));
+    const LayerTensors tensors = v4 ? deepseek_v4_layer_tensors(s, storage.weights(), n)
                                     : gpt_oss_layer_tensors(spec, storage.weights(), n);
-    const std::string file = options.layers == 1 ? "model.safetensors"
-                                                 : fmt::format("model-{:05d}-of-{:05d}.safetensors",
-                                                               n + 1, options.layers);
+    const std::string file = plan.layers == 1
+                                 ? "model.safetensors"
+                                 : io::shard_file_name(static_cast<std::size_t>(n + 1),
+                                                       static_cast<std::size_t>(plan.layers));
     writer.add_shard(file, tensors.tensors);
+    for (const TensorToWrite& t : tensors.tensors) meter.add(t.data.size());
     if (options.progress)
-      options.progress(fmt::format("generate: layer {}/{} -> {}", n + 1, options.layers, file));
+      options.progress(fmt::format("generate: layer {}/{} -> {}; {}", n + 1, plan.layers, file,
+                                   meter.fraction()));
   }
-  writer.finish(config, /*with_index=*/options.layers > 1);
+  writer.finish(plan.config, /*with_index=*/plan.layers > 1);
 }
 
 }  // namespace mxmoe

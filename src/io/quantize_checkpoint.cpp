@@ -3,11 +3,13 @@
 #include <fmt/core.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 
@@ -88,8 +90,9 @@ class ProjectionWriter {
     quantize_rows(t, 0, rows, cols_, rule_, blocks_.data() + out_row * c / 2,
                   scales_.data() + out_row * c / 32, row_);
   }
-  const std::vector<std::uint8_t>& blocks() const { return blocks_; }
-  const std::vector<std::uint8_t>& scales() const { return scales_; }
+  // The output, moved out (one copy of a layer's MXFP4 bytes in memory, not two).
+  std::vector<std::uint8_t> take_blocks() { return std::move(blocks_); }
+  std::vector<std::uint8_t> take_scales() { return std::move(scales_); }
 
  private:
   std::int64_t rows_, cols_;
@@ -98,17 +101,35 @@ class ProjectionWriter {
   std::vector<float> row_;
 };
 
-// The tensors of one output shard and the buffers they point into.
+// The MoE tensors of one layer's shard and the buffers they point into, with the input
+// tensors they were made from: `quantized` (the routed experts: not copied to OUT) and
+// `copied_from` (tensor i's input, or nullptr for one computed here).
 struct LayerOut {
   std::vector<TensorToWrite> tensors;
+  std::vector<const TensorRef*> copied_from;
   std::vector<std::vector<std::uint8_t>> buffers;  // moved vectors keep their data pointers
+  std::vector<const TensorRef*> quantized;
+  std::size_t released = 0;  // quantized[0, released) had their pages dropped
   void copy(const std::string& name, const TensorRef& t) {
     tensors.push_back({name, t.info->dtype, t.info->shape, t.data()});
+    copied_from.push_back(&t);
+  }
+  // T, an expert weight of the input, is quantized into this layer (and not copied as it is).
+  const TensorRef& quantizes(const TensorRef& t) {
+    quantized.push_back(&t);
+    return t;
+  }
+  // Drops the pages of the expert weights quantized so far from memory (they are read once), so
+  // a layer's input experts are not all resident at the end of the layer.
+  void release_quantized() {
+    for (; released < quantized.size(); ++released)
+      (void)quantized[released]->file->drop_resident(quantized[released]->data());
   }
   void add(const std::string& name, StDtype dtype, std::vector<std::uint64_t> shape,
            std::vector<std::uint8_t> data) {
     buffers.push_back(std::move(data));
     tensors.push_back({name, dtype, std::move(shape), buffers.back()});
+    copied_from.push_back(nullptr);
   }
 };
 
@@ -148,12 +169,17 @@ LayerOut gpt_oss_layout_layer(const TensorSet& set, const LayerSpec& s, int laye
                               const std::function<void()>& check_cancelled) {
   const std::int64_t e = s.num_experts, h = s.hidden, i = s.intermediate;
   const SourceNames src = source_names(set, layer);
+  LayerOut out;
   ProjectionWriter w1(e, 2 * i, h, rule), w2(e, h, i, rule);
   for (std::int64_t x = 0; x < e; ++x) {
     check_cancelled();
-    w1.add(require(set, fmt::format(fmt::runtime(src.gate), x), in_dir), x, 0, i);
-    w1.add(require(set, fmt::format(fmt::runtime(src.up), x), in_dir), x, i, i);
-    w2.add(require(set, fmt::format(fmt::runtime(src.down), x), in_dir), x, 0, h);
+    const auto expert = [&](const std::string& name) -> const TensorRef& {
+      return out.quantizes(require(set, fmt::format(fmt::runtime(name), x), in_dir));
+    };
+    w1.add(expert(src.gate), x, 0, i);
+    w1.add(expert(src.up), x, i, i);
+    w2.add(expert(src.down), x, 0, h);
+    out.release_quantized();
   }
   const std::string p = fmt::format("model.layers.{}.mlp.", layer);
   const TensorRef& router = require(set, src.router, in_dir);
@@ -161,29 +187,31 @@ LayerOut gpt_oss_layout_layer(const TensorSet& set, const LayerSpec& s, int laye
       (router.info->dtype != StDtype::BF16 && router.info->dtype != StDtype::F32))
     throw LoadError(
         fmt::format("{}: tensor \"{}\" must be BF16/F32 [{}, {}]", in_dir, src.router, e, h));
-  LayerOut out;
   out.copy(p + "router.weight", router);
   out.add(p + "experts.gate_up_proj_blocks", StDtype::U8, dims({e, 2 * i, h / 32, 16}),
-          w1.blocks());
-  out.add(p + "experts.gate_up_proj_scales", StDtype::U8, dims({e, 2 * i, h / 32}), w1.scales());
-  out.add(p + "experts.down_proj_blocks", StDtype::U8, dims({e, h, i / 32, 16}), w2.blocks());
-  out.add(p + "experts.down_proj_scales", StDtype::U8, dims({e, h, i / 32}), w2.scales());
+          w1.take_blocks());
+  out.add(p + "experts.gate_up_proj_scales", StDtype::U8, dims({e, 2 * i, h / 32}),
+          w1.take_scales());
+  out.add(p + "experts.down_proj_blocks", StDtype::U8, dims({e, h, i / 32, 16}), w2.take_blocks());
+  out.add(p + "experts.down_proj_scales", StDtype::U8, dims({e, h, i / 32}), w2.take_scales());
   if (s.routing_params.selection_bias)
     out.copy(p + "router.e_score_correction_bias", require(set, src.selection_bias, in_dir));
   if (s.shared_experts > 0) {
+    // mxmoe's fused MXFP4 shared expert (what the gpt-oss layout reads); the input's own
+    // shared-expert tensors are copied beside it, unchanged, under their names.
     const std::int64_t is = s.shared_intermediate;
     ProjectionWriter sw1(1, 2 * is, h, rule), sw2(1, h, is, rule);
     sw1.add(require(set, src.shared_gate, in_dir), 0, 0, is);
     sw1.add(require(set, src.shared_up, in_dir), 0, is, is);
     sw2.add(require(set, src.shared_down, in_dir), 0, 0, h);
     out.add(p + "shared_experts.gate_up_proj_blocks", StDtype::U8, dims({1, 2 * is, h / 32, 16}),
-            sw1.blocks());
+            sw1.take_blocks());
     out.add(p + "shared_experts.gate_up_proj_scales", StDtype::U8, dims({1, 2 * is, h / 32}),
-            sw1.scales());
+            sw1.take_scales());
     out.add(p + "shared_experts.down_proj_blocks", StDtype::U8, dims({1, h, is / 32, 16}),
-            sw2.blocks());
+            sw2.take_blocks());
     out.add(p + "shared_experts.down_proj_scales", StDtype::U8, dims({1, h, is / 32}),
-            sw2.scales());
+            sw2.take_scales());
   }
   return out;
 }
@@ -192,11 +220,14 @@ LayerOut gpt_oss_layout_layer(const TensorSet& set, const LayerSpec& s, int laye
 //
 // Reads what transformers' save_pretrained writes (model.layers.N.ffn.experts.E.w1.weight ...,
 // or the release's unprefixed layers.N.ffn...), and also transformers' module names
-// (model.layers.N.mlp.experts.gate_up_proj [E, 2I, H] fused, gate rows first). Writes the
-// release naming (layers.N.ffn...): experts as I8 [N, K/2] + F8_E8M0 [N, K/32], the router,
-// selection bias, tid2eid and the shared expert copied as they are.
+// (model.layers.N.mlp.experts.gate_up_proj [E, 2I, H] fused, gate rows first). Writes DeepSeek's
+// naming under the input's root (model.layers.N.ffn... for a save_pretrained input, the
+// release's layers.N.ffn... for the release naming and for the module names): experts as
+// I8 [N, K/2] + F8_E8M0 [N, K/32], and the router, selection bias, tid2eid and shared expert as
+// they are (in DeepSeek's naming these are the input's own tensors, written once).
 
 struct V4Source {
+  std::string root;  // of the names written: "model." or ""
   std::string gate, bias, tid2eid;
   bool fused = false;
   std::string w1, w3, w2;     // per expert, with {} (not fused)
@@ -215,7 +246,8 @@ V4Source v4_source(const TensorSet& set, int layer, const std::string& in_dir) {
           "{}: layer {}'s experts are already FP4 (\"{}experts.0.w1.weight\" is {}): the release "
           "runs as it is (mxmoe run --model {})",
           in_dir, layer, p, to_string(d), in_dir));
-    return {p + "gate.weight",
+    return {root,
+            p + "gate.weight",
             p + "gate.bias",
             p + "gate.tid2eid",
             false,
@@ -229,7 +261,8 @@ V4Source v4_source(const TensorSet& set, int layer, const std::string& in_dir) {
   }
   const std::string p = fmt::format("model.layers.{}.mlp.", layer);
   if (set.find(p + "experts.gate_up_proj") != nullptr)
-    return {p + "gate.weight",
+    return {"",
+            p + "gate.weight",
             p + "gate.e_score_correction_bias",
             p + "gate.tid2eid",
             true,
@@ -251,7 +284,7 @@ LayerOut deepseek_v4_layer(const TensorSet& set, const LayerSpec& s, int layer,
                            const std::function<void()>& check_cancelled) {
   const std::int64_t e = s.num_experts, h = s.hidden, i = s.intermediate;
   const V4Source src = v4_source(set, layer, in_dir);
-  const std::string p = fmt::format("layers.{}.ffn.", layer);
+  const std::string p = fmt::format("{}layers.{}.ffn.", src.root, layer);
   LayerOut out;
   const TensorRef& router = require(set, src.gate, in_dir);
   expect_dense(router, dims({e, h}));
@@ -276,8 +309,8 @@ LayerOut deepseek_v4_layer(const TensorSet& set, const LayerSpec& s, int layer,
     out.add(name + ".scale", StDtype::F8_E8M0, dims({rows, cols / 32}), std::move(scales));
   };
   if (src.fused) {
-    const TensorRef& gate_up = require(set, src.gate_up, in_dir);
-    const TensorRef& down = require(set, src.down, in_dir);
+    const TensorRef& gate_up = out.quantizes(require(set, src.gate_up, in_dir));
+    const TensorRef& down = out.quantizes(require(set, src.down, in_dir));
     expect_dense(gate_up, dims({e, 2 * i, h}));
     expect_dense(down, dims({e, h, i}));
     for (std::int64_t x = 0; x < e; ++x) {
@@ -291,15 +324,19 @@ LayerOut deepseek_v4_layer(const TensorSet& set, const LayerSpec& s, int layer,
     for (std::int64_t x = 0; x < e; ++x) {
       check_cancelled();
       const std::string at = fmt::format("{}experts.{}.", p, x);
-      const TensorRef& w1 = require(set, fmt::format(fmt::runtime(src.w1), x), in_dir);
-      const TensorRef& w3 = require(set, fmt::format(fmt::runtime(src.w3), x), in_dir);
-      const TensorRef& w2 = require(set, fmt::format(fmt::runtime(src.w2), x), in_dir);
+      const auto expert = [&](const std::string& name) -> const TensorRef& {
+        return out.quantizes(require(set, fmt::format(fmt::runtime(name), x), in_dir));
+      };
+      const TensorRef& w1 = expert(src.w1);
+      const TensorRef& w3 = expert(src.w3);
+      const TensorRef& w2 = expert(src.w2);
       expect_dense(w1, dims({i, h}));
       expect_dense(w3, dims({i, h}));
       expect_dense(w2, dims({h, i}));
       fp4(at + "w1", w1, 0, i, h);
       fp4(at + "w3", w3, 0, i, h);
       fp4(at + "w2", w2, 0, h, i);
+      out.release_quantized();
     }
   }
   if (s.shared_experts > 0) {
@@ -314,6 +351,102 @@ LayerOut deepseek_v4_layer(const TensorSet& set, const LayerSpec& s, int layer,
     }
   }
   return out;
+}
+
+// ---- the rest of the model: every other tensor and file, copied unchanged -----------------
+
+constexpr std::uint64_t kRestShardBytes = 4'000'000'000;
+
+// The layer a tensor belongs to: N of the first "layers.N." in its name (at the start or after
+// a '.'), or -1 (embeddings, the final norm, the head).
+int layer_of(std::string_view name) {
+  for (std::size_t at = name.find("layers."); at != std::string_view::npos;
+       at = name.find("layers.", at + 1)) {
+    if (at != 0 && name[at - 1] != '.') continue;
+    std::size_t end = at + 7;
+    int n = 0;
+    while (end < name.size() && end < at + 14 && name[end] >= '0' && name[end] <= '9')
+      n = n * 10 + (name[end++] - '0');
+    if (end > at + 7 && end < name.size() && name[end] == '.') return n;
+  }
+  return -1;
+}
+
+// Files of IN that are model weights in another format (they would hold the unquantized
+// experts) or the safetensors themselves: never copied.
+bool is_weight_file(const std::string& name) {
+  for (const char* suffix : {".safetensors", ".safetensors.index.json", ".bin", ".bin.index.json",
+                             ".pt", ".pth", ".ckpt", ".gguf", ".h5", ".msgpack", ".onnx"})
+    if (name.size() >= std::strlen(suffix) &&
+        name.compare(name.size() - std::strlen(suffix), std::string::npos, suffix) == 0)
+      return true;
+  return false;
+}
+
+// Copies every other file at the top of IN (tokenizer, generation config, chat template,
+// vocab/merges, README, ...) into the writer, byte for byte. Links are followed (a Hugging Face
+// cache snapshot links every file into its blobs), as for the checkpoint's own files; what a
+// name resolves to must be a readable regular file of at most kMaxExtraFileBytes, else the
+// conversion stops naming it. Directories and weight files are left out, said in `progress`.
+void copy_other_files(const std::string& in_dir, CheckpointDirectoryWriter& writer,
+                      const std::function<void(const std::string&)>& progress) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(in_dir, ec))
+    names.push_back(e.path().filename().string());
+  if (ec) throw LoadError(in_dir + ": cannot list the directory: " + ec.message());
+  std::sort(names.begin(), names.end());
+  std::vector<std::string> copied, left_out;
+  for (const std::string& name : names) {
+    if (name == "config.json" || name.find(".mxmoe-tmp-") != std::string::npos) continue;
+    const std::string path = in_dir + "/" + name;
+    if (is_weight_file(name)) {
+      if (name.find(".safetensors") == std::string::npos) left_out.push_back(name);
+      continue;
+    }
+    if (fs::is_directory(fs::status(path, ec))) {
+      left_out.push_back(name + "/");
+      continue;
+    }
+    std::string error;
+    const std::optional<std::string> bytes =
+        files::try_read_regular_file(path, kMaxExtraFileBytes, error);
+    if (!bytes)
+      throw LoadError(error +
+                      " (every file of IN but its weights is copied to OUT; remove or "
+                      "move this one away)");
+    writer.add_file(name, *bytes);
+    copied.push_back(name);
+  }
+  if (progress && !copied.empty())
+    progress(fmt::format("quantize: copied {}", fmt::join(copied, ", ")));
+  if (progress && !left_out.empty())
+    progress(fmt::format("quantize: not copied (directories, weights in other formats): {}",
+                         fmt::join(left_out, ", ")));
+}
+
+// The input tensors of layer N that OUT keeps as they are: every one of the layer's tensors
+// but the quantized experts. A name mxmoe writes itself is kept only when it is that very
+// tensor (DeepSeek-V4's router and shared expert, in its own naming); another tensor of that
+// name would be lost, so it is an error.
+std::vector<const TensorRef*> kept_tensors(const std::vector<const TensorRef*>& layer_tensors,
+                                           const LayerOut& moe, const std::string& in_dir) {
+  std::map<std::string_view, const TensorRef*> written;
+  for (std::size_t k = 0; k < moe.tensors.size(); ++k)
+    written.emplace(moe.tensors[k].name, moe.copied_from[k]);
+  std::vector<const TensorRef*> kept;
+  for (const TensorRef* t : layer_tensors) {
+    if (std::find(moe.quantized.begin(), moe.quantized.end(), t) != moe.quantized.end()) continue;
+    const auto same = written.find(t->info->name);
+    if (same == written.end()) {
+      kept.push_back(t);
+    } else if (same->second != t) {
+      throw LoadError(
+          fmt::format("{}: tensor \"{}\" has the name of a tensor `mxmoe quantize` writes itself",
+                      in_dir, t->info->name));
+    }
+  }
+  return kept;
 }
 
 }  // namespace
@@ -349,36 +482,100 @@ void quantize_checkpoint(const std::string& in_dir, const std::string& out_dir,
       throw QuantizeCancelled("quantize: interrupted; " + out_dir +
                               (out_exists ? " is left as it was" : " was not created"));
   };
+  writer.set_poll(check_cancelled);
+  copy_other_files(in_dir, writer, options.progress);
 
+  // Shards: one per layer that has tensors (its MoE tensors and its other tensors), then the
+  // tensors outside the layers in shards of at most kRestShardBytes.
+  const auto layers = static_cast<std::size_t>(config.num_layers);
+  std::vector<std::vector<const TensorRef*>> by_layer(layers);
+  std::vector<const TensorRef*> rest;
+  for (const auto& [name, ref] : set.tensors()) {
+    const int n = layer_of(name);
+    if (n >= 0 && static_cast<std::size_t>(n) < layers)
+      by_layer[static_cast<std::size_t>(n)].push_back(&ref);
+    else
+      rest.push_back(&ref);  // beyond num_hidden_layers too (DeepSeek's MTP layer), as it is
+  }
+  const auto is_moe = [&](std::size_t n) { return config.non_moe_reason[n].empty(); };
+  std::size_t layer_shards = 0;
+  for (std::size_t n = 0; n < layers; ++n) layer_shards += is_moe(n) || !by_layer[n].empty();
+  std::vector<std::uint64_t> rest_sizes;
+  for (const TensorRef* t : rest) rest_sizes.push_back(t->info->bytes());
+  const std::vector<std::size_t> rest_first = pack_shards(rest_sizes, kRestShardBytes);
+  const std::size_t shards = layer_shards + rest_first.size();
+
+  ProgressMeter meter("quantize", set.tensor_bytes(), options.progress);
+  // A copied tensor's pages are released once written, so the mapping of IN does not stay
+  // resident: the copy streams.
+  const auto copied = [&](const TensorRef* t) {
+    return planned_copy({t->info->name, t->info->dtype, t->info->shape}, t->data(),
+                        [&meter, t](std::span<const std::uint8_t> piece) {
+                          meter.add(piece.size());
+                          (void)t->file->drop_resident(piece);
+                        });
+  };
   const bool v4 = config.moe.family == Family::deepseek_v4;
-  int moe_layers = 0;
-  for (const auto& why : config.non_moe_reason) moe_layers += why.empty() ? 1 : 0;
-
-  int shard = 0;
-  for (int layer = 0; layer < config.num_layers; ++layer) {
-    if (!config.non_moe_reason[static_cast<std::size_t>(layer)].empty()) continue;
+  std::size_t shard = 0;
+  for (std::size_t n = 0; n < layers; ++n) {
+    if (!is_moe(n) && by_layer[n].empty()) continue;
     const auto t0 = std::chrono::steady_clock::now();
-    const LayerSpec& s = config.spec_of(layer);
-    const LayerOut out =
-        v4 ? deepseek_v4_layer(set, s, layer, in_dir, options.scale_rule, check_cancelled)
-           : gpt_oss_layout_layer(set, s, layer, in_dir, options.scale_rule, check_cancelled);
-    ++shard;
-    const std::string shard_name =
-        fmt::format("model-{:05d}-of-{:05d}.safetensors", shard, moe_layers);
-    check_cancelled();
-    writer.add_shard(shard_name, out.tensors);
+    const int layer = static_cast<int>(n);
+    LayerOut moe;
+    if (is_moe(n)) {
+      const LayerSpec& s = config.spec_of(layer);
+      moe = v4 ? deepseek_v4_layer(set, s, layer, in_dir, options.scale_rule, check_cancelled)
+               : gpt_oss_layout_layer(set, s, layer, in_dir, options.scale_rule, check_cancelled);
+      moe.release_quantized();  // the fused ones (DeepSeek-V4's module names) are read whole
+      for (const TensorRef* t : moe.quantized) meter.add(t->info->bytes());
+    }
+    const std::vector<const TensorRef*> kept = kept_tensors(by_layer[n], moe, in_dir);
+    std::vector<PlannedTensor> planned;
+    for (const TensorToWrite& t : moe.tensors)
+      planned.push_back(planned_copy({t.name, t.dtype, t.shape}, t.data));
+    for (const TensorRef* t : by_layer[n])  // written within the MoE tensors: counted here
+      if (std::find(kept.begin(), kept.end(), t) == kept.end() &&
+          std::find(moe.quantized.begin(), moe.quantized.end(), t) == moe.quantized.end())
+        meter.add(t->info->bytes());
+    for (const TensorRef* t : kept) planned.push_back(copied(t));
+    const std::string file = shard_file_name(++shard, shards);
+    writer.add_shard(file, planned);
+    if (!options.progress) continue;
+    const std::string what =
+        is_moe(n)
+            ? fmt::format(
+                  "{} experts{}", config.spec_of(layer).num_experts,
+                  config.spec_of(layer).routing == RoutingMethod::hash ? " (hash-routed)" : "")
+            : "not a MoE layer";
+    options.progress(
+        fmt::format("quantize: layer {} ({}/{}): {}, {} tensors copied -> {}, {:.1f} s; {}", layer,
+                    shard, shards, what, kept.size(), file,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+                    meter.fraction()));
+  }
+  for (std::size_t k = 0; k < rest_first.size(); ++k) {
+    const std::size_t end = k + 1 < rest_first.size() ? rest_first[k + 1] : rest.size();
+    std::vector<PlannedTensor> planned;
+    for (std::size_t j = rest_first[k]; j < end; ++j) planned.push_back(copied(rest[j]));
+    const std::string file = shard_file_name(++shard, shards);
+    writer.add_shard(file, planned);
     if (options.progress)
-      options.progress(fmt::format(
-          "quantize: layer {} ({}/{}): {} experts{} -> {}, {:.1f} s", layer, shard, moe_layers,
-          s.num_experts, s.routing == RoutingMethod::hash ? " (hash-routed)" : "", shard_name,
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()));
+      options.progress(fmt::format("quantize: {} tensors outside the layers -> {}; {}",
+                                   end - rest_first[k], file, meter.fraction()));
   }
 
   json::Json cfg = json::parse_strict<LoadError>(config_text, config_path);
+  std::string root;  // DeepSeek-V4's names: "model." or "" (v4_source)
+  for (int n = 0; v4 && n < config.num_layers; ++n)
+    if (is_moe(static_cast<std::size_t>(n))) {
+      root = v4_source(set, n, in_dir).root;
+      break;
+    }
   cfg["quantization_config"] = {
       {"quant_method", "mxfp4"},
       {"modules_to_not_convert",
-       v4 ? json::Json::array({"layers.*.attn", "layers.*.ffn.gate", "layers.*.ffn.shared_experts"})
+       v4 ? json::Json::array({root + "layers.*.attn", root + "layers.*.ffn.gate",
+                               root + "layers.*.ffn.shared_experts"})
           : json::Json::array({"model.layers.*.self_attn", "model.layers.*.mlp.router"})},
       {"mxmoe_gate_up_layout", "halves"},
       {"mxmoe_scale_rule", options.scale_rule == ScaleRule::floor ? "floor" : "round_up"}};

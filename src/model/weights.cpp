@@ -11,6 +11,7 @@
 #include <string>
 
 #include "model/dense_view.hpp"
+#include "model/random_weights.hpp"
 
 namespace mxmoe {
 
@@ -171,25 +172,6 @@ void check_token_experts(const TokenExpertTable& t, std::int64_t vocab, std::int
   }
 }
 
-// splitmix64: tiny, fast, and good enough to make weights that exercise every code.
-class Rng {
- public:
-  explicit Rng(std::uint64_t seed) : state_(seed) {}
-  std::uint64_t next() noexcept {
-    std::uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  // Uniform in [-1, 1).
-  float symmetric() noexcept {
-    return static_cast<float>(static_cast<double>(next() >> 11) * 0x1.0p-52 - 1.0);
-  }
-
- private:
-  std::uint64_t state_;
-};
-
 class Builder {
  public:
   Builder(std::vector<std::vector<std::byte>>& buffers, std::uint64_t seed)
@@ -202,9 +184,8 @@ class Builder {
     return DenseView{DType::f32, p, rows, cols};
   }
 
-  // Random E2M1 codes (all 16 equally likely) and E8M0 scales spread over 2^(c-1)..2^(c+1)
-  // where 2^c ~ 1 / (rms(E2M1) * sqrt(cols)): a row's dot product with a unit-variance input
-  // is then O(1) whatever the width. With parts = 2 each expert's two row halves are separate
+  // Random E2M1 codes (all 16 equally likely) and E8M0 scales of mxfp4_random_scale_base
+  // (model/random_weights.hpp). With parts = 2 each expert's two row halves are separate
   // segments, stored second half first, so a reader that assumed one contiguous tensor fails;
   // the values of each logical row are the same whatever `parts` (the stream is drawn in
   // logical row order).
@@ -226,12 +207,10 @@ class Builder {
       const auto n = static_cast<std::size_t>(std::min<std::int64_t>(8, nbytes - i));
       std::memcpy(blocks + physical(i / row_bytes) * row_bytes + i % row_bytes, &r, n);
     }
-    constexpr double kE2m1Rms = 2.9261;  // sqrt(mean of the 16 codes' squared values)
-    const int center =
-        static_cast<int>(std::lround(-std::log2(kE2m1Rms * std::sqrt(static_cast<double>(cols)))));
+    const int base = mxfp4_random_scale_base(cols);
     for (std::int64_t i = 0; i < count * row_scales; ++i)
       scales[physical(i / row_scales) * row_scales + i % row_scales] =
-          static_cast<std::uint8_t>(127 + center - 1 + static_cast<int>(rng_.next() % 3));
+          static_cast<std::uint8_t>(base + static_cast<int>(rng_.next() % 3));
     std::vector<Mxfp4Segment> table(static_cast<std::size_t>(experts * parts));
     for (std::int64_t e = 0; e < experts; ++e)
       for (int p = 0; p < parts; ++p) {

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <filesystem>
 #include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <thread>
@@ -243,11 +244,66 @@ TEST(CliOutput, FailedWriteUnderUlimitKeepsTheExistingFile) {
   EXPECT_EQ(read_npy(dir / "y.npy").shape, (std::vector<std::int64_t>{256, 256}));
 }
 
-// --- quantize under a real SIGINT -------------------------------------------------------
+// --- quantize and generate under a real SIGINT ----------------------------------------------
 
-// The child's stderr is a pipe that is already full, so the child blocks writing its first
-// progress line: after layer 0 was written into the temporary directory, long before the
-// conversion could finish. SIGINT then arrives mid-conversion, deterministically.
+struct Interrupted {
+  int status = 0;
+  std::string err;
+};
+
+// Runs `mxmoe ARGS` with a stderr pipe that has ROOM bytes free, so the child blocks writing
+// the first line that does not fit: after it wrote FILE into the temporary directory beside
+// ROOT/out, long before it could finish. SIGINT then arrives mid-write, deterministically.
+Interrupted interrupt_mid_write(const std::string& args, const std::string& root,
+                                const std::string& file, std::size_t room) {
+  int fds[2];
+  EXPECT_EQ(::pipe(fds), 0);
+  (void)::fcntl(fds[1], F_SETPIPE_SZ, 4096);
+  const std::string fill(4096 - room, 'x');  // one page: the next write that does not fit waits
+  EXPECT_EQ(::write(fds[1], fill.data(), fill.size()), static_cast<ssize_t>(fill.size()));
+  const pid_t pid = ::fork();
+  EXPECT_GE(pid, 0);
+  if (pid == 0) {
+    ::dup2(fds[1], 2);
+    const int null = ::open("/dev/null", O_WRONLY);
+    ::dup2(null, 1);
+    ::close(fds[0]);
+    char* const env[] = {const_cast<char*>("PATH=/usr/bin:/bin"), nullptr};
+    // exec: the shell becomes mxmoe (through the emulator when cross-compiled), same pid.
+    const std::string command = std::string("exec ") + MXMOE_CLI_COMMAND + " " + args;
+    ::execle("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr), env);
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  bool mid_write = false;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!mid_write && std::chrono::steady_clock::now() < deadline) {
+    for (const auto& e : fs::directory_iterator(root))
+      if (e.path().filename().string().rfind(".out.mxmoe-tmp-", 0) == 0 &&
+          fs::exists(e.path() / file))
+        mid_write = true;
+    if (!mid_write) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_TRUE(mid_write) << file << " never appeared";
+  EXPECT_EQ(::kill(pid, SIGINT), 0);
+  Interrupted r;
+  char buffer[4096];
+  for (ssize_t n; (n = ::read(fds[0], buffer, sizeof buffer)) > 0;)
+    r.err.append(buffer, static_cast<std::size_t>(n));
+  ::close(fds[0]);
+  EXPECT_EQ(::waitpid(pid, &r.status, 0), pid);
+  return r;
+}
+
+void expect_interrupted(const Interrupted& r, const std::string& out,
+                        const std::map<std::string, std::string>& before, const std::string& root) {
+  ASSERT_TRUE(WIFEXITED(r.status));
+  EXPECT_EQ(WEXITSTATUS(r.status), 130);
+  EXPECT_THAT(r.err, HasSubstr("interrupted; " + out + " is left as it was"));
+  EXPECT_EQ(testing_io::directory_snapshot(out), before);
+  EXPECT_EQ(testing_io::temporaries_in(root), 0);
+}
+
 TEST(CliQuantize, SigintMidConversionKeepsThePreviousOutput) {
   MXMOE_SKIP_UNDER_EMULATOR();
   TempDir root;
@@ -258,57 +314,32 @@ TEST(CliQuantize, SigintMidConversionKeepsThePreviousOutput) {
   const Result first = run("", "quantize --model " + in + " --out " + out);
   ASSERT_EQ(first.rc, 0) << first.err;
   const auto before = testing_io::directory_snapshot(out);
+  // Its first line of progress comes after layer 0's shard.
+  expect_interrupted(interrupt_mid_write(
+                         "quantize --model " + in + " --out " + out + " --scale-rule floor --force",
+                         root.path(), "model-00001-of-00006.safetensors", 0),
+                     out, before, root.path());
+}
 
-  int fds[2];
-  ASSERT_EQ(::pipe(fds), 0);
-  (void)::fcntl(fds[1], F_SETPIPE_SZ, 4096);
-  ::fcntl(fds[1], F_SETFL, ::fcntl(fds[1], F_GETFL) | O_NONBLOCK);
-  const std::string chunk(4096, 'x');
-  while (::write(fds[1], chunk.data(), chunk.size()) > 0) {
-  }
-  while (::write(fds[1], "x", 1) > 0) {
-  }
-  ::fcntl(fds[1], F_SETFL, ::fcntl(fds[1], F_GETFL) & ~O_NONBLOCK);
-
-  const pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    ::dup2(fds[1], 2);
-    const int null = ::open("/dev/null", O_WRONLY);
-    ::dup2(null, 1);
-    ::close(fds[0]);
-    char* const env[] = {const_cast<char*>("PATH=/usr/bin:/bin"), nullptr};
-    // exec: the shell becomes mxmoe (through the emulator when cross-compiled), same pid.
-    const std::string command = std::string("exec ") + MXMOE_CLI_COMMAND + " quantize --model " +
-                                in + " --out " + out + " --scale-rule floor --force";
-    ::execle("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr), env);
-    ::_exit(127);
-  }
-  ::close(fds[1]);
-  // Wait for the first shard inside the temporary sibling directory.
-  bool mid_conversion = false;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (!mid_conversion && std::chrono::steady_clock::now() < deadline) {
-    for (const auto& e : fs::directory_iterator(root.path()))
-      if (e.path().filename().string().rfind(".out.mxmoe-tmp-", 0) == 0 &&
-          fs::exists(e.path() / "model-00001-of-00006.safetensors"))
-        mid_conversion = true;
-    if (!mid_conversion) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  ASSERT_TRUE(mid_conversion);
-  ASSERT_EQ(::kill(pid, SIGINT), 0);
-  std::string err;
-  char buffer[4096];
-  for (ssize_t n; (n = ::read(fds[0], buffer, sizeof buffer)) > 0;)
-    err.append(buffer, static_cast<std::size_t>(n));
-  ::close(fds[0]);
-  int status = 0;
-  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 130);
-  EXPECT_THAT(err, HasSubstr("interrupted; " + out + " is left as it was"));
-  EXPECT_EQ(testing_io::directory_snapshot(out), before);
-  EXPECT_EQ(testing_io::temporaries_in(root.path()), 0);
+// generate --full announces its size, writes the shard, then blocks on the shard's line: the
+// pipe has room for the announcement only. Ctrl-C there deletes what was written (exit 130).
+TEST(CliGenerate, SigintMidWriteKeepsThePreviousOutput) {
+  MXMOE_SKIP_UNDER_EMULATOR();
+  TempDir root;
+  const std::string out = root / "out";
+  const std::string args =
+      "generate --preset tiny --full --layers 2 --heads 4 --kv-heads 2 --head-dim 16 --vocab 512 "
+      "--out " +
+      out;
+  const Result first = run("", args);
+  ASSERT_EQ(first.rc, 0) << first.err;
+  EXPECT_THAT(first.err, HasSubstr("(100%)"));
+  const auto before = testing_io::directory_snapshot(out);
+  const std::string announced = first.err.substr(0, first.err.find('\n') + 1);
+  ASSERT_THAT(announced, HasSubstr("of tensors"));
+  expect_interrupted(interrupt_mid_write(args + " --seed 5 --force", root.path(),
+                                         "model-00001-of-00001.safetensors", announced.size()),
+                     out, before, root.path());
 }
 
 // --- no silent wrong answer ---------------------------------------------------------------

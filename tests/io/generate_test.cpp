@@ -4,10 +4,15 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <set>
 
 #include "io/checkpoint_writer.hpp"
+#include "io/mapped_file.hpp"
+#include "io/quantize_checkpoint.hpp"
+#include "io/tensor_set.hpp"
 #include "io_fixtures.hpp"
 #include "model/config_writer.hpp"
 #include "model/model_config.hpp"
@@ -18,6 +23,7 @@ namespace mxmoe {
 namespace {
 
 namespace fs = std::filesystem;
+using ::testing::HasSubstr;
 using testing_io::TempDir;
 
 LayerSpec small(const std::string& name) {
@@ -119,6 +125,333 @@ TEST(Generate, WritesWholeOrNothing) {
   EXPECT_FALSE(fs::exists(dir / "other"));
   for (const auto& entry : fs::directory_iterator(dir.path()))
     EXPECT_THAT(entry.path().filename().string(), ::testing::Not(::testing::HasSubstr(".tmp-")));
+}
+
+// The announced size is the written one, for every preset (DeepSeek-V4 with hash layers).
+TEST(Generate, AnnouncedBytesAreTheIndexTotal) {
+  for (const std::string& name : preset_names()) {
+    SCOPED_TRACE(name);
+    TempDir dir;
+    io::GenerateOptions o;
+    o.layers = 2;
+    if (name == "deepseek-v4-flash") {
+      o.hash_layers = 1;
+      o.vocab = 77;
+    }
+    LayerSpec spec = small(name);
+    if (spec.routing == RoutingMethod::hash) spec.vocab = 50;
+    io::generate_checkpoint(dir / "m", spec, o);
+    const auto index = parse_safetensors_index(
+        io::read_text_file(dir / "m/model.safetensors.index.json"), "index");
+    EXPECT_EQ(generated_tensor_bytes(spec, o), index.total_size.value());
+    EXPECT_EQ(io::TensorSet::open_dir(dir / "m").tensor_bytes(), index.total_size.value());
+  }
+}
+
+// --- generate --full: the whole published model ------------------------------------------
+
+struct Expected {
+  std::string name;
+  StDtype dtype;
+  std::vector<std::uint64_t> shape;
+  bool operator<(const Expected& o) const { return name < o.name; }
+  bool operator==(const Expected& o) const {
+    return name == o.name && dtype == o.dtype && shape == o.shape;
+  }
+};
+
+std::vector<std::uint64_t> u(std::initializer_list<std::uint64_t> v) {
+  return v;
+}
+
+constexpr std::uint64_t kLayers = 2, kH = 64, kI = 32, kE = 4, kHeads = 4, kKv = 2, kHd = 16,
+                        kVocab = 300;
+
+io::GenerateOptions tiny_full() {
+  io::GenerateOptions o;
+  o.full = true;
+  o.layers = kLayers;
+  o.vocab = kVocab;
+  o.attention_heads = kHeads;
+  o.kv_heads = kKv;
+  o.head_dim = kHd;
+  o.seed = 11;
+  return o;
+}
+
+LayerSpec tiny_spec(const std::string& preset_name) {
+  return resize(preset(preset_name),
+                {static_cast<int>(kE), 2, static_cast<int>(kH), static_cast<int>(kI)});
+}
+
+// The state_dict of transformers 5.24's GptOssForCausalLM (models/gpt_oss/modeling_gpt_oss.py)
+// for these sizes, with the published checkpoint's MXFP4 names in place of the experts'
+// gate_up_proj [E, H, 2I] and down_proj [E, I, H]: _blocks [E, rows, cols/32, 16] and
+// _scales [E, rows, cols/32] (U8) of the [2I, H] and [H, I] matrices.
+std::vector<Expected> gpt_oss_expected() {
+  const StDtype bf = StDtype::BF16, u8 = StDtype::U8;
+  std::vector<Expected> e = {{"model.embed_tokens.weight", bf, u({kVocab, kH})},
+                             {"model.norm.weight", bf, u({kH})},
+                             {"lm_head.weight", bf, u({kVocab, kH})}};
+  for (std::uint64_t n = 0; n < kLayers; ++n) {
+    const std::string p = "model.layers." + std::to_string(n) + ".";
+    const std::vector<Expected> layer = {
+        {"input_layernorm.weight", bf, u({kH})},
+        {"post_attention_layernorm.weight", bf, u({kH})},
+        {"self_attn.q_proj.weight", bf, u({kHeads * kHd, kH})},
+        {"self_attn.q_proj.bias", bf, u({kHeads * kHd})},
+        {"self_attn.k_proj.weight", bf, u({kKv * kHd, kH})},
+        {"self_attn.k_proj.bias", bf, u({kKv * kHd})},
+        {"self_attn.v_proj.weight", bf, u({kKv * kHd, kH})},
+        {"self_attn.v_proj.bias", bf, u({kKv * kHd})},
+        {"self_attn.o_proj.weight", bf, u({kH, kHeads * kHd})},
+        {"self_attn.o_proj.bias", bf, u({kH})},
+        {"self_attn.sinks", bf, u({kHeads})},
+        {"mlp.router.weight", bf, u({kE, kH})},
+        {"mlp.router.bias", bf, u({kE})},
+        {"mlp.experts.gate_up_proj_blocks", u8, u({kE, 2 * kI, kH / 32, 16})},
+        {"mlp.experts.gate_up_proj_scales", u8, u({kE, 2 * kI, kH / 32})},
+        {"mlp.experts.gate_up_proj_bias", bf, u({kE, 2 * kI})},
+        {"mlp.experts.down_proj_blocks", u8, u({kE, kH, kI / 32, 16})},
+        {"mlp.experts.down_proj_scales", u8, u({kE, kH, kI / 32})},
+        {"mlp.experts.down_proj_bias", bf, u({kE, kH})}};
+    for (const Expected& t : layer) e.push_back({p + t.name, t.dtype, t.shape});
+  }
+  return e;
+}
+
+// transformers 5.24's Qwen3MoeForCausalLM with its experts as the published checkpoint (and
+// save_pretrained, through the qwen2_moe conversion mapping) names them: per expert
+// mlp.experts.{e}.{gate,up,down}_proj.weight, merged by transformers into gate_up_proj at load.
+std::vector<Expected> qwen3_expected() {
+  const StDtype bf = StDtype::BF16;
+  std::vector<Expected> e = {{"model.embed_tokens.weight", bf, u({kVocab, kH})},
+                             {"model.norm.weight", bf, u({kH})},
+                             {"lm_head.weight", bf, u({kVocab, kH})}};
+  for (std::uint64_t n = 0; n < kLayers; ++n) {
+    const std::string p = "model.layers." + std::to_string(n) + ".";
+    std::vector<Expected> layer = {{"input_layernorm.weight", bf, u({kH})},
+                                   {"post_attention_layernorm.weight", bf, u({kH})},
+                                   {"self_attn.q_proj.weight", bf, u({kHeads * kHd, kH})},
+                                   {"self_attn.k_proj.weight", bf, u({kKv * kHd, kH})},
+                                   {"self_attn.v_proj.weight", bf, u({kKv * kHd, kH})},
+                                   {"self_attn.o_proj.weight", bf, u({kH, kHeads * kHd})},
+                                   {"self_attn.q_norm.weight", bf, u({kHd})},
+                                   {"self_attn.k_norm.weight", bf, u({kHd})},
+                                   {"mlp.gate.weight", bf, u({kE, kH})}};
+    for (std::uint64_t x = 0; x < kE; ++x) {
+      const std::string q = "mlp.experts." + std::to_string(x) + ".";
+      layer.push_back({q + "gate_proj.weight", bf, u({kI, kH})});
+      layer.push_back({q + "up_proj.weight", bf, u({kI, kH})});
+      layer.push_back({q + "down_proj.weight", bf, u({kH, kI})});
+    }
+    for (const Expected& t : layer) e.push_back({p + t.name, t.dtype, t.shape});
+  }
+  return e;
+}
+
+std::vector<Expected> written(const io::TensorSet& set) {
+  std::vector<Expected> out;
+  for (const auto& [name, t] : set.tensors()) out.push_back({name, t.info->dtype, t.info->shape});
+  return out;
+}
+
+double mean_square_bf16(std::span<const std::uint8_t> bytes) {
+  double sum = 0;
+  for (std::size_t i = 0; i < bytes.size(); i += 2) {
+    std::uint16_t v;
+    std::memcpy(&v, bytes.data() + i, 2);
+    const double x = bf16_to_f32(v);
+    EXPECT_TRUE(std::isfinite(x));
+    sum += x * x;
+  }
+  return sum / static_cast<double>(bytes.size() / 2);
+}
+
+// The files beside the tensors: config.json reads back in mxmoe as the spec and holds the
+// published fields; the tokenizer has the 256 byte tokens and the special tokens at ids of
+// the vocabulary; generation_config.json names them.
+void expect_model_files(const std::string& dir, const std::string& model_type) {
+  const auto config = nlohmann::json::parse(io::read_text_file(dir + "/config.json"));
+  EXPECT_EQ(config.at("model_type"), model_type);
+  EXPECT_EQ(config.at("vocab_size"), kVocab);
+  EXPECT_EQ(config.at("num_hidden_layers"), kLayers);
+  EXPECT_EQ(config.at("num_attention_heads"), kHeads);
+  EXPECT_EQ(config.at("num_key_value_heads"), kKv);
+  EXPECT_EQ(config.at("head_dim"), kHd);
+  EXPECT_EQ(config.at("tie_word_embeddings"), false);
+  const auto tokenizer = nlohmann::json::parse(io::read_text_file(dir + "/tokenizer.json"));
+  const auto& vocab = tokenizer.at("model").at("vocab");
+  std::set<int> ids;
+  for (const auto& [token, id] : vocab.items()) ids.insert(id.get<int>());
+  EXPECT_EQ(ids.size(), vocab.size());
+  EXPECT_EQ(*ids.begin(), 0);
+  EXPECT_LT(*ids.rbegin(), static_cast<int>(kVocab));
+  EXPECT_EQ(vocab.size(), 256 + tokenizer.at("added_tokens").size());
+  for (const auto& added : tokenizer.at("added_tokens"))
+    EXPECT_EQ(vocab.at(added.at("content").get<std::string>()), added.at("id"));
+  const auto generation =
+      nlohmann::json::parse(io::read_text_file(dir + "/generation_config.json"));
+  for (const auto& id : generation.at("eos_token_id")) EXPECT_TRUE(ids.count(id.get<int>()));
+  const auto tokenizer_config =
+      nlohmann::json::parse(io::read_text_file(dir + "/tokenizer_config.json"));
+  EXPECT_TRUE(vocab.contains(tokenizer_config.at("eos_token").get<std::string>()));
+}
+
+TEST(GenerateFull, GptOssHasEveryTensorOfTheTransformersModel) {
+  TempDir dir;
+  const std::string out = dir / "oss";
+  const LayerSpec spec = tiny_spec("gpt-oss-20b");
+  io::GenerateOptions o = tiny_full();
+  std::vector<std::string> progress;
+  o.progress = [&](const std::string& line) { progress.push_back(line); };
+  io::generate_checkpoint(out, spec, o);
+  const io::TensorSet set = io::TensorSet::open_dir(out);
+  std::vector<Expected> want = gpt_oss_expected(), got = written(set);
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(generated_tensor_bytes(spec, o), set.tensor_bytes());
+  EXPECT_THAT(progress.back(), ::testing::HasSubstr("(100%)"));
+  expect_model_files(out, "gpt_oss");
+  const auto config = nlohmann::json::parse(io::read_text_file(out + "/config.json"));
+  EXPECT_EQ(config.at("layer_types"), nlohmann::json({"sliding_attention", "full_attention"}));
+  EXPECT_EQ(config.at("quantization_config").at("quant_method"), "mxfp4");
+  EXPECT_EQ(config.at("rope_scaling").at("rope_type"), "yarn");
+
+  // Values: norms 1, linear weights of variance 1/fan_in, E8M0 scales in the generator's range.
+  for (const auto& [name, t] : set.tensors()) {
+    SCOPED_TRACE(name);
+    const auto bytes = t.data();
+    if (name.ends_with("norm.weight")) {
+      for (std::size_t i = 0; i < bytes.size(); i += 2)
+        ASSERT_EQ(bf16_to_f32(static_cast<std::uint16_t>(bytes[i] | bytes[i + 1] << 8)), 1.0f);
+    } else if (name.ends_with("proj.weight") || name == "lm_head.weight") {
+      const double fan_in = static_cast<double>(t.info->shape[1]);
+      EXPECT_NEAR(mean_square_bf16(bytes) * fan_in, 1.0, 0.15);
+    } else if (name.ends_with("_scales")) {
+      const auto [lo, hi] = std::minmax_element(bytes.begin(), bytes.end());
+      EXPECT_EQ(*hi - *lo, 2);
+    }
+  }
+  // mxmoe runs its MoE layers, and they give finite outputs of unit scale.
+  Request r;
+  r.activation = ActivationFormat::f32;
+  r.forced_backend = "reference";
+  Model model(out, probe_hardware(), mxmoe::testing::test_runtime(1), ModelOptions{r, false});
+  ASSERT_EQ(model.moe_layers(), (std::vector<int>{0, 1}));
+  const std::vector<float> x = testing_io::random_input(5, static_cast<int>(kH), 3);
+  std::vector<float> y(x.size());
+  model.layer(1).forward(x.data(), 5, y.data());
+  double sum = 0;
+  for (const float v : y) {
+    ASSERT_TRUE(std::isfinite(v));
+    sum += static_cast<double>(v) * static_cast<double>(v);
+  }
+  EXPECT_GT(sum / static_cast<double>(y.size()), 1e-3);
+  EXPECT_LT(sum / static_cast<double>(y.size()), 1e3);
+}
+
+TEST(GenerateFull, Qwen3IsBf16PerExpertAndQuantizes) {
+  TempDir dir;
+  const std::string out = dir / "qwen", quantized = dir / "q";
+  const LayerSpec spec = tiny_spec("qwen3-30b-a3b");
+  const io::GenerateOptions o = tiny_full();
+  io::generate_checkpoint(out, spec, o);
+  const io::TensorSet set = io::TensorSet::open_dir(out);
+  std::vector<Expected> want = qwen3_expected(), got = written(set);
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(got, want);
+  expect_model_files(out, "qwen3_moe");
+  const auto config = nlohmann::json::parse(io::read_text_file(out + "/config.json"));
+  EXPECT_FALSE(config.contains("quantization_config"));  // BF16, as published
+  EXPECT_THROW((void)Checkpoint::open(out), LoadError);  // mxmoe runs MXFP4: quantize first
+
+  io::quantize_checkpoint(out, quantized, {});
+  const Checkpoint c = Checkpoint::open(quantized);
+  LayerSpec read = c.layer_spec(1);
+  read.name = spec.name;
+  EXPECT_EQ(read, spec);
+  for (const char* file : {"tokenizer.json", "tokenizer_config.json", "generation_config.json"})
+    EXPECT_EQ(io::read_text_file(out + "/" + file), io::read_text_file(quantized + "/" + file));
+  Request r;
+  r.activation = ActivationFormat::f32;
+  r.forced_backend = "reference";
+  MoeLayer layer = make_layer(c.layer_spec(1), c.layer_weights(1), probe_hardware(), r,
+                              mxmoe::testing::test_runtime(1));
+  const std::vector<float> x = testing_io::random_input(4, static_cast<int>(kH), 8);
+  std::vector<float> y(x.size());
+  layer.forward(x.data(), 4, y.data());
+  for (const float v : y) ASSERT_TRUE(std::isfinite(v));
+}
+
+// Shards hold at most max_shard_bytes (a larger tensor alone); the bytes of every tensor are
+// a function of the seed only, not of how they are cut into shards and pieces.
+TEST(GenerateFull, ShardsAreBoundedAndTheBytesDoNotDependOnThem) {
+  TempDir dir;
+  const LayerSpec spec = tiny_spec("gpt-oss-20b");
+  io::GenerateOptions whole = tiny_full(), cut = tiny_full(), other = tiny_full();
+  cut.max_shard_bytes = 20000;
+  other.seed = 12;
+  io::generate_checkpoint(dir / "whole", spec, whole);
+  io::generate_checkpoint(dir / "cut", spec, cut);
+  io::generate_checkpoint(dir / "other", spec, other);
+  const io::TensorSet a = io::TensorSet::open_dir(dir / "whole"),
+                      b = io::TensorSet::open_dir(dir / "cut"),
+                      c = io::TensorSet::open_dir(dir / "other");
+  EXPECT_EQ(a.files().size(), 1u);
+  EXPECT_GT(b.files().size(), 5u);
+  for (const SafetensorsFile& f : b.files()) {
+    std::uint64_t bytes = 0;
+    for (const TensorInfo& t : f.header().tensors) bytes += t.bytes();
+    EXPECT_TRUE(bytes <= cut.max_shard_bytes || f.header().tensors.size() == 1) << f.path();
+  }
+  int differ = 0;
+  for (const auto& [name, t] : a.tensors()) {
+    const auto x = t.data(), y = b.find(name)->data(), z = c.find(name)->data();
+    EXPECT_TRUE(std::equal(x.begin(), x.end(), y.begin(), y.end())) << name;
+    differ += !std::equal(x.begin(), x.end(), z.begin(), z.end());
+  }
+  EXPECT_GT(differ, 30);  // every random tensor (not the norms) follows the seed
+}
+
+TEST(GenerateFull, CancellationLeavesNothing) {
+  TempDir dir;
+  io::GenerateOptions o = tiny_full();
+  o.max_shard_bytes = 20000;
+  int polls = 0;
+  o.cancelled = [&] { return ++polls >= 12; };
+  EXPECT_THROW(io::generate_checkpoint(dir / "m", tiny_spec("gpt-oss-20b"), o), GenerateCancelled);
+  EXPECT_EQ(polls, 12);
+  EXPECT_FALSE(fs::exists(dir / "m"));
+  EXPECT_EQ(testing_io::temporaries_in(dir.path()), 0);
+}
+
+TEST(GenerateFull, RefusesWhatItCannotWriteNamingIt) {
+  TempDir dir;
+  const auto refused = [&](const LayerSpec& spec, const io::GenerateOptions& o) {
+    try {
+      (void)generated_tensor_bytes(spec, o);
+    } catch (const std::invalid_argument& e) {
+      EXPECT_THROW(io::generate_checkpoint(dir / "x", spec, o), std::invalid_argument);
+      EXPECT_FALSE(fs::exists(dir / "x"));
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  const LayerSpec oss = tiny_spec("gpt-oss-20b");
+  io::GenerateOptions o = tiny_full();
+  EXPECT_THAT(refused(small("mixtral-8x7b"), o), HasSubstr("gpt-oss and Qwen3-MoE"));
+  o.kv_heads = 3;
+  EXPECT_THAT(refused(oss, o), HasSubstr("4 attention heads do not divide into 3"));
+  o = tiny_full();
+  o.vocab = 200;
+  EXPECT_THAT(refused(oss, o), HasSubstr("vocab"));
+  o = tiny_full();
+  o.head_dim = 15;
+  EXPECT_THAT(refused(oss, o), HasSubstr("even"));
+  o = tiny_full();
+  o.full = false;
+  EXPECT_THAT(refused(oss, o), HasSubstr("for the whole model"));
 }
 
 }  // namespace

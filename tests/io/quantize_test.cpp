@@ -3,12 +3,14 @@
 // the originals, and its layer matches a float64 evaluation of the dequantized weights.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <map>
 
 #include "io/mapped_file.hpp"
 #include "io/quantize_checkpoint.hpp"
+#include "io/tensor_set.hpp"
 #include "io_fixtures.hpp"
 #include "mxmoe/checkpoint.hpp"
 #include "mxmoe/hardware.hpp"
@@ -285,6 +287,270 @@ TEST_F(QuantizeFixture, OutputContainingTheInputIsRefused) {
     EXPECT_THAT(e.what(), HasSubstr("contains the input"));
   }
   EXPECT_TRUE(std::filesystem::exists(nested_in + "/model.safetensors"));
+}
+
+// --- quantize writes a complete model -----------------------------------------------------
+
+// A BF16 DeepSeek-V3-style model as a transformers save would hold it: layer 0 a dense MLP,
+// layers 1-2 MoE (per-expert matrices, router, F32 selection bias, a shared expert), attention
+// and norms in every layer, embeddings, final norm and head, a tensor of a layer beyond
+// num_hidden_layers (DeepSeek's MTP layer), over two shards; beside them the tokenizer and
+// generation files, a chat template, a subdirectory and a weight file of another format.
+struct CompleteModel {
+  static constexpr int kLayersTotal = 3, kV = 96, kIs = kI;
+  std::vector<std::vector<std::uint8_t>> keep;
+  std::map<std::string, TensorToWrite> tensors;    // every tensor of IN by name
+  std::map<std::string, std::string> other_files;  // copied to OUT byte for byte
+  nlohmann::json config;
+
+  void write(const std::string& dir, std::uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::vector<TensorToWrite> shard[2];
+    const auto add = [&](int s, const std::string& name, StDtype dtype,
+                         std::vector<std::uint64_t> shape, std::vector<std::uint8_t> bytes) {
+      keep.push_back(std::move(bytes));
+      shard[s].push_back({name, dtype, std::move(shape), keep.back()});
+      tensors[name] = shard[s].back();
+    };
+    const auto bf16 = [&](int s, const std::string& name, int rows, int cols, float scale) {
+      add(s, name, StDtype::BF16,
+          rows == 0 ? testing_io::u64s({cols}) : testing_io::u64s({rows, cols}),
+          testing_io::bf16_bytes(testing_io::random_bf16_values(
+              rng, static_cast<std::size_t>(std::max(rows, 1) * cols), scale)));
+    };
+    keep.reserve(512);
+    bf16(0, "model.embed_tokens.weight", kV, kH, 1.0f);
+    for (int n = 0; n < kLayersTotal; ++n) {
+      const std::string p = "model.layers." + std::to_string(n) + ".";
+      const int s = n < 2 ? 0 : 1;
+      bf16(s, p + "input_layernorm.weight", 0, kH, 1.0f);
+      bf16(s, p + "post_attention_layernorm.weight", 0, kH, 1.0f);
+      bf16(s, p + "self_attn.q_a_proj.weight", 32, kH, 0.1f);
+      bf16(s, p + "self_attn.kv_b_proj.weight", 64, 32, 0.1f);
+      bf16(s, p + "self_attn.o_proj.weight", kH, 64, 0.1f);
+      if (n == 0) {
+        bf16(s, p + "mlp.gate_proj.weight", 128, kH, 0.1f);
+        bf16(s, p + "mlp.up_proj.weight", 128, kH, 0.1f);
+        bf16(s, p + "mlp.down_proj.weight", kH, 128, 0.1f);
+        continue;
+      }
+      bf16(s, p + "mlp.gate.weight", kE, kH, 0.2f);
+      std::vector<float> bias(kE);
+      for (auto& b : bias) b = static_cast<float>(rng() % 100) / 1000.0f;
+      std::vector<std::uint8_t> bias_bytes(kE * 4);
+      std::memcpy(bias_bytes.data(), bias.data(), bias_bytes.size());
+      add(s, p + "mlp.gate.e_score_correction_bias", StDtype::F32, testing_io::u64s({kE}),
+          std::move(bias_bytes));
+      for (int e = 0; e < kE; ++e) {
+        const std::string q = p + "mlp.experts." + std::to_string(e) + ".";
+        bf16(s, q + "gate_proj.weight", kI, kH, 0.05f);
+        bf16(s, q + "up_proj.weight", kI, kH, 0.05f);
+        bf16(s, q + "down_proj.weight", kH, kI, 0.05f);
+      }
+      bf16(s, p + "mlp.shared_experts.gate_proj.weight", kIs, kH, 0.05f);
+      bf16(s, p + "mlp.shared_experts.up_proj.weight", kIs, kH, 0.05f);
+      bf16(s, p + "mlp.shared_experts.down_proj.weight", kH, kIs, 0.05f);
+    }
+    bf16(1, "model.layers.3.embed_tokens.weight", kV, kH, 1.0f);  // beyond the layers
+    bf16(1, "model.norm.weight", 0, kH, 1.0f);
+    bf16(1, "lm_head.weight", kV, kH, 0.1f);
+    nlohmann::json map = nlohmann::json::object();
+    for (int s = 0; s < 2; ++s) {
+      const std::string file = "model-0000" + std::to_string(s + 1) + "-of-00002.safetensors";
+      write_safetensors(dir + "/" + file, shard[s]);
+      for (const auto& t : shard[s]) map[t.name] = file;
+    }
+    std::ofstream(dir + "/model.safetensors.index.json")
+        << nlohmann::json{{"metadata", {{"total_size", 0}}}, {"weight_map", map}}.dump();
+    config = {{"architectures", {"DeepseekV3ForCausalLM"}},
+              {"model_type", "deepseek_v3"},
+              {"n_routed_experts", kE},
+              {"num_experts_per_tok", kK},
+              {"hidden_size", kH},
+              {"intermediate_size", 128},
+              {"moe_intermediate_size", kI},
+              {"n_shared_experts", 1},
+              {"n_group", 1},
+              {"topk_group", 1},
+              {"routed_scaling_factor", 2.5},
+              {"scoring_func", "sigmoid"},
+              {"topk_method", "noaux_tc"},
+              {"norm_topk_prob", true},
+              {"first_k_dense_replace", 1},
+              {"moe_layer_freq", 1},
+              {"num_hidden_layers", kLayersTotal},
+              {"num_nextn_predict_layers", 1},
+              {"hidden_act", "silu"},
+              {"vocab_size", kV},
+              {"rope_theta", 10000.0},
+              {"rope_scaling", {{"type", "yarn"}, {"factor", 40}}},
+              {"torch_dtype", "bfloat16"}};
+    testing_io::write_config(dir, config);
+    other_files = {{"tokenizer.json", R"({"version": "1.0", "model": {"type": "BPE"}})"},
+                   {"tokenizer_config.json", R"({"eos_token": "<|end|>"})"},
+                   {"generation_config.json", R"({"bos_token_id": 0, "do_sample": true})"},
+                   {"chat_template.jinja", "{% for m in messages %}{{ m.content }}{% endfor %}"},
+                   {"special_tokens_map.json", "{}"},
+                   {"vocab.txt", std::string("a\nb\n\xff\x00z", 7)}};
+    for (const auto& [name, bytes] : other_files) testing_io::write_bytes(dir + "/" + name, bytes);
+    std::filesystem::create_directories(dir + "/original");
+    testing_io::write_bytes(dir + "/original/model.safetensors", "not read");
+    testing_io::write_bytes(dir + "/pytorch_model.bin", "the experts again");
+  }
+};
+
+// IN written as above, OUT beside it (not yet written).
+struct QuantizeCompleteModel : ::testing::Test {
+  TempDir root;
+  std::string in = root / "in", out = root / "out";
+  CompleteModel model;
+  void SetUp() override {
+    std::filesystem::create_directories(in);
+    model.write(in, 5);
+  }
+};
+
+TEST_F(QuantizeCompleteModel, EveryNonExpertTensorAndFileIsCopiedUnchanged) {
+  std::vector<std::string> progress;
+  io::QuantizeOptions options;
+  options.progress = [&](const std::string& line) { progress.push_back(line); };
+  io::quantize_checkpoint(in, out, options);
+
+  // The index covers every tensor of every shard exactly once (TensorSet checks each shard
+  // against it), and its total_size is their bytes.
+  const io::TensorSet set = io::TensorSet::open_dir(out);
+  const auto index_text = io::read_text_file(out + "/model.safetensors.index.json");
+  const auto index = parse_safetensors_index(index_text, "index");
+  EXPECT_EQ(index.weight_map.size(), set.tensors().size());
+  EXPECT_EQ(index.total_size, set.tensor_bytes());
+  EXPECT_EQ(set.files().size(), 4u);  // layers 0, 1, 2 and the rest
+
+  for (const auto& [name, t] : model.tensors) {
+    SCOPED_TRACE(name);
+    const bool routed_expert = name.find(".mlp.experts.") != std::string::npos;
+    const io::TensorRef* got = set.find(name);
+    if (routed_expert) {
+      EXPECT_EQ(got, nullptr);  // quantized, not copied
+      continue;
+    }
+    ASSERT_NE(got, nullptr);
+    EXPECT_EQ(got->info->dtype, t.dtype);
+    EXPECT_EQ(got->info->shape, t.shape);
+    const auto bytes = got->data();
+    ASSERT_EQ(bytes.size(), t.data.size());
+    EXPECT_EQ(std::memcmp(bytes.data(), t.data.data(), bytes.size()), 0);
+  }
+  // What mxmoe adds: the MXFP4 experts, its router names and the fused shared expert.
+  for (const char* added :
+       {"model.layers.1.mlp.router.weight", "model.layers.1.mlp.router.e_score_correction_bias",
+        "model.layers.2.mlp.experts.gate_up_proj_blocks",
+        "model.layers.2.mlp.shared_experts.down_proj_scales"})
+    EXPECT_NE(set.find(added), nullptr) << added;
+  std::size_t expected = 0;
+  for (const auto& [name, t] : model.tensors)
+    expected += name.find(".mlp.experts.") == std::string::npos;
+  EXPECT_EQ(set.tensors().size(), expected + 2 * 10);  // 10 mxmoe tensors per MoE layer
+
+  // The other files, byte for byte; neither the subdirectory nor the other weight format.
+  const auto files = testing_io::directory_snapshot(out);
+  for (const auto& [name, bytes] : model.other_files) EXPECT_EQ(files.at(name), bytes) << name;
+  EXPECT_EQ(files.count("pytorch_model.bin"), 0u);
+  EXPECT_FALSE(std::filesystem::exists(out + "/original"));
+  EXPECT_THAT(progress, ::testing::Contains(HasSubstr("not copied (directories, weights in other "
+                                                      "formats): original/, pytorch_model.bin")));
+
+  // config.json: every field of IN's, with the quantization_config mxmoe reads.
+  const auto config = nlohmann::json::parse(files.at("config.json"));
+  for (const auto& [key, value] : model.config.items()) EXPECT_EQ(config.at(key), value) << key;
+  EXPECT_EQ(config.at("quantization_config").at("quant_method"), "mxfp4");
+  EXPECT_EQ(config.size(), model.config.size() + 1);
+
+  // The MoE layers load as from a conversion of IN's MoE tensors alone (what quantize wrote
+  // before it wrote whole models): the same bits.
+  const std::string moe_in = root / "moe_in", moe_out = root / "moe_out";
+  std::filesystem::create_directories(moe_in);
+  std::vector<TensorToWrite> moe_tensors;
+  for (const auto& [name, t] : model.tensors)
+    if (name.find(".mlp.experts.") != std::string::npos ||
+        name.find(".mlp.gate.") != std::string::npos ||
+        name.find(".mlp.shared_experts.") != std::string::npos)
+      moe_tensors.push_back(t);
+  write_safetensors(moe_in + "/model.safetensors", moe_tensors);
+  testing_io::write_config(moe_in, model.config);
+  io::quantize_checkpoint(moe_in, moe_out, {});
+  const Checkpoint full = Checkpoint::open(out), alone = Checkpoint::open(moe_out);
+  EXPECT_EQ(full.non_moe_reason(0), alone.non_moe_reason(0));
+  EXPECT_NE(full.non_moe_reason(0), "");
+  Request request;
+  request.activation = ActivationFormat::f32;
+  request.forced_backend = "reference";
+  for (int n = 1; n < 3; ++n) {
+    LayerSpec named = alone.layer_spec(n);
+    named.name = full.layer_spec(n).name;  // the directory's name
+    ASSERT_EQ(full.layer_spec(n), named);
+    const auto x = testing_io::random_input(5, kH, 9u + static_cast<std::uint32_t>(n));
+    std::vector<float> a(x.size()), b(x.size());
+    make_layer(full.layer_spec(n), full.layer_weights(n), probe_hardware(), request,
+               mxmoe::testing::test_runtime(1))
+        .forward(x.data(), 5, a.data());
+    make_layer(alone.layer_spec(n), alone.layer_weights(n), probe_hardware(), request,
+               mxmoe::testing::test_runtime(1))
+        .forward(x.data(), 5, b.data());
+    EXPECT_EQ(a, b) << "layer " << n;
+    for (const float v : a) ASSERT_TRUE(std::isfinite(v));
+  }
+}
+
+// A file of IN that cannot be copied (a FIFO, a dangling link, one over the size cap) stops
+// the conversion before any tensor is written, naming it; OUT is left as it was.
+TEST_F(QuantizeCompleteModel, AnUncopyableFileLeavesTheOutputAsItWas) {
+  io::quantize_checkpoint(in, out, {});
+  const auto before = directory_snapshot(out);
+  io::QuantizeOptions force;
+  force.force = true;
+  const auto expect_refused = [&](const std::string& name, const std::string& why) {
+    try {
+      io::quantize_checkpoint(in, out, force);
+      ADD_FAILURE() << "copied " << name;
+    } catch (const LoadError& e) {
+      EXPECT_THAT(e.what(), HasSubstr(name));
+      EXPECT_THAT(e.what(), HasSubstr(why));
+    }
+    EXPECT_EQ(directory_snapshot(out), before);
+    EXPECT_EQ(temporaries_in(root.path()), 0);
+    std::filesystem::remove(in + "/" + name);
+  };
+  ASSERT_EQ(::mkfifo((in + "/tokenizer.model").c_str(), 0600), 0);
+  expect_refused("tokenizer.model", "a FIFO");
+  std::filesystem::create_symlink(root / "nowhere", in + "/merges.txt");
+  expect_refused("merges.txt", "cannot open");
+  { std::ofstream big(in + "/big.txt"); }
+  std::filesystem::resize_file(in + "/big.txt", io::kMaxExtraFileBytes + 1);  // sparse
+  expect_refused("big.txt", "more than the");
+  // A link to a file outside IN is followed (a Hugging Face cache snapshot links every file).
+  testing_io::write_bytes(root / "blob", "linked bytes");
+  std::filesystem::create_symlink(root / "blob", in + "/added_tokens.json");
+  io::quantize_checkpoint(in, out, force);
+  EXPECT_EQ(directory_snapshot(out).at("added_tokens.json"), "linked bytes");
+}
+
+// Cancelled between the pieces of the copies (what SIGINT does), at every point of the
+// conversion in turn: OUT never appears and nothing is left beside it.
+TEST_F(QuantizeCompleteModel, CancellationAtAnyPollLeavesNoOutput) {
+  int polls = 0;
+  io::QuantizeOptions counting;
+  counting.cancelled = [&] { return ++polls < 0; };
+  io::quantize_checkpoint(in, root / "counted", counting);
+  ASSERT_GT(polls, 40);  // experts, every tensor copied, each file
+  for (int stop_at = 1; stop_at < polls; stop_at += 7) {
+    SCOPED_TRACE(stop_at);
+    int n = 0;
+    io::QuantizeOptions options;
+    options.cancelled = [&] { return ++n >= stop_at; };
+    EXPECT_THROW(io::quantize_checkpoint(in, out, options), io::QuantizeCancelled);
+    EXPECT_FALSE(std::filesystem::exists(out));
+    EXPECT_EQ(temporaries_in(root.path()), 0);
+  }
 }
 
 }  // namespace
