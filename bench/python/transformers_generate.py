@@ -138,7 +138,7 @@ def _checkpoint_bytes(directory: str):
                 elif "embed_tokens" in key:
                     embedding += n
     per_token = total - expert - embedding + expert * top_k / experts
-    dequantized = total - expert + expert * 32 / 17 * 2 * 2  # 4.25 bits -> 16 bits a value
+    dequantized = total - expert + expert * 32 / 17 * 2  # 17 bytes a 32-block -> 2 bytes a value
     return total, per_token, expert, dequantized
 
 
