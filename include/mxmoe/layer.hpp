@@ -22,13 +22,13 @@ namespace mxmoe {
 
 class MXMOE_API MoeLayer {
  public:
-  // The weights and the runtime must outlive the layer (views; the chosen backend may pack a
-  // copy). With an expert-parallel Request (ep_size > 1) the layer packs, checks and computes
-  // only the experts placement_of(request) gives its rank (it reads no page of the others):
-  // it is then one rank's part of an ExpertParallelLayer (mxmoe/expert_parallel.hpp), and the
-  // forward calls below refuse to run unless it holds every expert. Throws
-  // std::invalid_argument if the weights disagree with the spec, and NoBackendError if
-  // selection.chosen is empty.
+  // The runtime must outlive the layer, and so must the weights (views) while
+  // reads_weight_views() is true: a backend that packs its own copy reads them only here. With an
+  // expert-parallel Request (ep_size > 1) the layer packs, checks and computes only the experts
+  // placement_of(request) gives its rank (it reads no page of the others): it is then one rank's
+  // part of an ExpertParallelLayer (mxmoe/expert_parallel.hpp), and the forward calls below refuse
+  // to run unless it holds every expert. Throws std::invalid_argument if the weights disagree with
+  // the spec, and NoBackendError if selection.chosen is empty.
   MoeLayer(const LayerWeights& weights, Selection selection, Runtime& runtime);
   ~MoeLayer();
   MoeLayer(MoeLayer&&) noexcept;
@@ -65,8 +65,8 @@ class MXMOE_API MoeLayer {
   // [M, top_k], slot j of token t at t * top_k + j. A hash layer needs the tokens' ids (the
   // second form; the first throws std::invalid_argument for it), as forward().
   void route(const float* x, std::int64_t tokens, std::int32_t* ids, float* weights);
-  void route(const float* x, const std::int32_t* token_ids, std::int64_t tokens,
-             std::int32_t* ids, float* weights);
+  void route(const float* x, const std::int32_t* token_ids, std::int64_t tokens, std::int32_t* ids,
+             float* weights);
   // Unweighted expert outputs out [slots, H] of slots arriving in a dispatch buffer: slot s
   // applies expert ids[s] (a global expert id this layer holds) to rows[slot_rows[s]] of rows
   // [num_rows, H]. Bits equal forward()'s for the same (row, expert), whatever the other
@@ -110,6 +110,12 @@ class MXMOE_API MoeLayer {
   std::uint64_t workspace_allocations() const noexcept;
   // Bytes the chosen backend keeps resident for packed weights (0 when it reads the views).
   std::size_t packed_weight_bytes() const noexcept;
+  // Whether computing reads the bytes behind the LayerWeights the layer was made from: true
+  // when a kernel computes from the views (the reference backend) or the layer is hash-routed
+  // (its tid2eid table is read in place). False when the backend packed its own copy of every
+  // expert weight and bias: the bytes are then not read again once the constructor has
+  // returned, so a host may free them (the router's weight and biases are always copied).
+  bool reads_weight_views() const noexcept;
 
  private:
   struct Impl;

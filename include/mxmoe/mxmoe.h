@@ -131,6 +131,102 @@ MXMOE_API mxmoe_status mxmoe_layer_forward_routed_bf16(mxmoe_layer* layer, const
                                                        const float* topk_weights, int64_t tokens,
                                                        uint16_t* y);
 
+/* ---- A layer from tensors the host holds (an engine's own expert weights, as vLLM and SGLang
+ * keep them) instead of a checkpoint: docs/C_API.md maps their tensors to these fields. */
+
+typedef enum mxmoe_dtype {
+  MXMOE_DTYPE_UNSET = 0, /* an error for a tensor that is given */
+  MXMOE_DTYPE_U8 = 1,    /* MXFP4 blocks and E8M0 scales */
+  MXMOE_DTYPE_F32 = 2,
+  MXMOE_DTYPE_BF16 = 3 /* uint16_t bit patterns */
+} mxmoe_dtype;
+
+/* A row-major, dense tensor in the caller's memory: data holds every element of shape[0..ndim)
+ * in order (f32 and bf16 data aligned to their element size). data == NULL: not given. */
+typedef struct mxmoe_tensor {
+  const void* data;
+  mxmoe_dtype dtype;
+  int32_t ndim; /* 1..4 */
+  int64_t shape[4];
+} mxmoe_tensor;
+
+/* The order of gate and up rows in a fused w13 (the first projection, 2I rows per expert). */
+typedef enum mxmoe_gate_up {
+  MXMOE_GATE_UP_DEFAULT = 0,     /* the family's: interleaved for gpt_oss, halves for the others */
+  MXMOE_GATE_UP_INTERLEAVED = 1, /* even rows gate, odd rows up (gpt-oss; vLLM's CPU MXFP4 w13) */
+  MXMOE_GATE_UP_HALVES = 2       /* rows [0, I) gate, [I, 2I) up (SGLang's and vLLM's other w13) */
+} mxmoe_gate_up;
+
+/* What a layer from tensors is made of. Obtain it from mxmoe_layer_tensors_default(), which
+ * sets struct_size: the library reads only the fields that lie within struct_size bytes (a
+ * caller built against an older header passes a smaller size; the fields it lacks keep their
+ * defaults), and refuses a larger size whose extra bytes are not all zero (fields of a newer
+ * header this library does not know). Fields are only ever appended.
+ *
+ * The math is the family's (routing, activation with alpha and limit, biases, gate/up layout;
+ * docs/C_API.md has the table); the fields after selection_bias override single parts of it,
+ * their defaults leaving it. E, H and I come from the tensors' shapes; top_k is the caller's.
+ *
+ * MXFP4 tensors are uint8: byte j of a 32-element block holds element 2j in its low nibble,
+ * 2j+1 in its high nibble; a scale is an E8M0 exponent, 2^(s-127) (0xFF, NaN, is refused). */
+typedef struct mxmoe_layer_tensors {
+  size_t struct_size; /* sizeof(mxmoe_layer_tensors) of the caller's header */
+  const char* family; /* "gpt_oss", "qwen3_moe", "mixtral", "deepseek_v3" or "deepseek_v4" */
+  int32_t top_k;      /* experts per token (forward_routed's ids are [tokens, top_k]) */
+  mxmoe_gate_up gate_up;
+  /* Fused: w13_blocks [E, 2I, H/2] or [E, 2I, H/32, 16], w13_scales [E, 2I, H/32];
+   * w2_blocks [E, H, I/2] or [E, H, I/32, 16], w2_scales [E, H, I/32]. */
+  mxmoe_tensor w13_blocks, w13_scales, w2_blocks, w2_scales;
+  /* Or per expert (DeepSeek's checkpoints), instead of the four above: arrays of num_experts
+   * tensors each. w1 (gate) and w3 (up) blocks [I, H/2] or [I, H/32, 16], scales [I, H/32];
+   * w2 (down) blocks [H, I/2] or [H, I/32, 16], scales [H, I/32]. Messages name expert e's
+   * tensors w1_blocks[e], ..., w2_blocks[e] and w2_scales[e]. */
+  int32_t num_experts; /* 0: the fused layout */
+  const mxmoe_tensor* w1_blocks;
+  const mxmoe_tensor* w1_scales;
+  const mxmoe_tensor* w3_blocks;
+  const mxmoe_tensor* w3_scales;
+  const mxmoe_tensor* w2_expert_blocks;
+  const mxmoe_tensor* w2_expert_scales;
+  /* f32 or bf16, as the family has them: w13_bias [E, 2I] (rows as w13's), w2_bias [E, H];
+   * router_weight [E, H] (without it the layer runs only the forward_routed calls),
+   * router_bias [E] and selection_bias [E] (DeepSeek's e_score_correction_bias) with it. */
+  mxmoe_tensor w13_bias, w2_bias, router_weight, router_bias, selection_bias;
+  /* Overrides of the family's math. */
+  const char* activation_fn;   /* NULL, or "swiglu_oai", "silu_glu", "silu_glu_clamp" */
+  float alpha;                 /* 0: the family's (swiglu_oai only) */
+  float limit;                 /* 0: the family's (swiglu_oai, silu_glu_clamp) */
+  const char* routing;         /* NULL, or "topk_softmax", "softmax_topk", "sigmoid_group_topk",
+                                  "sqrtsoftplus_topk" */
+  int32_t renormalize;         /* -1: the family's; 0 or 1 */
+  float routed_scaling_factor; /* 0: the family's */
+  int32_t n_group, topk_group; /* 0: the family's (1: no group limit) */
+  int32_t expert_bias;         /* -1: the family's; 0 or 1 (whether w13_bias/w2_bias exist) */
+} mxmoe_layer_tensors;
+
+/* The defaults: struct_size = sizeof(mxmoe_layer_tensors), every tensor absent, every override
+ * at "the family's". */
+MXMOE_API mxmoe_layer_tensors mxmoe_layer_tensors_default(void);
+
+/* Builds a layer on the caller's tensors: checks every tensor's dtype and shape (the message
+ * names the tensor and the numbers), validates them as a checkpoint's layer is validated (the
+ * same bounds; a 0xFF scale, a non-finite bias or router value refused), judges every backend
+ * on this machine and packs for the chosen one. share_pool_with: NULL, or a layer whose machine
+ * (the probe and the thread pools) the new one shares: layers created with the same
+ * params->threads then compute on one pool, as the layers of one checkpoint handle do.
+ * The tensors' memory must outlive the layer while mxmoe_layer_reads_source_weights says true;
+ * when it says false, the backend packed its own copy and the host may free its tensors as soon
+ * as this call returns. */
+MXMOE_API mxmoe_status mxmoe_layer_create_from_tensors(const mxmoe_layer_tensors* tensors,
+                                                       const mxmoe_request_params* params,
+                                                       const mxmoe_layer* share_pool_with,
+                                                       mxmoe_layer** out);
+
+/* Whether the layer reads the weights it was made from while it computes (a backend that
+ * computes from them, the reference; a hash-routed layer's table): true means the tensors (or
+ * the checkpoint's mapping, which a layer keeps alive itself) must outlive it. */
+MXMOE_API mxmoe_status mxmoe_layer_reads_source_weights(const mxmoe_layer* layer, bool* out);
+
 /* The oracle's selection for this layer as JSON (the form of `mxmoe explain --json`'s
  * "selection"); free with mxmoe_free. */
 MXMOE_API mxmoe_status mxmoe_layer_selection_json(const mxmoe_layer* layer, char** json);

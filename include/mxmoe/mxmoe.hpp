@@ -9,6 +9,7 @@
 #include "mxmoe/generate.hpp"
 #include "mxmoe/hardware.hpp"
 #include "mxmoe/layer.hpp"
+#include "mxmoe/layer_from_tensors.hpp"
 #include "mxmoe/layer_spec.hpp"
 #include "mxmoe/model.hpp"
 #include "mxmoe/oracle.hpp"

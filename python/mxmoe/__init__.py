@@ -40,6 +40,7 @@ __all__ = [
     "explain",
     "generate",
     "hardware",
+    "layer_from_tensors",
     "presets",
     "quantize_mxfp4",
 ]
@@ -217,6 +218,115 @@ class Model:
 
     def __repr__(self) -> str:
         return f"<mxmoe.Model {self.path}: {self.num_layers} layers, MoE layers {self.moe_layers}>"
+
+
+def _optional_float(value: Any, argument: str) -> Optional[float]:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{argument}: expected a number or None, got {type(value).__name__}")
+    return float(value)
+
+
+def _optional_bool(value: Any, argument: str) -> Optional[bool]:
+    if value is not None and not isinstance(value, bool):
+        raise TypeError(f"{argument}: expected a bool or None, got {type(value).__name__}")
+    return value
+
+
+def _optional_int(value: Any, argument: str) -> Optional[int]:
+    return None if value is None else _int(value, argument)
+
+
+def layer_from_tensors(
+    *,
+    family: str,
+    top_k: int,
+    w13_blocks: Any = None,
+    w13_scales: Any = None,
+    w2_blocks: Any = None,
+    w2_scales: Any = None,
+    w1_blocks: Optional[Sequence[Any]] = None,
+    w1_scales: Optional[Sequence[Any]] = None,
+    w3_blocks: Optional[Sequence[Any]] = None,
+    w3_scales: Optional[Sequence[Any]] = None,
+    w13_bias: Any = None,
+    w2_bias: Any = None,
+    router_weight: Any = None,
+    router_bias: Any = None,
+    selection_bias: Any = None,
+    gate_up: Optional[str] = None,
+    activation_fn: Optional[str] = None,
+    alpha: Optional[float] = None,
+    limit: Optional[float] = None,
+    routing: Optional[str] = None,
+    renormalize: Optional[bool] = None,
+    routed_scaling_factor: Optional[float] = None,
+    n_group: Optional[int] = None,
+    topk_group: Optional[int] = None,
+    expert_bias: Optional[bool] = None,
+    activation: Optional[str] = None,
+    batch_invariant: bool = False,
+    threads: int = 0,
+    backend: Optional[str] = None,
+    exclude: Union[str, Sequence[str]] = (),
+    tokens: int = 1,
+) -> Layer:
+    """A MoE layer on expert weights the caller holds (an engine's own tensors, as vLLM and
+    SGLang keep them), read in place: numpy arrays, CPU torch tensors or any DLPack / buffer
+    protocol producer, C-contiguous (a strided view is refused, never copied). Also
+    ``Layer.from_tensors``. docs/PYTHON.md maps vLLM's and SGLang's tensors to the arguments.
+
+    The layout: fused, ``w13_blocks`` [E, 2I, H/2] (or [E, 2I, H/32, 16]) and ``w13_scales``
+    [E, 2I, H/32], ``w2_blocks`` [E, H, I/2] (or [E, H, I/32, 16]) and ``w2_scales``
+    [E, H, I/32], uint8 (MXFP4 blocks, E8M0 scales), gate and up rows of w13 as ``gate_up``
+    says (``"interleaved"``: even rows gate, odd rows up, as gpt-oss and vLLM's CPU MXFP4 path
+    hold them; ``"halves"``: rows [0, I) gate, [I, 2I) up; default the family's: interleaved
+    for gpt_oss, halves for the others); or per expert (DeepSeek's checkpoints), lists of E
+    arrays ``w1_blocks``/``w1_scales`` (gate) and ``w3_blocks``/``w3_scales`` (up) [I, H/2] /
+    [I, H/32], and ``w2_blocks``/``w2_scales`` [H, I/2] / [H, I/32]. Optional float32 or
+    bfloat16: ``w13_bias`` [E, 2I] (rows as w13's), ``w2_bias`` [E, H] (as the family has
+    them), ``router_weight`` [E, H] with ``router_bias`` [E] and ``selection_bias`` [E]
+    (DeepSeek's e_score_correction_bias). Without ``router_weight`` the layer runs
+    ``forward_routed`` only (``forward`` raises ValueError saying so).
+
+    The math: ``family`` (``"gpt_oss"``, ``"qwen3_moe"``, ``"mixtral"``, ``"deepseek_v3"``,
+    ``"deepseek_v4"``) gives the routing, the activation with its alpha and limit, the biases
+    and the gate/up layout; ``activation_fn``, ``alpha``, ``limit`` (where the activation has
+    them), ``routing``, ``renormalize``, ``routed_scaling_factor``, ``n_group``/``topk_group``
+    (sigmoid_group_topk) and ``expert_bias`` override single parts of it. E, H and I come from
+    the shapes; ``top_k`` is the number of experts per token (forward_routed's ids are
+    [tokens, top_k]). The request: as :meth:`Model.layer`.
+
+    Validated as a checkpoint's layer is (the same bounds; a 0xFF scale, a non-finite bias or
+    router value refused): ValueError naming the tensor and the numbers, TypeError for an
+    argument that is not an array or has the wrong dtype, NoBackendError when no backend fits.
+
+    Memory: when the chosen backend packs its own copy (``Layer.reads_source_weights`` is
+    False), the layer holds no reference to the arrays and the caller may free them; when it
+    computes from them in place (the reference backend), the layer keeps them alive itself.
+    """
+    if not isinstance(family, str):
+        raise TypeError(f"family: expected a str, got {type(family).__name__}")
+    tensors = dict(w13_blocks=w13_blocks, w13_scales=w13_scales, w2_blocks=w2_blocks,
+                   w2_scales=w2_scales, w1_blocks=w1_blocks, w1_scales=w1_scales,
+                   w3_blocks=w3_blocks, w3_scales=w3_scales, w13_bias=w13_bias, w2_bias=w2_bias,
+                   router_weight=router_weight, router_bias=router_bias,
+                   selection_bias=selection_bias)
+    math = dict(gate_up=_optional_str(gate_up, "gate_up"),
+                activation_fn=_optional_str(activation_fn, "activation_fn"),
+                alpha=_optional_float(alpha, "alpha"), limit=_optional_float(limit, "limit"),
+                routing=_optional_str(routing, "routing"),
+                renormalize=_optional_bool(renormalize, "renormalize"),
+                routed_scaling_factor=_optional_float(routed_scaling_factor,
+                                                      "routed_scaling_factor"),
+                n_group=_optional_int(n_group, "n_group"),
+                topk_group=_optional_int(topk_group, "topk_group"),
+                expert_bias=_optional_bool(expert_bias, "expert_bias"))
+    return _mxmoe._layer_from_tensors(
+        family, _int(top_k, "top_k"), tensors, math, _optional_str(activation, "activation"),
+        bool(batch_invariant), _int(threads, "threads"), _optional_str(backend, "backend"),
+        _names(exclude, "exclude"), _int(tokens, "tokens"))
 
 
 def generate(

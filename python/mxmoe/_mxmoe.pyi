@@ -24,8 +24,9 @@ class LoadError(OSError):
     tensor and the numbers."""
 
 class Layer:
-    """One MoE layer bound to its checkpoint's weights and the backend the oracle chose (made by
-    mxmoe.Model.layer; there is no constructor).
+    """One MoE layer bound to its weights and the backend the oracle chose (made by
+    mxmoe.Model.layer from a checkpoint, or by mxmoe.layer_from_tensors / Layer.from_tensors
+    from the caller's arrays; there is no constructor).
 
     Calls take x [tokens, hidden] as float32, or bfloat16 where the producer has it
     (torch.bfloat16, ml_dtypes.bfloat16), or uint16 bfloat16 bit patterns with
@@ -77,9 +78,17 @@ class Layer:
     @property
     def batch_invariant(self) -> bool:
         """Whether each token's output bits are independent of the batch."""
+    @staticmethod
+    def from_tensors(**kwargs: Any) -> "Layer":
+        """The same as mxmoe.layer_from_tensors()."""
     @property
-    def index(self) -> int:
-        """The layer's index in its checkpoint."""
+    def index(self) -> Optional[int]:
+        """The layer's index in its checkpoint (None for a layer from tensors)."""
+    @property
+    def reads_source_weights(self) -> bool:
+        """Whether the layer reads the weights it was made from while it computes (the reference
+        backend, a hash-routed layer): a layer from tensors then keeps the arrays alive itself.
+        False: the backend packed its own copy and holds no reference to them."""
     @property
     def hidden(self) -> int: ...
     @property
@@ -113,6 +122,9 @@ def _explain(preset: Optional[str], model: Optional[str], layer: int, activation
              batch_invariant: bool, backend: Optional[str], exclude: List[str], tokens: int,
              threads: int, hardware_json: Optional[str],
              hardware_source: Optional[str]) -> Tuple[str, str]: ...
+def _layer_from_tensors(family: str, top_k: int, tensors: Dict[str, Any], math: Dict[str, Any],
+                        activation: Optional[str], batch_invariant: bool, threads: int,
+                        backend: Optional[str], exclude: List[str], tokens: int) -> Layer: ...
 def _generate(out: str, preset: str, layers: int, experts: int, top_k: int, hidden: int,
               intermediate: int, hash_layers: int, vocab: int, seed: int, force: bool,
               full: bool, attention_heads: int, kv_heads: int, head_dim: int) -> str: ...

@@ -16,6 +16,7 @@ constexpr dl::dtype kBf16{static_cast<std::uint8_t>(dl::dtype_code::Bfloat), 16,
 constexpr dl::dtype kU16{static_cast<std::uint8_t>(dl::dtype_code::UInt), 16, 1};
 constexpr dl::dtype kI32{static_cast<std::uint8_t>(dl::dtype_code::Int), 32, 1};
 constexpr dl::dtype kI64{static_cast<std::uint8_t>(dl::dtype_code::Int), 64, 1};
+constexpr dl::dtype kU8{static_cast<std::uint8_t>(dl::dtype_code::UInt), 8, 1};
 
 std::string dtype_name(dl::dtype t) {
   std::string base;
@@ -196,29 +197,45 @@ std::size_t Matrix::element_bytes() const {
   return 4;
 }
 
-Matrix read_matrix(nb::handle obj, const Expect& ex, bool bf16_bits) {
-  Matrix m;
-  m.framework = framework_of(obj);
-  if (!nb::try_cast(obj, m.array, false)) {
-    if (m.framework == Framework::numpy && is_numpy_bfloat16(obj)) {
-      m.numpy_dtype = obj.attr("dtype");
-      nb::object bits = obj.attr("view")("uint16");
-      if (!nb::try_cast(bits, m.array, false))
-        throw nb::type_error((std::string(ex.name) + ": cannot read the bfloat16 array").c_str());
+namespace {
+
+// OBJ as a CPU array read in place: through DLPack or the buffer protocol, or a numpy array of
+// ml_dtypes' bfloat16 through a uint16 view of the same memory (returned in BF16_VIEW, which
+// the caller keeps). TypeError when OBJ is not an array ("NAME: expected EXPECTED ..."),
+// ValueError when it is not on the CPU.
+nb::ndarray<nb::ro> import_cpu_array(nb::handle obj, const std::string& name,
+                                     const std::string& expected, nb::object& bf16_view) {
+  nb::ndarray<nb::ro> array;
+  if (!nb::try_cast(obj, array, false)) {
+    if (framework_of(obj) == Framework::numpy && is_numpy_bfloat16(obj)) {
+      bf16_view = obj.attr("view")("uint16");
+      if (!nb::try_cast(bf16_view, array, false))
+        throw nb::type_error((name + ": cannot read the bfloat16 array").c_str());
     } else {
-      throw nb::type_error((std::string(ex.name) + ": expected " + expected_text(ex) +
+      throw nb::type_error((name + ": expected " + expected +
                             " (numpy, a CPU torch tensor, or any object with __dlpack__ or the "
                             "buffer protocol), got " +
                             python_type_name(obj))
                                .c_str());
     }
   }
-  const std::string name = ex.name;
-  if (m.array.device_type() != nb::device::cpu::value)
+  if (array.device_type() != nb::device::cpu::value)
     throw nb::value_error((name + ": the array is on " +
-                           device_text(m.array.device_type(), m.array.device_id()) +
-                           "; mxmoe computes on the CPU (torch: pass x.cpu())")
+                           device_text(array.device_type(), array.device_id()) +
+                           "; mxmoe computes on the CPU (torch: pass " + name + ".cpu())")
                               .c_str());
+  return array;
+}
+
+}  // namespace
+
+Matrix read_matrix(nb::handle obj, const Expect& ex, bool bf16_bits) {
+  Matrix m;
+  m.framework = framework_of(obj);
+  const std::string name = ex.name;
+  nb::object bf16_view;
+  m.array = import_cpu_array(obj, name, expected_text(ex), bf16_view);
+  if (bf16_view.is_valid()) m.numpy_dtype = obj.attr("dtype");
 
   const dl::dtype t = m.array.dtype();
   const bool numpy_bf16 = m.numpy_dtype.is_valid();
@@ -375,6 +392,44 @@ nb::object Result::finish() {
   }
   return nb::ndarray<nb::array_api>(data, 2, shape, owner, nullptr, dtype, nb::device::cpu::value)
       .cast();
+}
+
+WeightArray read_weight(nb::handle obj, const std::string& name, bool bytes) {
+  WeightArray w;
+  const char* expected = bytes ? "a uint8 array (MXFP4 blocks and E8M0 scales are bytes: pass an "
+                                 "int8 or float8_e8m0fnu tensor as t.view(torch.uint8))"
+                               : "a float32 or bfloat16 array";
+  nb::object bf16_view;
+  w.array = import_cpu_array(obj, name, expected, bf16_view);
+  const bool numpy_bf16 = bf16_view.is_valid();
+  w.owner = numpy_bf16 ? bf16_view : nb::borrow(obj);
+  const dl::dtype t = w.array.dtype();
+  if (bytes && t == kU8)
+    w.tensor.dtype = TensorDtype::u8;
+  else if (!bytes && t == kF32)
+    w.tensor.dtype = TensorDtype::f32;
+  else if (!bytes && (t == kBf16 || (numpy_bf16 && t == kU16)))
+    w.tensor.dtype = TensorDtype::bf16;
+  else
+    throw nb::type_error((name + ": expected " + expected + ", got " +
+                          (numpy_bf16 ? std::string("bfloat16") : dtype_name(t)))
+                             .c_str());
+  std::int64_t dense_stride = 1;
+  for (std::size_t i = w.array.ndim(); i-- > 0;) {
+    const auto n = static_cast<std::int64_t>(w.array.shape(i));
+    if (n > 1 && w.array.stride(i) != dense_stride)
+      throw nb::value_error(
+          (name + ": expected a C-contiguous array, got a strided view of shape " +
+           shape_text(w.array) +
+           " (the layer reads it in place for its whole life and never copies it: pass "
+           "t.contiguous() or numpy.ascontiguousarray(a))")
+              .c_str());
+    dense_stride *= n;
+  }
+  w.tensor.data = w.array.data();
+  for (std::size_t i = 0; i < w.array.ndim(); ++i)
+    w.tensor.shape.push_back(static_cast<std::int64_t>(w.array.shape(i)));
+  return w;
 }
 
 }  // namespace mxmoe::python

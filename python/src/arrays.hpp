@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "mxmoe/layer_from_tensors.hpp"
 #include "nb.hpp"
 
 namespace mxmoe::python {
@@ -84,5 +85,17 @@ class Result {
   const Matrix* like_;
   std::int64_t rows_, cols_;
 };
+
+// A weight of a layer made from tensors (mxmoe.layer_from_tensors): any CPU array that speaks
+// DLPack or the buffer protocol, read in place. It must be C-contiguous (refused otherwise,
+// never copied: the layer may read it for its whole life) and of one of the dtypes BYTES
+// (uint8) or not BYTES (float32 or bfloat16) asks for: TypeError (not an array, wrong dtype)
+// or ValueError (strided, not on the CPU), naming the argument.
+struct WeightArray {
+  nb::object owner;  // keeps the memory alive (the producer's array, or its uint16 view)
+  nb::ndarray<nb::ro> array;
+  HostTensor tensor;
+};
+WeightArray read_weight(nb::handle obj, const std::string& name, bool bytes);
 
 }  // namespace mxmoe::python

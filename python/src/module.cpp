@@ -134,10 +134,13 @@ struct ModelState {
 struct PyLayer {
   PyLayer(std::shared_ptr<ModelState> m, std::shared_ptr<Runtime> rt, MoeLayer l, int i)
       : model(std::move(m)), runtime(std::move(rt)), layer(std::move(l)), index(i) {}
-  std::shared_ptr<ModelState> model;  // the mapping the layer reads
+  std::shared_ptr<ModelState> model;  // the mapping the layer reads (null: a layer from tensors)
+  // A layer from tensors whose backend computes from the caller's arrays keeps them alive; one
+  // whose backend packed its own copy holds none, so the caller can free them.
+  std::vector<WeightArray> sources;
   std::shared_ptr<Runtime> runtime;
   MoeLayer layer;
-  int index;
+  int index;  // in the checkpoint; -1 for a layer from tensors
   // One call at a time per layer (its workspace is its own): a second Python thread waits
   // here, without the GIL. The scratch buffers below belong to the call holding it.
   std::mutex mutex;
@@ -300,13 +303,129 @@ std::string layer_repr(const PyLayer& l) {
   const LayerSpec& s = l.layer.spec();
   const Request& r = l.layer.selection().deployment.request;
   std::ostringstream out;
-  out << "<mxmoe.Layer " << l.index << " of " << l.model->model.checkpoint().dir() << ": "
-      << to_string(s.family) << " E=" << s.num_experts << " top-" << s.top_k << " H=" << s.hidden
+  if (l.model)
+    out << "<mxmoe.Layer " << l.index << " of " << l.model->model.checkpoint().dir() << ": ";
+  else
+    out << "<mxmoe.Layer from tensors: ";
+  out << to_string(s.family) << " E=" << s.num_experts << " top-" << s.top_k << " H=" << s.hidden
       << " I=" << s.intermediate << "; backend " << l.layer.selection().chosen << ", "
       << (r.activation ? to_string(*r.activation) : "default") << " activations"
       << (r.batch_invariant ? ", batch-invariant" : "") << ", " << l.layer.threads()
       << " thread(s)>";
   return out.str();
+}
+
+// ---------------------------------------------------------------------------------------
+// A layer from tensors (mxmoe.layer_from_tensors wraps this with the public signature).
+
+template <class Parse>
+auto parse_argument(const char* argument, const std::string& value, Parse parse) {
+  try {
+    return parse(value);
+  } catch (const std::invalid_argument& e) {
+    throw nb::value_error((std::string(argument) + ": " + e.what()).c_str());
+  }
+}
+
+// OBJ as a list of per-expert tensors (None: empty).
+std::vector<WeightArray> read_weight_list(nb::handle obj, const char* name) {
+  std::vector<WeightArray> out;
+  if (obj.is_none()) return out;
+  if (!nb::isinstance<nb::list>(obj) && !nb::isinstance<nb::tuple>(obj))
+    throw nb::type_error((std::string(name) +
+                          ": expected a list of per-expert arrays (the per-expert layout), got " +
+                          nb::type_name(obj.type()).c_str())
+                             .c_str());
+  std::size_t e = 0;
+  for (nb::handle item : obj)
+    out.push_back(read_weight(item, std::string(name) + "[" + std::to_string(e++) + "]", true));
+  return out;
+}
+
+// MATH[key] as a T, or unset when absent or None (the package's wrapper checked the types).
+template <class T>
+std::optional<T> math_value(nb::dict math, const char* key) {
+  if (!math.contains(key) || math[key].is_none()) return std::nullopt;
+  return nb::cast<T>(math[key]);
+}
+
+// TENSORS: the arrays by argument name (None: not given); MATH: the overrides of the family's
+// math by argument name (mxmoe.layer_from_tensors passes both).
+std::unique_ptr<PyLayer> layer_from_tensors_py(const std::string& family, int top_k,
+                                               nb::dict tensors, nb::dict math,
+                                               const std::optional<std::string>& activation,
+                                               bool batch_invariant, int threads,
+                                               const std::optional<std::string>& backend,
+                                               const std::vector<std::string>& exclude,
+                                               int tokens) {
+  const auto text = [&](const char* key, auto parse) {
+    const auto v = math_value<std::string>(math, key);
+    return v ? std::optional(parse_argument(key, *v, parse)) : std::nullopt;
+  };
+  MathOverrides o;
+  o.activation = text("activation_fn", parse_activation_fn);
+  o.alpha = math_value<float>(math, "alpha");
+  o.limit = math_value<float>(math, "limit");
+  o.routing = text("routing", parse_routing_method);
+  o.renormalize = math_value<bool>(math, "renormalize");
+  o.routed_scaling_factor = math_value<float>(math, "routed_scaling_factor");
+  o.n_group = math_value<int>(math, "n_group");
+  o.topk_group = math_value<int>(math, "topk_group");
+  o.gate_up = text("gate_up", parse_gate_up_layout);
+  o.expert_bias = math_value<bool>(math, "expert_bias");
+  LayerSpec spec_math = family_math(parse_argument("family", family, parse_family), o);
+  spec_math.top_k = top_k;
+  const auto arg = [&](const char* key) {
+    return tensors.contains(key) ? nb::handle(tensors[key]) : nb::handle(Py_None);
+  };
+  // Every array read in place (the GIL held); the tensors point into them.
+  std::vector<WeightArray> arrays;
+  LayerTensors t;
+  const auto one = [&](nb::handle obj, const char* name, bool bytes, HostTensor& into) {
+    if (obj.is_none()) return;
+    arrays.push_back(read_weight(obj, name, bytes));
+    into = arrays.back().tensor;
+  };
+  const auto list = [&](nb::handle obj, const char* name, std::vector<HostTensor>& into) {
+    for (WeightArray& w : read_weight_list(obj, name)) {
+      into.push_back(w.tensor);
+      arrays.push_back(std::move(w));
+    }
+  };
+  // A list for w2 is the per-expert layout's (as w1 and w3 always are).
+  const bool per_expert_w2 =
+      nb::isinstance<nb::list>(arg("w2_blocks")) || nb::isinstance<nb::tuple>(arg("w2_blocks"));
+  one(arg("w13_blocks"), "w13_blocks", true, t.w13_blocks);
+  one(arg("w13_scales"), "w13_scales", true, t.w13_scales);
+  if (per_expert_w2) {
+    list(arg("w2_blocks"), "w2_blocks", t.per_expert.w2_blocks);
+    list(arg("w2_scales"), "w2_scales", t.per_expert.w2_scales);
+  } else {
+    one(arg("w2_blocks"), "w2_blocks", true, t.w2_blocks);
+    one(arg("w2_scales"), "w2_scales", true, t.w2_scales);
+  }
+  list(arg("w1_blocks"), "w1_blocks", t.per_expert.w1_blocks);
+  list(arg("w1_scales"), "w1_scales", t.per_expert.w1_scales);
+  list(arg("w3_blocks"), "w3_blocks", t.per_expert.w3_blocks);
+  list(arg("w3_scales"), "w3_scales", t.per_expert.w3_scales);
+  for (const auto& [key, into] :
+       {std::pair{"w13_bias", &t.w13_bias}, std::pair{"w2_bias", &t.w2_bias},
+        std::pair{"router_weight", &t.router_weight}, std::pair{"router_bias", &t.router_bias},
+        std::pair{"selection_bias", &t.selection_bias}})
+    one(arg(key), key, false, *into);
+
+  Request request = make_request(activation, batch_invariant, threads, backend, exclude, tokens);
+  std::shared_ptr<Runtime> runtime = shared_runtime(request.threads);
+  request.threads = runtime->threads();
+  std::optional<MoeLayer> layer;
+  {
+    nb::gil_scoped_release release;
+    const TensorLayer from = layer_from_tensors(spec_math, t);
+    layer.emplace(make_layer(from.spec, from.weights, probe(), request, *runtime));
+  }
+  auto out = std::make_unique<PyLayer>(nullptr, std::move(runtime), std::move(*layer), -1);
+  if (out->layer.reads_weight_views()) out->sources = std::move(arrays);
+  return out;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -520,7 +639,19 @@ NB_MODULE(_mxmoe, m) {
           [](const PyLayer& l) { return l.layer.selection().deployment.request.batch_invariant; },
           "Whether each token's output bits are independent of the batch.")
       .def_prop_ro(
-          "index", [](const PyLayer& l) { return l.index; }, "The layer's index.")
+          "index", [](const PyLayer& l) { return l.index < 0 ? std::optional<int>() : l.index; },
+          "The layer's index in its checkpoint (None for a layer from tensors).")
+      .def_prop_ro(
+          "reads_source_weights", [](const PyLayer& l) { return l.layer.reads_weight_views(); },
+          "Whether the layer reads the weights it was made from while it computes (the "
+          "reference backend, a hash-routed layer): a layer from tensors then keeps the arrays "
+          "alive itself. False: the backend packed its own copy and holds no reference to them.")
+      .def_static(
+          "from_tensors",
+          [](nb::args args, nb::kwargs kwargs) {
+            return nb::module_::import_("mxmoe").attr("layer_from_tensors")(*args, **kwargs);
+          },
+          "The same as mxmoe.layer_from_tensors().")
       .def_prop_ro("hidden", [](const PyLayer& l) { return l.layer.spec().hidden; })
       .def_prop_ro("intermediate", [](const PyLayer& l) { return l.layer.spec().intermediate; })
       .def_prop_ro("num_experts", [](const PyLayer& l) { return l.layer.spec().num_experts; })
@@ -546,6 +677,9 @@ NB_MODULE(_mxmoe, m) {
           "skip_reason", [](const PyModel& p, int i) { return p.model().skip_reason(i); },
           "index"_a);
 
+  m.def("_layer_from_tensors", &layer_from_tensors_py, "family"_a, "top_k"_a, "tensors"_a, "math"_a,
+        "activation"_a.none(), "batch_invariant"_a, "threads"_a, "backend"_a.none(), "exclude"_a,
+        "tokens"_a);
   m.def("_explain", &explain, "preset"_a, "model"_a, "layer"_a, "activation"_a, "batch_invariant"_a,
         "backend"_a, "exclude"_a, "tokens"_a, "threads"_a, "hardware_json"_a, "hardware_source"_a);
   m.def("_generate", &generate, "out"_a, "preset"_a, "layers"_a, "experts"_a, "top_k"_a, "hidden"_a,

@@ -53,7 +53,10 @@ class ExpertKernel {
   virtual std::size_t workspace_bytes(std::int64_t rows, std::int64_t slots,
                                       int threads) const noexcept = 0;
   virtual void run(const ExpertForward& f) const noexcept = 0;
-  // Resident bytes of weights this kernel packed (0 when it reads the LayerWeights views).
+  // Resident bytes of weights this kernel packed (0 when it reads the LayerWeights views). A
+  // kernel that packs keeps no pointer into the views: the weights and biases it computes
+  // with are all in its copy (MoeLayer::reads_weight_views, and the hosts that free their
+  // tensors after binding a layer, rely on it).
   virtual std::size_t packed_bytes() const noexcept = 0;
 };
 

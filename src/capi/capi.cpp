@@ -1,7 +1,9 @@
 // The C API (include/mxmoe/mxmoe.h) over the C++ one. Every entry point catches every
 // exception and turns it into a status and the calling thread's last-error text.
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -23,6 +25,7 @@
 #include "mxmoe/expert_parallel.hpp"
 #include "mxmoe/hardware.hpp"
 #include "mxmoe/layer.hpp"
+#include "mxmoe/layer_from_tensors.hpp"
 #include "mxmoe/mxmoe.h"
 #include "mxmoe/oracle.hpp"
 #include "mxmoe/runtime.hpp"
@@ -33,32 +36,32 @@ namespace {
 // the calling thread's last failure.
 thread_local std::string last_error_text;
 
-// What a checkpoint handle and its layers share: the mapping, this machine's probe and one
-// runtime per thread count (so layers created alike share a pool). Layers hold a reference,
-// so closing the checkpoint handle never invalidates them.
-struct State {
-  explicit State(mxmoe::Checkpoint c) : checkpoint(std::move(c)) {}
-  mxmoe::Checkpoint checkpoint;
+// This machine's probe and one runtime per thread count, shared by the layers made on it (so
+// layers created alike share a pool): a checkpoint handle's, or layers from tensors created to
+// share one.
+struct Machine {
   std::mutex mutex;  // guards hardware and runtimes
   std::optional<mxmoe::Hardware> hardware;
   std::map<int, std::unique_ptr<mxmoe::Runtime>> runtimes;
 
-  const mxmoe::Hardware& probe() {
+  // What a new layer runs on: the probe and the runtime of its thread count.
+  std::pair<mxmoe::Hardware, mxmoe::Runtime*> get(int threads) {
+    const std::lock_guard lock(mutex);
     // The C API is an edge of the flow: the probe is capped by MXMOE_MAX_ISA, read by the
     // library's one parser of the MXMOE_* variables (config.hpp), as in the CLI.
     if (!hardware) hardware = mxmoe::probe_hardware_from_environment();
-    return *hardware;
-  }
-  mxmoe::Runtime& runtime(int threads) {
     std::unique_ptr<mxmoe::Runtime>& r = runtimes[threads];
     if (!r) r = std::make_unique<mxmoe::Runtime>(threads);
-    return *r;
+    return {*hardware, r.get()};
   }
-  // What a new layer runs on: the probe and the runtime of its thread count.
-  std::pair<mxmoe::Hardware, mxmoe::Runtime*> machine(int threads) {
-    const std::lock_guard lock(mutex);
-    return {probe(), &runtime(threads)};
-  }
+};
+
+// What a checkpoint handle and its layers share: the mapping and the machine. Layers hold a
+// reference, so closing the checkpoint handle never invalidates them.
+struct State {
+  explicit State(mxmoe::Checkpoint c) : checkpoint(std::move(c)) {}
+  mxmoe::Checkpoint checkpoint;
+  std::shared_ptr<Machine> machine = std::make_shared<Machine>();
 };
 
 mxmoe_layer_info info_of(const mxmoe::MoeLayer& layer) {
@@ -169,6 +172,208 @@ mxmoe::Request request_of(const mxmoe_request_params& p) {
   return r;
 }
 
+// ---- Layers from tensors.
+
+// A C enum field read as its underlying integer (as activation() does: a value outside the
+// enumerators would be undefined behaviour to read as the enum).
+template <class Enum>
+std::underlying_type_t<Enum> enum_value(const Enum& field) {
+  std::underlying_type_t<Enum> v{};
+  std::memcpy(&v, &field, sizeof v);
+  return v;
+}
+
+// The fields of mxmoe_layer_tensors in order, for reading a caller's struct of another
+// version: a field is read when it lies wholly within struct_size bytes.
+struct Field {
+  std::size_t offset, size;
+  const char* name;
+};
+#define MXMOE_TENSORS_FIELD(f)                                           \
+  Field {                                                                \
+    offsetof(mxmoe_layer_tensors, f), sizeof(mxmoe_layer_tensors::f), #f \
+  }
+constexpr Field kTensorsFields[] = {
+    MXMOE_TENSORS_FIELD(struct_size),
+    MXMOE_TENSORS_FIELD(family),
+    MXMOE_TENSORS_FIELD(top_k),
+    MXMOE_TENSORS_FIELD(gate_up),
+    MXMOE_TENSORS_FIELD(w13_blocks),
+    MXMOE_TENSORS_FIELD(w13_scales),
+    MXMOE_TENSORS_FIELD(w2_blocks),
+    MXMOE_TENSORS_FIELD(w2_scales),
+    MXMOE_TENSORS_FIELD(num_experts),
+    MXMOE_TENSORS_FIELD(w1_blocks),
+    MXMOE_TENSORS_FIELD(w1_scales),
+    MXMOE_TENSORS_FIELD(w3_blocks),
+    MXMOE_TENSORS_FIELD(w3_scales),
+    MXMOE_TENSORS_FIELD(w2_expert_blocks),
+    MXMOE_TENSORS_FIELD(w2_expert_scales),
+    MXMOE_TENSORS_FIELD(w13_bias),
+    MXMOE_TENSORS_FIELD(w2_bias),
+    MXMOE_TENSORS_FIELD(router_weight),
+    MXMOE_TENSORS_FIELD(router_bias),
+    MXMOE_TENSORS_FIELD(selection_bias),
+    MXMOE_TENSORS_FIELD(activation_fn),
+    MXMOE_TENSORS_FIELD(alpha),
+    MXMOE_TENSORS_FIELD(limit),
+    MXMOE_TENSORS_FIELD(routing),
+    MXMOE_TENSORS_FIELD(renormalize),
+    MXMOE_TENSORS_FIELD(routed_scaling_factor),
+    MXMOE_TENSORS_FIELD(n_group),
+    MXMOE_TENSORS_FIELD(topk_group),
+    MXMOE_TENSORS_FIELD(expert_bias),
+};
+#undef MXMOE_TENSORS_FIELD
+// A field appended to the struct must be appended to the table.
+static_assert(sizeof(mxmoe_layer_tensors) - (std::end(kTensorsFields) - 1)->offset -
+                      (std::end(kTensorsFields) - 1)->size <
+                  alignof(mxmoe_layer_tensors),
+              "kTensorsFields must list every field of mxmoe_layer_tensors");
+
+// The caller's struct as this library's version of it: the fields within struct_size copied,
+// the others at their defaults.
+mxmoe_layer_tensors read_tensors_struct(const mxmoe_layer_tensors* p) {
+  std::size_t size = 0;
+  std::memcpy(&size, p, sizeof size);
+  mxmoe_layer_tensors t = mxmoe_layer_tensors_default();
+  const auto* bytes = reinterpret_cast<const unsigned char*>(p);
+  if (size >= sizeof t) {
+    for (std::size_t i = sizeof t; i < size; ++i)
+      if (bytes[i] != 0)
+        throw std::invalid_argument(
+            "tensors->struct_size = " + std::to_string(size) + ": byte " + std::to_string(i) +
+            " lies past the " + std::to_string(sizeof t) +
+            " bytes of this library's mxmoe_layer_tensors and is not zero (a field of a newer "
+            "mxmoe.h that mxmoe " +
+            mxmoe::build_info::kVersion + " does not know)");
+    std::memcpy(&t, p, sizeof t);
+    return t;
+  }
+  for (const Field& f : kTensorsFields) {
+    if (f.offset + f.size <= size)
+      std::memcpy(reinterpret_cast<unsigned char*>(&t) + f.offset, bytes + f.offset, f.size);
+    else if (f.offset < size)
+      throw std::invalid_argument("tensors->struct_size = " + std::to_string(size) +
+                                  " ends inside the field " + f.name +
+                                  ": set it from mxmoe_layer_tensors_default() (sizeof "
+                                  "mxmoe_layer_tensors of the header the caller was built with)");
+  }
+  return t;
+}
+
+mxmoe::HostTensor host_tensor(const mxmoe_tensor& t, const std::string& name) {
+  mxmoe::HostTensor h;
+  if (t.data == nullptr) return h;
+  h.data = t.data;
+  switch (enum_value(t.dtype)) {
+    case MXMOE_DTYPE_U8:
+      h.dtype = mxmoe::TensorDtype::u8;
+      break;
+    case MXMOE_DTYPE_F32:
+      h.dtype = mxmoe::TensorDtype::f32;
+      break;
+    case MXMOE_DTYPE_BF16:
+      h.dtype = mxmoe::TensorDtype::bf16;
+      break;
+    default:
+      throw std::invalid_argument(name + ".dtype: " + std::to_string(enum_value(t.dtype)) +
+                                  " is not an mxmoe_dtype (MXMOE_DTYPE_U8, _F32 or _BF16)");
+  }
+  require(t.ndim >= 1 && t.ndim <= 4,
+          (name + ".ndim must be in 1..4, got " + std::to_string(t.ndim)).c_str());
+  h.shape.assign(t.shape, t.shape + t.ndim);
+  return h;
+}
+
+std::vector<mxmoe::HostTensor> host_tensors(const mxmoe_tensor* list, std::int32_t n,
+                                            const char* name) {
+  if (n == 0) {
+    require(list == nullptr,
+            (std::string("tensors->") + name + " is set but num_experts is 0 (the fused layout)")
+                .c_str());
+    return {};
+  }
+  require(list != nullptr,
+          (std::string("tensors->") + name + " must point to num_experts tensors").c_str());
+  std::vector<mxmoe::HostTensor> out;
+  for (std::int32_t e = 0; e < n; ++e)
+    out.push_back(host_tensor(list[e], std::string(name) + "[" + std::to_string(e) + "]"));
+  return out;
+}
+
+template <class Parse>
+auto parsed(const char* value, const char* field, Parse parse) {
+  try {
+    return parse(value);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string("tensors->") + field + ": " + e.what());
+  }
+}
+
+std::optional<bool> tri_state(std::int32_t v, const char* field) {
+  require(v >= -1 && v <= 1,
+          (std::string("tensors->") + field + " must be -1 (the family's), 0 or 1").c_str());
+  return v < 0 ? std::nullopt : std::optional<bool>(v == 1);
+}
+
+// The spec (the family's math with the overrides, top_k) and tensors of T.
+mxmoe::TensorLayer tensor_layer(const mxmoe_layer_tensors& t) {
+  require(t.family != nullptr, ("tensors->family must name a model family: " +
+                                std::string("gpt_oss, mixtral, qwen3_moe, deepseek_v3 or "
+                                            "deepseek_v4"))
+                                   .c_str());
+  const mxmoe::Family family = parsed(t.family, "family", mxmoe::parse_family);
+  mxmoe::MathOverrides o;
+  if (t.activation_fn != nullptr)
+    o.activation = parsed(t.activation_fn, "activation_fn", mxmoe::parse_activation_fn);
+  if (t.alpha != 0) o.alpha = t.alpha;
+  if (t.limit != 0) o.limit = t.limit;
+  if (t.routing != nullptr) o.routing = parsed(t.routing, "routing", mxmoe::parse_routing_method);
+  o.renormalize = tri_state(t.renormalize, "renormalize");
+  if (t.routed_scaling_factor != 0) o.routed_scaling_factor = t.routed_scaling_factor;
+  require(t.n_group >= 0 && t.topk_group >= 0,
+          "tensors->n_group and topk_group must be 0 (the family's) or positive");
+  if (t.n_group != 0) o.n_group = t.n_group;
+  if (t.topk_group != 0) o.topk_group = t.topk_group;
+  o.expert_bias = tri_state(t.expert_bias, "expert_bias");
+  switch (enum_value(t.gate_up)) {
+    case MXMOE_GATE_UP_DEFAULT:
+      break;
+    case MXMOE_GATE_UP_INTERLEAVED:
+      o.gate_up = mxmoe::GateUpLayout::interleaved;
+      break;
+    case MXMOE_GATE_UP_HALVES:
+      o.gate_up = mxmoe::GateUpLayout::halves;
+      break;
+    default:
+      throw std::invalid_argument("tensors->gate_up: " + std::to_string(enum_value(t.gate_up)) +
+                                  " is not an mxmoe_gate_up");
+  }
+  mxmoe::LayerSpec math = mxmoe::family_math(family, o);
+  math.top_k = t.top_k;
+
+  require(t.num_experts >= 0 && t.num_experts <= mxmoe::kMaxExperts,
+          "tensors->num_experts must be 0 (the fused layout) or 1..65536 (per-expert tensors)");
+  mxmoe::LayerTensors l;
+  l.w13_blocks = host_tensor(t.w13_blocks, "w13_blocks");
+  l.w13_scales = host_tensor(t.w13_scales, "w13_scales");
+  l.w2_blocks = host_tensor(t.w2_blocks, "w2_blocks");
+  l.w2_scales = host_tensor(t.w2_scales, "w2_scales");
+  l.per_expert.w1_blocks = host_tensors(t.w1_blocks, t.num_experts, "w1_blocks");
+  l.per_expert.w1_scales = host_tensors(t.w1_scales, t.num_experts, "w1_scales");
+  l.per_expert.w3_blocks = host_tensors(t.w3_blocks, t.num_experts, "w3_blocks");
+  l.per_expert.w3_scales = host_tensors(t.w3_scales, t.num_experts, "w3_scales");
+  l.per_expert.w2_blocks = host_tensors(t.w2_expert_blocks, t.num_experts, "w2_expert_blocks");
+  l.per_expert.w2_scales = host_tensors(t.w2_expert_scales, t.num_experts, "w2_expert_scales");
+  l.w13_bias = host_tensor(t.w13_bias, "w13_bias");
+  l.w2_bias = host_tensor(t.w2_bias, "w2_bias");
+  l.router_weight = host_tensor(t.router_weight, "router_weight");
+  l.router_bias = host_tensor(t.router_bias, "router_bias");
+  l.selection_bias = host_tensor(t.selection_bias, "selection_bias");
+  return mxmoe::layer_from_tensors(math, l);
+}
+
 // The host's exchange callback as a Communicator. A failed call breaks it (the contract of
 // communicator.hpp): the layer's buffers of that call are in an unknown state.
 class CallbackCommunicator final : public mxmoe::Communicator {
@@ -220,7 +425,10 @@ struct mxmoe_checkpoint {
 };
 
 struct mxmoe_layer {
-  std::shared_ptr<State> state;  // declared first: destroyed after the layer that uses it
+  // Declared first: destroyed after the layer that uses them. state is the checkpoint whose
+  // mapping the layer reads (null for a layer from tensors: those are the caller's).
+  std::shared_ptr<State> state;
+  std::shared_ptr<Machine> machine;
   mxmoe::MoeLayer layer;
 };
 
@@ -298,8 +506,44 @@ mxmoe_status mxmoe_layer_create(mxmoe_checkpoint* checkpoint, int32_t layer,
     const mxmoe::Request request = request_of(*params);
     const mxmoe::LayerSpec spec = state->checkpoint.layer_spec(layer);
     const mxmoe::LayerWeights weights = state->checkpoint.layer_weights(layer);
-    const auto [hw, runtime] = state->machine(request.threads);
-    *out = new mxmoe_layer{state, mxmoe::make_layer(spec, weights, hw, request, *runtime)};
+    const auto [hw, runtime] = state->machine->get(request.threads);
+    *out = new mxmoe_layer{state, state->machine,
+                           mxmoe::make_layer(spec, weights, hw, request, *runtime)};
+  });
+}
+
+mxmoe_layer_tensors mxmoe_layer_tensors_default(void) {
+  mxmoe_layer_tensors t;
+  std::memset(&t, 0, sizeof t);
+  t.struct_size = sizeof t;
+  t.gate_up = MXMOE_GATE_UP_DEFAULT;
+  t.renormalize = -1;
+  t.expert_bias = -1;
+  return t;
+}
+
+mxmoe_status mxmoe_layer_create_from_tensors(const mxmoe_layer_tensors* tensors,
+                                             const mxmoe_request_params* params,
+                                             const mxmoe_layer* share_pool_with,
+                                             mxmoe_layer** out) {
+  return guarded([&] {
+    require(tensors != nullptr && params != nullptr && out != nullptr,
+            "mxmoe_layer_create_from_tensors: tensors, params and out must not be NULL");
+    const mxmoe::Request request = request_of(*params);
+    const mxmoe::TensorLayer from = tensor_layer(read_tensors_struct(tensors));
+    const std::shared_ptr<Machine> machine =
+        share_pool_with != nullptr ? share_pool_with->machine : std::make_shared<Machine>();
+    const auto [hw, runtime] = machine->get(request.threads);
+    *out = new mxmoe_layer{nullptr, machine,
+                           mxmoe::make_layer(from.spec, from.weights, hw, request, *runtime)};
+  });
+}
+
+mxmoe_status mxmoe_layer_reads_source_weights(const mxmoe_layer* layer, bool* out) {
+  return guarded([&] {
+    require(layer != nullptr && out != nullptr,
+            "mxmoe_layer_reads_source_weights: layer and out must not be NULL");
+    *out = layer->layer.reads_weight_views();
   });
 }
 
@@ -319,7 +563,7 @@ mxmoe_status mxmoe_ep_layer_create(mxmoe_checkpoint* checkpoint, int32_t layer,
     const mxmoe::LayerSpec spec = handle->state->checkpoint.layer_spec(layer);
     const mxmoe::Placement placement = mxmoe::Placement::contiguous(spec.num_experts, size);
     handle->weights = handle->state->checkpoint.layer_weights(layer, placement.runs(rank));
-    const auto [hw, runtime] = handle->state->machine(request.threads);
+    const auto [hw, runtime] = handle->state->machine->get(request.threads);
     handle->layer.emplace(mxmoe::ExpertParallelLayer::create(spec, handle->weights, hw, request,
                                                              placement, *runtime, *handle->comm));
     *out = handle.release();
@@ -350,8 +594,7 @@ mxmoe_status mxmoe_ep_layer_forward_f32(mxmoe_ep_layer* layer, const float* x, i
 }
 
 mxmoe_status mxmoe_ep_layer_forward_tokens_f32(mxmoe_ep_layer* layer, const float* x,
-                                               const int32_t* token_ids, int64_t tokens,
-                                               float* y) {
+                                               const int32_t* token_ids, int64_t tokens, float* y) {
   return guarded([&] {
     require(layer != nullptr && tokens >= 0,
             "mxmoe_ep_layer_forward_tokens_f32: NULL layer or tokens < 0");

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "model/dense_view.hpp"
 #include "mxmoe/checkpoint.hpp"
 #include "mxmoe/format.hpp"
 
@@ -111,22 +112,10 @@ void LayerReader::check_finite(const TensorRef& t) const {
   if (!check_) return;
   const auto bytes = t.data();
   const bool bf16 = t.info->dtype == StDtype::BF16;
-  const std::size_t width = bf16 ? 2 : 4;
-  for (std::size_t i = 0; i + width <= bytes.size(); i += width) {
-    bool bad = false;
-    if (bf16) {
-      std::uint16_t v;
-      std::memcpy(&v, bytes.data() + i, 2);
-      bad = (v & 0x7F80u) == 0x7F80u;
-    } else {
-      std::uint32_t v;
-      std::memcpy(&v, bytes.data() + i, 4);
-      bad = (v & 0x7F800000u) == 0x7F800000u;
-    }
-    if (bad)
-      throw LoadError(fmt::format("{}: tensor \"{}\" holds NaN or Inf at index {}", t.file->path(),
-                                  t.info->name, i / width));
-  }
+  if (const auto bad = first_non_finite(bf16 ? DType::bf16 : DType::f32, bytes.data(),
+                                        bytes.size() / (bf16 ? 2 : 4)))
+    throw LoadError(fmt::format("{}: tensor \"{}\" holds NaN or Inf at index {}", t.file->path(),
+                                t.info->name, *bad));
 }
 
 }  // namespace mxmoe::io

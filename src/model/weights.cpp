@@ -6,12 +6,15 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 #include "model/dense_view.hpp"
 #include "model/random_weights.hpp"
+#include "model/validate_weights.hpp"
 
 namespace mxmoe {
 
@@ -24,6 +27,22 @@ std::vector<float> to_floats(const DenseView& v) {
   std::vector<float> out(static_cast<std::size_t>(v.empty() ? 0 : v.rows * v.cols));
   for (std::size_t i = 0; i < out.size(); ++i) out[i] = v.at(static_cast<std::int64_t>(i));
   return out;
+}
+
+std::optional<std::size_t> first_non_finite(DType dtype, const void* data, std::size_t count) {
+  const auto* bytes = static_cast<const std::byte*>(data);
+  for (std::size_t i = 0; i < count; ++i) {
+    if (dtype == DType::bf16) {
+      std::uint16_t v;
+      std::memcpy(&v, bytes + 2 * i, 2);
+      if ((v & 0x7F80u) == 0x7F80u) return i;
+    } else {
+      std::uint32_t v;
+      std::memcpy(&v, bytes + 4 * i, 4);
+      if ((v & 0x7F800000u) == 0x7F800000u) return i;
+    }
+  }
+  return std::nullopt;
 }
 
 namespace {
@@ -42,8 +61,10 @@ std::string shape_text(std::int64_t a, std::int64_t b) {
   return fmt::format("[{}, {}]", a, b);
 }
 
-void check_dense(const char* name, const DenseView& v, bool required, std::int64_t rows,
-                 std::int64_t cols) {
+// Shape and presence always; the values (NaN, Inf) of every row, or of the rows (experts) of
+// SCAN only when given (an expert-parallel rank reads no page of another rank's biases).
+void check_dense(std::string_view name, const DenseView& v, bool required, std::int64_t rows,
+                 std::int64_t cols, const std::span<const ExpertRange>* scan = nullptr) {
   if (v.empty()) {
     if (required)
       throw std::invalid_argument(
@@ -55,11 +76,24 @@ void check_dense(const char* name, const DenseView& v, bool required, std::int64
   if (v.rows != rows || v.cols != cols)
     throw std::invalid_argument(fmt::format("{} has shape {}, the spec needs {}", name,
                                             shape_text(v.rows, v.cols), shape_text(rows, cols)));
+  const ExpertRange all{0, static_cast<int>(rows)};
+  const std::span<const ExpertRange> ranges = scan != nullptr ? *scan : std::span(&all, 1);
+  const std::size_t element = v.dtype == DType::f32 ? 4 : 2;
+  for (const ExpertRange& r : ranges) {
+    const auto first = static_cast<std::size_t>(r.begin) * static_cast<std::size_t>(cols);
+    const auto bad =
+        first_non_finite(v.dtype, static_cast<const std::byte*>(v.data) + first * element,
+                         static_cast<std::size_t>(r.size()) * static_cast<std::size_t>(cols));
+    if (bad)
+      throw std::invalid_argument(fmt::format("{} holds NaN or Inf at row {}, column {}", name,
+                                              static_cast<std::int64_t>(first + *bad) / cols,
+                                              static_cast<std::int64_t>(first + *bad) % cols));
+  }
 }
 
 // Shapes always; the NaN scale 0xFF only in the experts of `scan` (a rank of an
 // expert-parallel group reads no page of the experts it does not hold).
-void check_mxfp4(const char* name, const Mxfp4View& v, std::int64_t experts, std::int64_t rows,
+void check_mxfp4(std::string_view name, const Mxfp4View& v, std::int64_t experts, std::int64_t rows,
                  std::int64_t cols, std::span<const ExpertRange> scan) {
   const std::string want = fmt::format("[{}, {}, {}]", experts, rows, cols);
   if (v.empty())
@@ -118,14 +152,11 @@ void check_dense_matrix(const char* name, const DenseMatrixView& v, std::int64_t
     };
     switch (v.element) {
       case DenseElement::f32:
-        for (std::size_t i = 0; i < n; ++i)
-          if (!std::isfinite(static_cast<const float*>(g.data)[i])) bad(i, "NaN or Inf");
+      case DenseElement::bf16: {
+        const DType dtype = v.element == DenseElement::f32 ? DType::f32 : DType::bf16;
+        if (const auto i = first_non_finite(dtype, g.data, n)) bad(*i, "NaN or Inf");
         break;
-      case DenseElement::bf16:
-        for (std::size_t i = 0; i < n; ++i)
-          if ((static_cast<const std::uint16_t*>(g.data)[i] & 0x7F80u) == 0x7F80u)
-            bad(i, "NaN or Inf");
-        break;
+      }
       case DenseElement::e4m3: {
         const auto* codes = static_cast<const std::uint8_t*>(g.data);
         for (std::size_t i = 0; i < n; ++i)
@@ -378,6 +409,11 @@ void validate(const LayerSpec& spec, const LayerWeights& w) {
 }
 
 void validate(const LayerSpec& spec, const LayerWeights& w, std::span<const ExpertRange> scan) {
+  validate(spec, w, scan, WeightNames{});
+}
+
+void validate(const LayerSpec& spec, const LayerWeights& w, std::span<const ExpertRange> scan,
+              const WeightNames& names) {
   validate(spec);
   for (const ExpertRange& r : scan)
     if (r.begin < 0 || r.end < r.begin || r.end > spec.num_experts)
@@ -389,21 +425,21 @@ void validate(const LayerSpec& spec, const LayerWeights& w, std::span<const Expe
   const std::span<const ExpertRange> shared(&one, 1);
   const std::int64_t e = spec.num_experts, h = spec.hidden, i = spec.intermediate;
   if (!w.router_weight.empty()) {
-    check_dense("router_weight", w.router_weight, true, e, h);
-    check_dense("router_bias", w.router_bias, spec.router_bias, 1, e);
+    check_dense(names.router_weight, w.router_weight, true, e, h);
+    check_dense(names.router_bias, w.router_bias, spec.router_bias, 1, e);
   } else if (!w.router_bias.empty()) {
-    check_dense("router_bias", w.router_bias, spec.router_bias, 1, e);
+    check_dense(names.router_bias, w.router_bias, spec.router_bias, 1, e);
   }
-  check_dense("selection_bias", w.selection_bias, spec.routing_params.selection_bias, 1, e);
+  check_dense(names.selection_bias, w.selection_bias, spec.routing_params.selection_bias, 1, e);
   if (spec.routing == RoutingMethod::hash)
     check_token_experts(w.token_experts, spec.vocab, spec.top_k, e);
   else if (!w.token_experts.empty())
     throw std::invalid_argument(
         "token_experts (tid2eid) is present but the layer is not hash-routed");
-  check_mxfp4("w1", w.w1, e, 2 * i, h, scan);
-  check_dense("b1", w.b1, spec.expert_bias, e, 2 * i);
-  check_mxfp4("w2", w.w2, e, h, i, scan);
-  check_dense("b2", w.b2, spec.expert_bias, e, h);
+  check_mxfp4(names.w1, w.w1, e, 2 * i, h, scan);
+  check_dense(names.b1, w.b1, spec.expert_bias, e, 2 * i, &scan);
+  check_mxfp4(names.w2, w.w2, e, h, i, scan);
+  check_dense(names.b2, w.b2, spec.expert_bias, e, h, &scan);
   const bool dense_shared = spec.shared_weight_format != WeightFormat::mxfp4;
   const std::int64_t is = spec.shared_intermediate;
   if (spec.shared_experts > 0 && !dense_shared) {
@@ -437,7 +473,8 @@ void validate(const LayerSpec& spec, const LayerWeights& w, std::span<const Expe
         "dense shared_w1/shared_w2 are present but the spec's shared "
         "expert is mxfp4");
   if (w.w1.parts != 1 && spec.gate_up_layout == GateUpLayout::interleaved)
-    throw std::invalid_argument("w1 in separate gate/up segments needs the halves gate/up layout");
+    throw std::invalid_argument(
+        fmt::format("{} in separate gate/up segments needs the halves gate/up layout", names.w1));
 }
 
 LayerStorage LayerStorage::random(const LayerSpec& spec, std::uint64_t seed) {

@@ -514,6 +514,15 @@ std::size_t MoeLayer::packed_weight_bytes() const noexcept {
   return bytes;
 }
 
+bool MoeLayer::reads_weight_views() const noexcept {
+  const Impl& m = *impl_;
+  if (m.spec().routing == RoutingMethod::hash) return true;
+  if (m.shared_kernel && m.shared_kernel->packed_bytes() == 0) return true;
+  for (const Impl::Part& p : m.parts)
+    if (p.kernel->packed_bytes() == 0) return true;
+  return false;
+}
+
 MoeLayer make_layer(const LayerSpec& spec, const LayerWeights& weights, const Hardware& hw,
                     const Request& request, Runtime& runtime) {
   const Deployment d{spec, hw, request};

@@ -23,7 +23,7 @@ struct Model::Impl {
     MoeLayer layer = make_layer(spec, weights, hardware, request, *runtime);
     // A backend that packed its own copy computes from it: the mapped expert bytes need not
     // stay resident beside it (docs/CHECKPOINTS.md, memory).
-    if (layer.packed_weight_bytes() > 0) checkpoint.release_expert_pages(weights);
+    if (!layer.reads_weight_views()) checkpoint.release_expert_pages(weights);
     return layer;
   }
 };

@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "layer/layer_fixture.hpp"
+#include "mxmoe/hardware.hpp"
+#include "test_platform.hpp"
 #include "test_runtime.hpp"
 
 namespace {
@@ -68,6 +70,20 @@ TEST(HashLayer, TokenIdsAreRequiredAndChecked) {
   layer.forward_bf16(xb.data(), ids, 3, yb.data());
   layer.forward(xr.data(), ids, 3, yr.data());
   for (std::size_t i = 0; i < x.size(); ++i) EXPECT_EQ(yb[i], mxmoe::f32_to_bf16(yr[i])) << i;
+}
+
+// The tid2eid table is read in place whatever the backend: a hash layer reads its views even
+// when its backend packed the experts, so a host must keep them (reads_weight_views).
+TEST(HashLayer, ReadsItsTableInPlaceEvenWhenTheExpertsArePacked) {
+  MXMOE_REQUIRE_X86_BACKENDS();
+  const LayerSpec s = hash_spec();
+  const auto storage = mxmoe::LayerStorage::random(s, 4);
+  mxmoe::Request r;
+  r.threads = 1;
+  mxmoe::MoeLayer layer = mxmoe::make_layer(s, storage.weights(), mxmoe::probe_hardware(), r,
+                                            mxmoe::testing::test_runtime(1));
+  EXPECT_GT(layer.packed_weight_bytes(), 0u);
+  EXPECT_TRUE(layer.reads_weight_views());
 }
 
 // Ids are an input every layer accepts, so a model can pass them to all layers: a routed

@@ -3,6 +3,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <vector>
 
 #include "mxfp4_copy.hpp"
 #include "mxmoe/format.hpp"
@@ -190,6 +192,39 @@ TEST(ValidateWeights, NamesTheTensor) {
   copy.scales.back() = mxmoe::kE8m0Nan;
   w.w1 = copy.view();
   expect_error(w, "0xFF");
+  // A NaN or Inf in a dense tensor (as the checkpoint reader refuses it in a file), named
+  // with its row and column.
+  std::vector<float> router(static_cast<std::size_t>(s.num_experts * s.hidden), 0.5f);
+  router[static_cast<std::size_t>(3 * s.hidden + 9)] = std::numeric_limits<float>::infinity();
+  w = storage.weights();
+  w.router_weight.data = router.data();
+  w.router_weight.dtype = mxmoe::DType::f32;
+  expect_error(w, "router_weight holds NaN or Inf at row 3, column 9");
+  std::vector<std::uint16_t> bias(static_cast<std::size_t>(s.num_experts), 0x3F80);  // 1.0
+  bias[5] = 0xFFC0;                                                                  // NaN
+  w = storage.weights();
+  w.selection_bias = {mxmoe::DType::bf16, bias.data(), 1, s.num_experts};
+  expect_error(w, "selection_bias holds NaN or Inf at row 0, column 5");
+}
+
+// As with the scales, an expert-parallel rank scans the biases of its own experts only.
+TEST(ValidateWeights, ARankScansTheBiasesOfItsExpertsOnly) {
+  const LayerSpec s = mxmoe::preset("tiny");  // the gpt-oss math: expert biases
+  const auto storage = mxmoe::LayerStorage::random(s, 2);
+  mxmoe::LayerWeights w = storage.weights();
+  ASSERT_EQ(w.b1.dtype, mxmoe::DType::f32);
+  const auto* first = static_cast<const float*>(w.b1.data);
+  std::vector<float> b1(first, first + w.b1.rows * w.b1.cols);
+  b1[static_cast<std::size_t>(3 * w.b1.cols + 7)] = std::numeric_limits<float>::quiet_NaN();
+  w.b1.data = b1.data();
+  const mxmoe::ExpertRange others[] = {{0, 3}, {4, 8}}, mine[] = {{2, 4}};
+  EXPECT_NO_THROW(mxmoe::validate(s, w, others));
+  try {
+    mxmoe::validate(s, w, mine);
+    ADD_FAILURE() << "accepted a NaN bias of a scanned expert";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "b1 holds NaN or Inf at row 3, column 7");
+  }
 }
 
 }  // namespace
