@@ -1,11 +1,13 @@
 """mxmoe-vllm: vLLM's MXFP4 MoE layers computed by mxmoe when vLLM runs on the CPU platform.
 
 vLLM loads this through its ``vllm.general_plugins`` entry point in every process (main,
-engine core, workers); :func:`register` then patches three things of vLLM's CPU MXFP4 experts
+engine core, workers); :func:`register` then patches five attributes of vLLM's CPU MXFP4 experts
 (``vllm/model_executor/layers/fused_moe/experts/cpu_moe.py``), and nothing else:
 
 - ``CPUExpertsMxfp4._supports_current_device``: true on any x86 CPU, not only with AMX
   (mxmoe's oracle decides at load what runs, and says why when nothing does);
+- ``CPUExpertsMxfp4._supports_batch_invariance``: true, since ``VLLM_BATCH_INVARIANT=1``
+  becomes mxmoe's batch-invariant request;
 - ``prepare_mxfp4_moe_layer_for_cpu``: the weights stay as loaded (no AMX repack: on a CPU
   without AMX that op cannot run);
 - ``CPUExpertsMxfp4.process_weights_after_loading``: each MoE layer's MXFP4 tensors
@@ -33,9 +35,11 @@ __all__ = ["TESTED_VLLM", "register"]
 # attribute it replaces exists (and a warning says it is untested); otherwise nothing is.
 TESTED_VLLM = "0.32.0"
 
-logger = logging.getLogger("mxmoe_vllm")
+# Under vLLM's logger, so its handlers and level apply (vLLM configures "vllm" only).
+logger = logging.getLogger("vllm.mxmoe_vllm")
 
-_PATCHED = ("_supports_current_device", "process_weights_after_loading", "apply")
+_PATCHED = ("_supports_current_device", "_supports_batch_invariance",
+            "process_weights_after_loading", "apply")
 _logged_shapes: set = set()
 _lock = threading.Lock()
 
@@ -75,6 +79,9 @@ def register() -> None:
         import mxmoe  # noqa: PLC0415,F401  (fail here, at start-up, when it is missing)
 
         experts._supports_current_device = staticmethod(_supports_current_device)
+        # mxmoe's oracle honours VLLM_BATCH_INVARIANT (the request is passed at load), or the
+        # load fails saying why no backend is batch invariant.
+        experts._supports_batch_invariance = staticmethod(lambda: True)
         experts.process_weights_after_loading = _process_weights_after_loading
         experts.apply = _apply
         cpu_moe.prepare_mxfp4_moe_layer_for_cpu = _keep_weights
@@ -170,9 +177,12 @@ def _process_weights_after_loading(self, layer) -> None:
                         mx.top_k, mx.backend, mx.activation,
                         ", batch invariant" if mx.batch_invariant else "", mx.selection["why"])
     if not mx.reads_source_weights:
-        empty = torch.empty(0, dtype=torch.uint8)
+        # vLLM's copies are released; what stays is their shape (vLLM's modular kernel reads
+        # the problem size from it), a stride-0 view of one byte.
+        one = torch.zeros(1, dtype=torch.uint8)
         for name in ("w13_weight", "w2_weight", "w13_weight_scale", "w2_weight_scale"):
-            setattr(layer, name, torch.nn.Parameter(empty, requires_grad=False))
+            shape = tensors[name].shape
+            setattr(layer, name, torch.nn.Parameter(one.expand(*shape), requires_grad=False))
 
 
 def _apply(self, output, hidden_states, w1, w2, topk_weights, topk_ids, activation,

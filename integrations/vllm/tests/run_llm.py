@@ -1,8 +1,13 @@
-"""One vLLM engine, offline: the job given as JSON on the command line, the result as one JSON
-line on stdout (the tests run it in a child process, with their environment).
+"""One vLLM engine, offline, for several generate calls: the job as JSON on the command line,
+the results as one JSON line on stdout after the marker MXMOE_RESULT (the tests run it in a child process, with the
+environment of their case).
 
-  {"model": DIR, "prompts": [[ids...], ...], "max_tokens": 8, "dtype": "bfloat16",
-   "logprobs": false}
+  {"model": DIR, "calls": [{"prompts": [[ids...], ...], "max_tokens": 8,
+                            "logprobs": false, "prompt_logprobs": false}, ...]}
+
+Per call: "tokens" (greedy, per prompt), "logprobs" (float.hex of each chosen token's
+logprob), "prompt_logprobs" (per prompt position after the first, the logprob of the prompt's
+own next token and the top-1 token there).
 """
 
 import json
@@ -15,21 +20,30 @@ def main() -> int:
     from vllm import LLM, SamplingParams  # noqa: PLC0415
 
     start = time.perf_counter()
-    llm = LLM(model=job["model"], dtype=job.get("dtype", "bfloat16"), enforce_eager=True,
-              skip_tokenizer_init=True, max_model_len=128, max_num_seqs=8,
-              gpu_memory_utilization=0.15, seed=0)
-    startup = time.perf_counter() - start
-    params = SamplingParams(max_tokens=job.get("max_tokens", 8), temperature=0.0,
-                            detokenize=False, logprobs=1 if job.get("logprobs") else None)
-    outputs = llm.generate([{"prompt_token_ids": p} for p in job["prompts"]], params)
-    result = {"startup_s": startup, "tokens": [], "logprobs": []}
-    for out in outputs:
-        completion = out.outputs[0]
-        result["tokens"].append(list(completion.token_ids))
-        if completion.logprobs:
-            result["logprobs"].append([float(step[token].logprob).hex() for step, token
-                                       in zip(completion.logprobs, completion.token_ids)])
-    print(json.dumps(result), flush=True)
+    llm = LLM(model=job["model"], dtype="bfloat16", enforce_eager=True, skip_tokenizer_init=True,
+              max_model_len=128, max_num_seqs=8, gpu_memory_utilization=0.15, seed=0)
+    results = {"startup_s": time.perf_counter() - start, "calls": []}
+    for call in job["calls"]:
+        params = SamplingParams(max_tokens=call.get("max_tokens", 8), temperature=0.0,
+                                detokenize=False, logprobs=1 if call.get("logprobs") else None,
+                                prompt_logprobs=1 if call.get("prompt_logprobs") else None)
+        outputs = llm.generate([{"prompt_token_ids": p} for p in call["prompts"]], params)
+        r = {"tokens": [], "logprobs": [], "prompt_logprobs": []}
+        for prompt, out in zip(call["prompts"], outputs):
+            completion = out.outputs[0]
+            r["tokens"].append(list(completion.token_ids))
+            if completion.logprobs:
+                r["logprobs"].append([float(step[t].logprob).hex() for step, t
+                                      in zip(completion.logprobs, completion.token_ids)])
+            if out.prompt_logprobs:
+                steps = []
+                for position, step in enumerate(out.prompt_logprobs[1:], start=1):
+                    own = step[prompt[position]].logprob
+                    top = max(step.items(), key=lambda kv: kv[1].logprob)
+                    steps.append([float(own), int(top[0])])
+                r["prompt_logprobs"].append(steps)
+        results["calls"].append(r)
+    print("MXMOE_RESULT " + json.dumps(results), flush=True)  # vLLM prints to stdout too
     return 0
 
 

@@ -57,7 +57,8 @@ def test_a_right_layer_binds_and_computes():
                       None, None, False)
     assert torch.isfinite(out.float()).all() and out.float().abs().max() > 0
     if not mx.reads_source_weights:  # vLLM's copy released once mxmoe packed its own
-        assert layer.w13_weight.numel() == 0
+        assert layer.w13_weight.shape == source.shape  # the shape vLLM reads sizes from
+        assert layer.w13_weight.untyped_storage().nbytes() == 1
     else:
         assert torch.equal(layer.w13_weight.data, source)
 
@@ -93,3 +94,29 @@ def test_register_patches_only_what_exists(monkeypatch):
     assert cpu_moe.CPUExpertsMxfp4._supports_current_device() is True
     mxmoe_vllm.register()  # idempotent
     assert cpu_moe.prepare_mxfp4_moe_layer_for_cpu is mxmoe_vllm._keep_weights
+
+
+def test_batch_invariant_request_gives_the_same_bits_alone_and_in_a_batch(monkeypatch):
+    """VLLM_BATCH_INVARIANT=1 becomes mxmoe's batch-invariant request: a token's output rows
+    are the same bits alone and among five others."""
+    import vllm.envs as envs
+
+    monkeypatch.setattr(envs, "VLLM_BATCH_INVARIANT", True, raising=False)
+    experts = _experts()
+    mxmoe_vllm._process_weights_after_loading(experts, _layer())
+    assert experts._mxmoe_layer.batch_invariant
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(6, H, generator=g).to(torch.bfloat16)
+    ids = torch.stack([torch.randperm(E, generator=g)[:K] for _ in range(6)]).to(torch.int32)
+    w = torch.softmax(torch.randn(6, K, generator=g), -1)
+
+    def run(rows):
+        out = torch.empty(len(rows), H, dtype=torch.bfloat16)
+        mxmoe_vllm._apply(experts, out, x[rows].contiguous(), None, None, w[rows].contiguous(),
+                          ids[rows].contiguous(), None, E, None, None, None, None, None, None,
+                          False)
+        return out
+
+    batch = run(list(range(6)))
+    for t in range(6):
+        assert torch.equal(run([t])[0].view(torch.int16), batch[t].view(torch.int16))
