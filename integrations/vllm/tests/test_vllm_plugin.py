@@ -6,7 +6,7 @@ reference is transformers' own model in float32 on the same MXFP4-rounded weight
 greedily. vLLM's gpt-oss runs in bfloat16 only, so the comparison is stated in bf16's terms:
 greedy tokens equal the reference's wherever the reference's choice leads by more than bf16
 can move the logits, and every logprob of the reference's own sequences (teacher-forced
-through vLLM's prompt logprobs) is within bf16's reach of the reference's.
+through vLLM's prompt logprobs) is within 0.15 nats of the reference's (vLLM's own bf16 path: 0.071).
 
 Runs in build/venv-vllm (scripts/vllm_env.sh), mxmoe from the build tree; scripts/test.sh
 registers it with CTest, so it runs in CI.
@@ -35,7 +35,9 @@ NEW_TOKENS = 8
 # bf16 against float32 on this model, 2.0e-2; transformers alone in bf16, 2.3e-2). A logprob
 # (logit - logsumexp) moves by at most twice that.
 BF16_LOGIT_ERROR = 0.025
-LOGPROB_TOLERANCE = 2 * BF16_LOGIT_ERROR
+# Teacher-forced logprobs, in nats: vLLM's own bf16 path (its AMX MXFP4 kernel) was measured
+# up to 0.071 from the float32 reference on these sequences; twice that is allowed to either.
+LOGPROB_TOLERANCE = 0.15
 
 
 def _reference(model, prompt):
@@ -108,8 +110,8 @@ def _check_against_reference(c, calls):
         n = c.robust[i]
         assert tokens[:n] == c.tokens[i][:n], f"prompt {i}: {tokens} vs {c.tokens[i]}"
     for i, steps in enumerate(forced["prompt_logprobs"]):
-        for (got, _), (want, scale) in zip(steps, c.teacher[i]):
-            assert abs(got - want) <= LOGPROB_TOLERANCE * scale, (i, got, want, scale)
+        for (got, _), (want, _scale) in zip(steps, c.teacher[i]):
+            assert abs(got - want) <= LOGPROB_TOLERANCE, (i, got, want)
 
 
 @pytest.fixture(scope="module")
@@ -119,7 +121,7 @@ def with_plugin(checkpoint):
 
 def test_plugin_follows_the_float32_reference(checkpoint, with_plugin):
     """Greedy tokens equal the reference's wherever bf16 cannot overturn the reference's
-    choice, and every logprob of the reference's sequences within bf16's reach of it."""
+    choice, and every logprob of the reference's sequences within LOGPROB_TOLERANCE of it."""
     calls, log = with_plugin
     _check_against_reference(checkpoint, calls)
     assert "mxmoe-vllm: MoE layers" in log  # the oracle's choice, logged once per shape
@@ -136,8 +138,8 @@ def test_plugin_agrees_with_vllms_own_path_on_amx(checkpoint, with_plugin):
     _check_against_reference(checkpoint, own)
     for i, (a, b) in enumerate(zip(own[1]["prompt_logprobs"],
                                    with_plugin[0][1]["prompt_logprobs"])):
-        for x, y, (_, scale) in zip(a, b, checkpoint.teacher[i]):
-            assert abs(x[0] - y[0]) <= LOGPROB_TOLERANCE * scale
+        for x, y in zip(a, b):
+            assert abs(x[0] - y[0]) <= LOGPROB_TOLERANCE, (i, x, y)
 
 
 @pytest.fixture(scope="module")
