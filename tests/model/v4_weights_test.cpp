@@ -158,7 +158,8 @@ TEST(TokenExperts, ValidateRefusesBadTables) {
   expect_invalid(spec, w, "tid2eid");
   // A routed layer must not carry a table.
   const LayerSpec routed = small_v4(false);
-  LayerWeights r = mxmoe::LayerStorage::random(routed, 9).weights();
+  const mxmoe::LayerStorage routed_storage = mxmoe::LayerStorage::random(routed, 9);  // outlives r
+  LayerWeights r = routed_storage.weights();
   r.token_experts = {ids.data(), true, 50, 3};
   expect_invalid(routed, r, "not hash-routed");
 }
