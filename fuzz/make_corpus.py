@@ -57,6 +57,7 @@ index_seeds = {
     "separator": {"weight_map": {"a": "sub/x.safetensors"}},
     "backslash": {"weight_map": {"a": "sub\\x.safetensors"}},
     "non_string_shard": {"weight_map": {"a": 3}},
+    "nul_and_escape_in_names": {"weight_map": {"t\u001b[2J": "a\u0000b.safetensors"}},
     "missing_weight_map": {"metadata": {}},
     "bad_total_size": {"metadata": {"total_size": -1}, "weight_map": {}},
 }
@@ -128,6 +129,7 @@ config_seeds = {
     "top_k_exceeds": changed(mixtral, num_experts_per_tok=9),
     "hidden_act_gelu": changed(mixtral, hidden_act="gelu"),
     "unknown_model_type": changed(mixtral, model_type="llama"),
+    "model_type_escape_sequence": changed(mixtral, model_type="gpt\u001b]0;title\u0007\u0000"),
     "quant_unknown": changed(gpt_oss, quantization_config={"quant_method": "gptq"}),
     "quant_extra_key": changed(gpt_oss, quantization_config={"quant_method": "mxfp4", "x": 1}),
     "v3_groups": changed(v3, n_group=3),
@@ -167,6 +169,8 @@ npy_seeds = {
                                                      "'fortran_order': False, 'shape': (1,), }"),
     "shape_overflow": npy(shape=(2**62, 2**62), data=b""),
     "rank_too_high": npy(shape=tuple([1] * 40)),
+    "shape_string": npy(header="{'descr': '<f4', 'fortran_order': False, 'shape': '(2, 3)', }"),
+    "fortran_string": npy(header="{'descr': '<f4', 'fortran_order': 'False', 'shape': (2, 3), }"),
     "header_past_end": b"\x93NUMPY\x01\x00\xff\xff{",
 }
 

@@ -27,7 +27,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+source "$root/scripts/ccache_launcher.sh" "$root"  # sets launcher
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" \
   -DCMAKE_TOOLCHAIN_FILE="$root/cmake/aarch64-linux-gnu.cmake" -DMXMOE_BUILD_BENCH=OFF >/dev/null
 # Only what the core rooms' tests run (the CLI, the C example, their test programs).
 cmake --build "$build" -j "$(nproc)" --target mxmoe_cli example_c_moe_layer test_format test_model \

@@ -39,7 +39,8 @@ done
 # (-DMXMOE_WERROR=OFF; -Wno-unknown-warning-option for pragmas that name GCC-only warnings).
 flags="-fsanitize=address,undefined,fuzzer-no-link -fno-sanitize-recover=all -fno-omit-frame-pointer -g -Wno-unknown-warning-option"
 if [ "$build_first" = 1 ]; then
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+source "$root/scripts/ccache_launcher.sh" "$root"  # sets launcher
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${launcher[@]}" \
   -DCMAKE_CXX_COMPILER=clang++ -DMXMOE_FUZZ=ON -DMXMOE_WERROR=OFF -DMXMOE_BUILD_TESTS=OFF -DMXMOE_BUILD_BENCH=OFF \
   -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
 cmake --build "$build" --target $(printf 'fuzz_%s ' $targets) -j "$(nproc)"

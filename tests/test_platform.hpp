@@ -20,6 +20,16 @@ inline constexpr bool kX86BackendsCompiled = false;
   GTEST_SKIP() << "needs the x86 backends, which are not compiled for this architecture"
 #endif
 
+// For a test that measures the machine (resident memory, a peak rate): under AddressSanitizer
+// the measured code carries shadow memory, redzones, a quarantine of freed blocks and checked
+// loads, so it measures the sanitizer; the test skips there, saying so, and runs in the normal
+// build.
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kUnderAddressSanitizer = true;
+#else
+inline constexpr bool kUnderAddressSanitizer = false;
+#endif
+
 // For a test that depends on timing (a signal sent mid-way): under the emulator of a cross
 // build every step is tens of times slower, and the test is skipped there, saying so.
 #define MXMOE_SKIP_UNDER_EMULATOR()                                  \

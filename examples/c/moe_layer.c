@@ -41,7 +41,7 @@ int main(int argc, char** argv) {
   printf("selection: %.120s...\n", selection);
   mxmoe_free(selection);
 
-  mxmoe_layer_info info;
+  mxmoe_layer_info info = mxmoe_layer_info_default(); /* sets struct_size */
   if (check(mxmoe_layer_get_info(layer, &info), "mxmoe_layer_get_info")) return 1;
   const int64_t tokens = 4;
   float* x = malloc(sizeof(float) * (size_t)(tokens * info.hidden));

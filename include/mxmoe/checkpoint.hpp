@@ -9,16 +9,12 @@
 #include <string>
 #include <vector>
 
+#include "mxmoe/errors.hpp"
 #include "mxmoe/export.h"
 #include "mxmoe/layer_spec.hpp"
 #include "mxmoe/weights.hpp"
 
 namespace mxmoe {
-
-class MXMOE_API LoadError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
 
 class MXMOE_API Checkpoint {
  public:

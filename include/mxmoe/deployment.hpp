@@ -10,23 +10,12 @@
 #include <vector>
 
 #include "mxmoe/export.h"
+#include "mxmoe/format.hpp"
 #include "mxmoe/hardware.hpp"
 #include "mxmoe/layer_spec.hpp"
+#include "mxmoe/placement.hpp"
 
 namespace mxmoe {
-
-// The format both GEMM inputs (x and the expert's intermediate activation) are rounded to,
-// per token. Every format here is per-token (per 32-element block at most), so none
-// depends on other tokens of the batch.
-enum class ActivationFormat : std::uint8_t {
-  f32,    // no rounding
-  bf16,   // round to nearest even bf16
-  int8,   // symmetric int8 per 32-element block, float32 scale per block
-  mxfp8,  // E4M3 elements, E8M0 scale per 32 (round-up scale rule: never clips)
-};
-MXMOE_API std::string_view to_string(ActivationFormat) noexcept;
-MXMOE_API ActivationFormat parse_activation_format(std::string_view);  // throws, listing valid keys
-MXMOE_API std::vector<ActivationFormat> all_activation_formats();
 
 // The most tokens one call may carry: the bound of Request::tokens_hint and of the CLI's
 // --tokens (a million tokens of gpt-oss-20b are 11.5 GB of input alone).
@@ -40,7 +29,7 @@ struct MXMOE_API Request {
   int ep_size = 1;  // expert-parallel world size
   int ep_rank = 0;  // this process's rank in it
   // The rank of each routed expert (Placement's table); empty: contiguous ranges. Read it
-  // through placement_of() (mxmoe/placement.hpp), never directly.
+  // through placement_of() (below), never directly.
   std::vector<int> placement;
   int threads = 0;             // 0: all logical CPUs of the Hardware; else 1..kMaxThreads
   int tokens_hint = 1;         // expected tokens per call (ranks backends by estimated cost)
@@ -58,6 +47,11 @@ struct MXMOE_API Deployment {
   Request request;
   friend bool operator==(const Deployment&, const Deployment&) = default;
 };
+
+// The placement a deployment runs: Request::placement when it is set (checked against
+// num_experts and ep_size), else Placement::contiguous(num_experts, ep_size). Throws
+// std::invalid_argument naming the problem (the oracle reports it as expert_parallel).
+MXMOE_API Placement placement_of(const Request& request, int num_experts);
 
 MXMOE_API std::string to_json(const Request&);
 // Strict; throws std::invalid_argument. Numbers are range-checked (threads 0..kMaxThreads,

@@ -13,6 +13,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string_view>
+#include <vector>
 
 #include "mxmoe/export.h"
 
@@ -21,6 +23,19 @@ namespace mxmoe {
 inline constexpr std::size_t kMxBlock = 32;          // elements per MX block
 inline constexpr std::size_t kMxfp4BlockBytes = 16;  // packed E2M1 bytes per block
 inline constexpr std::uint8_t kE8m0Nan = 0xFF;
+
+// The format both GEMM inputs (x and the expert's intermediate activation) are rounded to,
+// per token. Every format here is per-token (per 32-element block at most), so none
+// depends on other tokens of the batch.
+enum class ActivationFormat : std::uint8_t {
+  f32,    // no rounding
+  bf16,   // round to nearest even bf16
+  int8,   // symmetric int8 per 32-element block, float32 scale per block
+  mxfp8,  // E4M3 elements, E8M0 scale per 32 (round-up scale rule: never clips)
+};
+MXMOE_API std::string_view to_string(ActivationFormat) noexcept;
+MXMOE_API ActivationFormat parse_activation_format(std::string_view);  // throws, listing valid keys
+MXMOE_API std::vector<ActivationFormat> all_activation_formats();
 
 // How a block's shared exponent is chosen from its largest magnitude amax.
 enum class ScaleRule : std::uint8_t {

@@ -12,17 +12,6 @@
 
 namespace mxmoe {
 
-// New sizes for a layer spec; 0 keeps the spec's own.
-struct MXMOE_API LayerResize {
-  int experts = 0, top_k = 0, hidden = 0, intermediate = 0;
-};
-
-// SPEC with the sizes of RESIZE. The shared experts keep their count and take the new
-// intermediate size each; DeepSeek-V3's expert groups fall back to one group when the new
-// expert count does not divide into them. Throws std::invalid_argument (from validate())
-// naming the field when the result is not a valid layer.
-MXMOE_API LayerSpec resize(LayerSpec spec, const LayerResize& resize);
-
 struct MXMOE_API GenerateOptions {
   // MoE layers; 0: one, or with `full` the published model's (24 for gpt-oss-20b, 36 for
   // gpt-oss-120b, 48 for Qwen3-30B-A3B).

@@ -36,9 +36,14 @@ struct MXMOE_API CudaDevice {
   friend bool operator==(const CudaDevice&, const CudaDevice&) = default;
 };
 
-// Bounds of a Hardware read from JSON (and of a probe): at most kMaxThreads (runtime.hpp)
-// logical CPUs, since mxmoe never runs more threads (a machine with more is described as
-// having that many), and caches of at most 1 TiB.
+// Bounds on a pool's size (Runtime, mxmoe/runtime.hpp): more threads than logical CPUs is
+// allowed (an engine may know better) but each one costs a stack and a wake-up, so sizes are
+// capped here.
+inline constexpr int kMaxThreads = 1024;
+
+// Bounds of a Hardware read from JSON (and of a probe): at most kMaxThreads logical CPUs,
+// since mxmoe never runs more threads (a machine with more is described as having that many),
+// and caches of at most 1 TiB.
 inline constexpr std::uint64_t kMaxCacheBytes = std::uint64_t{1} << 40;
 
 struct MXMOE_API Hardware {
@@ -65,7 +70,7 @@ MXMOE_API std::string to_json(const Hardware&);
 MXMOE_API Hardware hardware_from_json(std::string_view);  // strict; throws std::invalid_argument
 // A probe saved by `mxmoe info --hardware --json` in the file PATH (a regular file of at most
 // 64 MiB), with `source` set to PATH. A file that cannot be read or whose contents
-// hardware_from_json refuses is the file's problem: LoadError (checkpoint.hpp) naming PATH,
+// hardware_from_json refuses is the file's problem: LoadError (errors.hpp) naming PATH,
 // as for every file mxmoe reads (exit code 1, MXMOE_ERROR_IO, mxmoe.LoadError).
 MXMOE_API Hardware hardware_from_file(const std::string& path);
 

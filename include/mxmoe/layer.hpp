@@ -45,7 +45,9 @@ class MXMOE_API MoeLayer {
   // Routes from given router logits [M, E] (not for hash layers: std::invalid_argument).
   void forward_logits(const float* x, const float* logits, std::int64_t tokens, float* y);
   // Externally computed routing (as engines pass it): ids/weights [M, top_k]; validated
-  // (ids in range and distinct per token, weights finite) — throws std::invalid_argument.
+  // (ids in range and distinct per token, weights finite and >= 0) — throws
+  // std::invalid_argument. Every forward form refuses NaN/Inf in x (std::invalid_argument
+  // naming the tokens: require_finite_input, mxmoe/edge_checks.hpp).
   void forward_routed(const float* x, const std::int32_t* ids, const float* weights,
                       std::int64_t tokens, float* y);
   // bf16 input/output (raw uint16 bits), computed in float32 inside; with or without the

@@ -116,6 +116,17 @@ MXMOE_API GateUpLayout parse_gate_up_layout(std::string_view);
 MXMOE_API WeightFormat parse_weight_format(std::string_view);
 MXMOE_API ScoreFunction parse_score_function(std::string_view);
 
+// New sizes for a layer spec; 0 keeps the spec's own.
+struct MXMOE_API LayerResize {
+  int experts = 0, top_k = 0, hidden = 0, intermediate = 0;
+};
+
+// SPEC with the sizes of RESIZE. The shared experts keep their count and take the new
+// intermediate size each; DeepSeek-V3's expert groups fall back to one group when the new
+// expert count does not divide into them. Throws std::invalid_argument (from validate())
+// naming the field when the result is not a valid layer.
+MXMOE_API LayerSpec resize(LayerSpec spec, const LayerResize& resize);
+
 MXMOE_API std::string to_json(const LayerSpec&);  // pretty JSON text
 // Strict: unknown/missing fields, numbers out of range and a spec validate() refuses throw
 // std::invalid_argument.

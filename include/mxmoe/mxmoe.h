@@ -4,8 +4,16 @@
  * - Handles are opaque; every call that can fail returns an mxmoe_status and writes its
  *   results through out-parameters. On failure the out-parameters are left unchanged and
  *   mxmoe_last_error() holds the reason, for the calling thread, until its next failing call.
- * - Parameter structs are obtained by value from *_default_params(): fields are only ever
- *   appended, so code that starts from the defaults keeps compiling. Enums are append-only.
+ * - The parameter structs (mxmoe_request_params, mxmoe_layer_tensors, mxmoe_communicator, and
+ *   mxmoe_layer_info, which the library fills) open with struct_size, set by their *_default*()
+ *   function (the sizeof of the caller's header): the library reads and writes only the fields
+ *   within struct_size bytes, so a program built against an older header (a shorter struct)
+ *   keeps working, its missing fields at their defaults; struct_size 0 is refused. Fields are
+ *   only ever appended; enums too. mxmoe_tensor and mxmoe_message are fixed as they are.
+ * - Every forward call checks its arrays at the boundary: NaN/Inf in x, expert ids out of range
+ *   or repeated, routing weights not finite or negative, an output overlapping any input are
+ *   MXMOE_ERROR_INVALID_ARGUMENT; an output holding NaN/Inf is MXMOE_ERROR_NON_FINITE (y then
+ *   holds what was computed). Each message names the tokens (docs/RELIABILITY.md).
  * - No C++ exception ever crosses this boundary.
  * - Strings returned through char** are allocated by mxmoe and freed with mxmoe_free().
  * - Threads: a layer must not be called from two threads at once; different layers may be.
@@ -33,7 +41,11 @@ typedef enum mxmoe_status {
   MXMOE_ERROR_INVALID_ARGUMENT = 2, /* a null pointer, a value out of range, bad JSON */
   MXMOE_ERROR_NO_BACKEND = 3,       /* no backend supports the deployment: see last_error */
   MXMOE_ERROR_OUT_OF_MEMORY = 4,
-  MXMOE_ERROR_INTERNAL = 5 /* a bug in mxmoe: please report the last_error text */
+  MXMOE_ERROR_INTERNAL = 5, /* a bug in mxmoe: please report the last_error text */
+  /* The output holds NaN/Inf (a legal checkpoint can overflow float32: an E8M0 scale of 254,
+   * routing weights near the float range); last_error names the count and the tokens, as the
+   * command's exit code 1 does. */
+  MXMOE_ERROR_NON_FINITE = 6
 } mxmoe_status;
 
 /* The format activations are rounded to before each expert GEMM (docs/FORMATS.md). */
@@ -50,6 +62,7 @@ typedef struct mxmoe_layer mxmoe_layer;
 
 /* What the caller asks of a layer; the oracle picks the fastest backend that satisfies it. */
 typedef struct mxmoe_request_params {
+  size_t struct_size; /* sizeof(mxmoe_request_params) of the caller's header */
   mxmoe_activation activation;
   bool batch_invariant;          /* bit-identical output per token whatever the batch */
   int32_t threads;               /* 0: every logical CPU; else 1..1024 */
@@ -60,8 +73,10 @@ typedef struct mxmoe_request_params {
   int32_t ep_rank; /* experts and refuses forward (use mxmoe_ep_layer_create for a group) */
 } mxmoe_request_params;
 
-/* Shape of a layer. */
+/* Shape of a layer: set struct_size (mxmoe_layer_info_default() does) before passing it to
+ * *_get_info, which writes only the fields within it. */
 typedef struct mxmoe_layer_info {
+  size_t struct_size; /* sizeof(mxmoe_layer_info) of the caller's header */
   int32_t num_experts;
   int32_t top_k;
   int32_t hidden;                   /* H: x and y are [tokens, H] */
@@ -89,9 +104,12 @@ MXMOE_API mxmoe_status mxmoe_checkpoint_num_layers(const mxmoe_checkpoint* check
 MXMOE_API mxmoe_status mxmoe_checkpoint_is_moe_layer(const mxmoe_checkpoint* checkpoint,
                                                      int32_t layer, bool* out);
 
-/* The defaults. At mxmoe_layer_create, a field left at its default takes the MXMOE_* variable
- * where one is set (README; parsed by the library as the mxmoe command does); a field set by
- * the caller wins. A bad variable is MXMOE_ERROR_INVALID_ARGUMENT naming it. */
+/* struct_size = sizeof(mxmoe_layer_info), every field 0. */
+MXMOE_API mxmoe_layer_info mxmoe_layer_info_default(void);
+
+/* The defaults, struct_size set. At mxmoe_layer_create, a field left at its default takes the
+ * MXMOE_* variable where one is set (README; parsed by the library as the mxmoe command does);
+ * a field set by the caller wins. A bad variable is MXMOE_ERROR_INVALID_ARGUMENT naming it. */
 MXMOE_API mxmoe_request_params mxmoe_request_default_params(void);
 
 /* Binds MoE layer N: validates its tensors, judges every backend on this machine (the probe,
@@ -257,10 +275,14 @@ typedef int (*mxmoe_exchange_fn)(void* context, const mxmoe_message* sends, size
                                  size_t error_size);
 
 typedef struct mxmoe_communicator {
+  size_t struct_size; /* sizeof(mxmoe_communicator) of the caller's header */
   int32_t rank, size; /* this rank, and the group size (the EP size) */
   mxmoe_exchange_fn exchange;
   void* context; /* passed to exchange; must outlive the layer */
 } mxmoe_communicator;
+
+/* struct_size set, rank 0 of a group of 1, no callback. */
+MXMOE_API mxmoe_communicator mxmoe_communicator_default(void);
 
 typedef struct mxmoe_ep_layer mxmoe_ep_layer;
 

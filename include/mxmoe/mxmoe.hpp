@@ -4,6 +4,7 @@
 #include "mxmoe/checkpoint.hpp"
 #include "mxmoe/communicator.hpp"
 #include "mxmoe/deployment.hpp"
+#include "mxmoe/errors.hpp"
 #include "mxmoe/expert_parallel.hpp"
 #include "mxmoe/format.hpp"
 #include "mxmoe/generate.hpp"

@@ -1,6 +1,7 @@
 // Which rank of an expert-parallel group holds each routed expert of a layer. One type owns
-// the table, and one function (placement_of) turns a Request into it, so every part of mxmoe
-// (the layer, the oracle's cost and memory figures, the tools) agrees on who holds what.
+// the table, and one function (placement_of, mxmoe/deployment.hpp) turns a Request into it, so
+// every part of mxmoe (the layer, the oracle's cost and memory figures, the tools) agrees on
+// who holds what.
 #pragma once
 
 #include <string>
@@ -10,8 +11,6 @@
 #include "mxmoe/export.h"
 
 namespace mxmoe {
-
-struct Request;
 
 // Experts [begin, end) of a layer.
 struct MXMOE_API ExpertRange {
@@ -54,11 +53,6 @@ class MXMOE_API Placement {
   std::vector<int> owner_;
   int ranks_ = 1;
 };
-
-// The placement a deployment runs: Request::placement when it is set (checked against
-// num_experts and ep_size), else Placement::contiguous(num_experts, ep_size). Throws
-// std::invalid_argument naming the problem (the oracle reports it as expert_parallel).
-MXMOE_API Placement placement_of(const Request& request, int num_experts);
 
 // JSON form (strict dialect): {"ranks": N, "owner": [rank of expert 0, rank of expert 1, ...]}.
 MXMOE_API std::string to_json(const Placement&);

@@ -7,18 +7,24 @@
 // never depend on the thread count, so both calls give the same bits either way.
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <stdexcept>
 #include <vector>
 
 #include "mxmoe/export.h"
+#include "mxmoe/hardware.hpp"  // kMaxThreads
 
 namespace mxmoe {
 
 class ThreadPool;
 
-// Bounds on a pool's size: more threads than logical CPUs is allowed (an engine may know
-// better) but each one costs a stack and a wake-up, so sizes are capped here.
-inline constexpr int kMaxThreads = 1024;
+// A layer call abandoned because the runtime's interrupt check asked for it (Ctrl-C in
+// Python): its output is unspecified, the layer stays usable.
+class MXMOE_API Interrupted : public std::runtime_error {
+ public:
+  Interrupted() : std::runtime_error("interrupted") {}
+};
 
 // The logical CPUs this process may run on (its affinity mask), at most kMaxThreads: what
 // threads = 0 means for a Runtime, `mxmoe run --threads 0` and `mxmoe bench --threads 0`.
@@ -43,6 +49,14 @@ class MXMOE_API Runtime {
 
   int threads() const noexcept;
   const RuntimeOptions& options() const noexcept;
+
+  // Optional, set before any layer is called (never while one runs). A layer call's own thread
+  // polls CHECK between the call's units of work, at most every 10 ms; once it returns true,
+  // the rest of the work is skipped and the call throws Interrupted. CHECK runs on every host
+  // thread that calls a layer of this runtime: it answers for its own thread, and once true it
+  // stays true on that thread until the call has thrown. Python's binding sets one that runs
+  // the interpreter's signal handlers, so Ctrl-C ends a long call soon.
+  void set_interrupt_check(std::function<bool()> check);
   // The pool itself (src/base/thread_pool.hpp), for the library's own layers and kernels.
   ThreadPool& pool() const noexcept;
 

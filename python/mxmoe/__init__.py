@@ -26,7 +26,7 @@ import os
 import threading
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
 
-from ._mxmoe import Layer, LoadError, NoBackendError, __version__
+from ._mxmoe import Layer, LoadError, NoBackendError, NumericError, __version__
 from . import _mxmoe
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
     "LoadError",
     "Model",
     "NoBackendError",
+    "NumericError",
     "__version__",
     "backends",
     "dequantize_mxfp4",
@@ -53,24 +54,79 @@ def _names(value: Union[None, str, Iterable[str]], argument: str) -> List[str]:
     if value is None:
         return []
     if isinstance(value, str):
+        value = _optional_str(value, argument)
         return [v for v in value.split(",") if v]
     names = list(value)
     for name in names:
         if not isinstance(name, str):
             raise TypeError(f"{argument}: expected backend names (str), got {type(name).__name__}")
+        _optional_str(name, argument)
     return names
 
 
-def _int(value: Any, argument: str) -> int:
+_INT32 = (-(2**31), 2**31 - 1)
+_MAX_THREADS = 1024  # kMaxThreads
+_MAX_TOKENS = 1 << 20  # kMaxTokensPerCall
+
+
+def _int(value: Any, argument: str, low: int = _INT32[0], high: int = _INT32[1],
+         expected: Optional[str] = None) -> int:
+    """VALUE as an int in [low, high] (default: what a C int holds), checked here so that an
+    out-of-range value is a ValueError naming the argument, as the C API and the command line
+    say, never nanobind's "incompatible function arguments"."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{argument}: expected an int, got {type(value).__name__}")
+    if not low <= value <= high:
+        raise ValueError(f"{argument}: expected {expected or f'an int in {low}..{high}'}, "
+                         f"got {value}")
     return value
+
+
+def _threads(value: Any) -> int:
+    return _int(value, "threads", 0, _MAX_THREADS,
+                f"0 (every logical CPU) or 1..{_MAX_THREADS}")
+
+
+def _tokens(value: Any) -> int:
+    return _int(value, "tokens", 1, _MAX_TOKENS, f"1..{_MAX_TOKENS}")
+
+
+def _path(value: Any, argument: str) -> str:
+    """A path argument (str, bytes or os.PathLike) as the UTF-8 text the library takes: a
+    ValueError naming the argument when it is not valid UTF-8 (undecodable bytes, a str with
+    lone surrogates), a TypeError when it is no path."""
+    try:
+        path = os.fspath(value)
+    except TypeError:
+        raise TypeError(f"{argument}: expected a path (str, bytes or os.PathLike), got "
+                        f"{type(value).__name__}") from None
+    raw = os.fsencode(path)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError(f"{argument}: the path {raw!r} is not valid UTF-8 (mxmoe takes UTF-8 "
+                         "paths)") from None
+    if "\0" in text:
+        raise ValueError(f"{argument}: the path {raw!r} holds a NUL byte")
+    return text
 
 
 def _optional_str(value: Any, argument: str) -> Optional[str]:
     if value is not None and not isinstance(value, str):
         raise TypeError(f"{argument}: expected a str or None, got {type(value).__name__}")
+    if value is not None and "\0" in value:  # C++ would see the name cut at the NUL
+        raise ValueError(f"{argument}: {value!r} holds a NUL character")
     return value
+
+
+def _bool(value: Any, argument: str) -> bool:
+    """VALUE as a bool: True or False only (a numpy bool too), never Python's truthiness of
+    any object (force='no' is not False)."""
+    kind = type(value)
+    numpy_bool = kind.__module__ == "numpy" and kind.__name__ in ("bool", "bool_")
+    if isinstance(value, bool) or numpy_bool:
+        return bool(value)
+    raise TypeError(f"{argument}: expected True or False, got {type(value).__name__} {value!r}")
 
 
 def _hardware_json(hardware: Union[None, PathLike, Dict[str, Any]]):
@@ -80,8 +136,8 @@ def _hardware_json(hardware: Union[None, PathLike, Dict[str, Any]]):
         return None, None
     if isinstance(hardware, dict):
         return json.dumps(hardware), None
-    if isinstance(hardware, (str, os.PathLike)):
-        return None, os.fspath(hardware)  # read by the library (regular file, size cap)
+    if isinstance(hardware, (str, bytes, os.PathLike)):
+        return None, _path(hardware, "hardware")  # read by the library (regular file, size cap)
     raise TypeError(
         "hardware: expected None (probe this machine), a dict or the path of a JSON file "
         f"written by `mxmoe info --hardware --json`, got {type(hardware).__name__}"
@@ -129,14 +185,14 @@ def _judge(preset, model, layer, activation, batch_invariant, backend, exclude, 
     hardware_json, source = _hardware_json(hardware)
     report, table = _mxmoe._explain(
         _optional_str(preset, "preset"),
-        None if model is None else os.fspath(model),
+        None if model is None else _path(model, "model"),
         0 if layer is None else _int(layer, "layer"),
         _optional_str(activation, "activation"),
-        bool(batch_invariant),
+        _bool(batch_invariant, "batch_invariant"),
         _optional_str(backend, "backend"),
         _names(exclude, "exclude"),
-        _int(tokens, "tokens"),
-        _int(threads, "threads"),
+        _tokens(tokens),
+        _threads(threads),
         hardware_json,
         source,
     )
@@ -152,7 +208,7 @@ class Model:
     """
 
     def __init__(self, path: PathLike) -> None:
-        self._model = _mxmoe._Model(os.fspath(path))
+        self._model = _mxmoe._Model(_path(path, "path"))
         self._layers: Dict[tuple, Layer] = {}
         self._lock = threading.Lock()
 
@@ -200,11 +256,11 @@ class Model:
         key = (
             _int(index, "index"),
             _optional_str(activation, "activation"),
-            bool(batch_invariant),
-            _int(threads, "threads"),
+            _bool(batch_invariant, "batch_invariant"),
+            _threads(threads),
             _optional_str(backend, "backend"),
             tuple(_names(exclude, "exclude")),
-            _int(tokens, "tokens"),
+            _tokens(tokens),
         )
         # Defaults take the MXMOE_* variables (docs/PYTHON.md): a changed variable is another
         # request, so it is part of the key.
@@ -229,9 +285,7 @@ def _optional_float(value: Any, argument: str) -> Optional[float]:
 
 
 def _optional_bool(value: Any, argument: str) -> Optional[bool]:
-    if value is not None and not isinstance(value, bool):
-        raise TypeError(f"{argument}: expected a bool or None, got {type(value).__name__}")
-    return value
+    return None if value is None else _bool(value, argument)
 
 
 def _optional_int(value: Any, argument: str) -> Optional[int]:
@@ -325,8 +379,9 @@ def layer_from_tensors(
                 expert_bias=_optional_bool(expert_bias, "expert_bias"))
     return _mxmoe._layer_from_tensors(
         family, _int(top_k, "top_k"), tensors, math, _optional_str(activation, "activation"),
-        bool(batch_invariant), _int(threads, "threads"), _optional_str(backend, "backend"),
-        _names(exclude, "exclude"), _int(tokens, "tokens"))
+        _bool(batch_invariant, "batch_invariant"), _threads(threads),
+        _optional_str(backend, "backend"),
+        _names(exclude, "exclude"), _tokens(tokens))
 
 
 def generate(
@@ -367,31 +422,38 @@ def generate(
     an existing ``out`` is an error unless ``force``. Ctrl-C stops it (KeyboardInterrupt) with
     ``out`` as it was.
     """
-    sizes = [0 if v is None else _int(v, name)
+    # None is "the preset's"; 0 is passed to the extension as that, so an explicit 0 (or any
+    # value below 1) is refused here, as the command line refuses --layers 0.
+    def positive(value: Any, name: str) -> int:
+        if value is None:
+            return 0
+        value = _int(value, name)
+        if value < 1:
+            raise ValueError(f"{name}: expected a positive int (or None for the preset's), got "
+                             f"{value}")
+        return value
+
+    sizes = [positive(v, name)
              for v, name in ((experts, "experts"), (top_k, "top_k"), (hidden, "hidden"),
                              (intermediate, "intermediate"))]
-    for value, name in zip(sizes, ("experts", "top_k", "hidden", "intermediate")):
-        if value < 0:
-            raise ValueError(f"{name}: expected a positive size, got {value}")
-    seed = _int(seed, "seed")
-    if seed < 0:
-        raise ValueError(f"seed: expected a non-negative int, got {seed}")
+    seed = _int(seed, "seed", 0, 2**64 - 1)
     hash_layers = _int(hash_layers, "hash_layers")
-    vocab = 0 if vocab is None else _int(vocab, "vocab")
-    if hash_layers < 0 or vocab < 0:
-        raise ValueError(f"hash_layers and vocab: expected non-negative ints, got {hash_layers}, "
-                         f"{vocab}")
-    layers = 0 if layers is None else _int(layers, "layers")
-    if layers < 0:
-        raise ValueError(f"layers: expected a positive int, got {layers}")
-    attention = [0 if v is None else _int(v, name)
+    if hash_layers < 0:
+        raise ValueError(f"hash_layers: expected a non-negative int, got {hash_layers}")
+    vocab = positive(vocab, "vocab")
+    layers = positive(layers, "layers")
+    full = _bool(full, "full")
+    attention = [positive(v, name)
                  for v, name in ((attention_heads, "attention_heads"), (kv_heads, "kv_heads"),
                                  (head_dim, "head_dim"))]
     for value, name in zip(attention, ("attention_heads", "kv_heads", "head_dim")):
-        if value < 0 or (value and not full):
-            raise ValueError(f"{name}: expected a positive size with full=True, got {value}")
-    return _mxmoe._generate(os.fspath(out), _optional_str(preset, "preset") or "gpt-oss-20b",
-                            layers, *sizes, hash_layers, vocab, seed, bool(force), bool(full),
+        if value and not full:
+            raise ValueError(f"{name}: only with full=True, got {value}")
+    preset = _optional_str(preset, "preset")
+    if preset is None or preset == "":
+        raise ValueError(f"preset: expected a preset name, got {preset!r}")
+    return _mxmoe._generate(_path(out, "out"), preset,
+                            layers, *sizes, hash_layers, vocab, seed, _bool(force, "force"), full,
                             *attention)
 
 
@@ -416,19 +478,32 @@ def quantize_mxfp4(w: Any, scale_rule: str = "round_up"):
     [..., K/32]. Byte j of a block holds element 2j in its low nibble and 2j+1 in its high
     nibble; a scale byte is an E8M0 exponent (2^(s-127)). ``scale_rule``: ``"round_up"``
     (never clips; the Hugging Face converter's rule) or ``"floor"`` (OCP's). Elements round to
-    nearest even; a block holding NaN or Inf gets scale 0xFF (it decodes to NaN).
-    Needs numpy; ``w`` is anything numpy.asarray reads (converted to float32).
+    nearest even. NaN or Inf in ``w`` is a ValueError: its block would get the scale 0xFF,
+    which no loader accepts. Needs numpy; ``w`` is anything numpy.asarray reads (converted to
+    float32).
     """
     import numpy as np  # noqa: PLC0415 (only these helpers need numpy)
 
-    return _mxmoe._quantize_mxfp4(np.ascontiguousarray(w, dtype=np.float32), scale_rule)
+    w = np.ascontiguousarray(w, dtype=np.float32)
+    finite = np.isfinite(w)
+    if not finite.all():
+        first = tuple(int(i) for i in np.argwhere(~finite)[0])
+        raise ValueError(f"w: {int((~finite).sum())} non-finite values (NaN/Inf), the first at "
+                         f"{first}; MXFP4 has no encoding a loader accepts for them")
+    return _mxmoe._quantize_mxfp4(w, scale_rule)
+
+
+def _uint8_array(value: Any, argument: str):
+    import numpy as np  # noqa: PLC0415
+
+    array = np.asarray(value)
+    if array.dtype != np.uint8:
+        raise TypeError(f"{argument}: expected a uint8 array (MXFP4 bytes), got {array.dtype}")
+    return np.ascontiguousarray(array)
 
 
 def dequantize_mxfp4(blocks: Any, scales: Any):
     """The float32 values [..., K] of MXFP4 ``blocks`` [..., K/32, 16] and ``scales``
     [..., K/32] (uint8, the layout of :func:`quantize_mxfp4`). Exact: every MXFP4 value is a
-    float32."""
-    import numpy as np  # noqa: PLC0415
-
-    return _mxmoe._dequantize_mxfp4(np.ascontiguousarray(blocks, dtype=np.uint8),
-                                    np.ascontiguousarray(scales, dtype=np.uint8))
+    float32. Any other dtype is a TypeError (a float or int64 array is not a block of bytes)."""
+    return _mxmoe._dequantize_mxfp4(_uint8_array(blocks, "blocks"), _uint8_array(scales, "scales"))

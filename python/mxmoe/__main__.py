@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from typing import List, Optional
 
 from . import LoadError, Model, NoBackendError, _judge, _mxmoe, generate, presets
 
-EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NO_BACKEND = 0, 1, 2, 3
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NO_BACKEND, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 
 def _explain(args: argparse.Namespace) -> int:
@@ -84,6 +85,14 @@ def _generate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _decimal(text: str) -> int:
+    """An integer as the command reads one: decimal digits, a '-' first at most (no 0x10, +1,
+    1_000 or spaces, which int() would take)."""
+    if not re.fullmatch(r"-?[0-9]+", text):
+        raise argparse.ArgumentTypeError(f"expected a decimal integer, got '{text}'")
+    return int(text)
+
+
 def _comma_list(text: str) -> List[str]:
     return [item for item in text.split(",") if item]
 
@@ -103,15 +112,15 @@ def _parser() -> argparse.ArgumentParser:
                        " (default gpt-oss-20b)")
     where.add_argument("--model",
                        help="Checkpoint directory (config.json + safetensors)")
-    e.add_argument("--layer", type=int, help="Layer index in the model (with --model)")
+    e.add_argument("--layer", type=_decimal, help="Layer index in the model (with --model)")
     e.add_argument("--backend", help="Force a backend by name")
     e.add_argument("--exclude", type=_comma_list, help="Exclude backends (comma list)")
     e.add_argument("--activation", help="Activation format: f32, bf16, int8, mxfp8 (default: "
                                         "the model family's preference)")
     e.add_argument("--batch-invariant", action="store_true",
                    help="Require bit-identical outputs per token whatever the batch")
-    e.add_argument("--threads", type=int, default=0, help="Threads (0 = all logical CPUs)")
-    e.add_argument("--tokens", type=int, default=1,
+    e.add_argument("--threads", type=_decimal, default=0, help="Threads (0 = all logical CPUs)")
+    e.add_argument("--tokens", type=_decimal, default=1,
                    help="Tokens per call (a hint for ranking backends)")
     e.add_argument("--hardware", help="Replay a hardware description captured with "
                                       "`mxmoe info --hardware --json`")
@@ -131,12 +140,12 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--out", required=True, help="The checkpoint directory to write")
     g.add_argument("--preset", default="gpt-oss-20b", choices=presets(),
                    help="Shape and family of the layers")
-    g.add_argument("--layers", type=int, default=1, help="Number of MoE layers")
-    g.add_argument("--experts", type=int, help="Override the number of routed experts")
-    g.add_argument("--top-k", type=int, help="Override the experts per token")
-    g.add_argument("--hidden", type=int, help="Override H (a multiple of 32)")
-    g.add_argument("--intermediate", type=int, help="Override I (a multiple of 32)")
-    g.add_argument("--seed", type=int, default=1, help="Seed (layer N uses seed + N)")
+    g.add_argument("--layers", type=_decimal, default=1, help="Number of MoE layers")
+    g.add_argument("--experts", type=_decimal, help="Override the number of routed experts")
+    g.add_argument("--top-k", type=_decimal, help="Override the experts per token")
+    g.add_argument("--hidden", type=_decimal, help="Override H (a multiple of 32)")
+    g.add_argument("--intermediate", type=_decimal, help="Override I (a multiple of 32)")
+    g.add_argument("--seed", type=_decimal, default=1, help="Seed (layer N uses seed + N)")
     g.add_argument("--force", action="store_true", help="Replace OUT if it exists (as a whole)")
     g.set_defaults(run=_generate)
     return parser
@@ -149,6 +158,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     except NoBackendError as e:
         print(str(e), file=sys.stderr)
         return EXIT_NO_BACKEND
+    except KeyboardInterrupt:
+        print("mxmoe: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except (ValueError, TypeError) as e:
         print(f"mxmoe: error: {e}", file=sys.stderr)
         return EXIT_USAGE

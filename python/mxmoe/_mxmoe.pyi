@@ -1,6 +1,6 @@
 """Type stubs of mxmoe._mxmoe, the C++ core of the package (tests/test_stubs.py checks that
 they name exactly what the extension defines). Use the package mxmoe: it re-exports Layer,
-NoBackendError and LoadError."""
+NoBackendError, LoadError and NumericError."""
 
 from typing import Any, Dict, List, Optional, Tuple, TypeVar
 
@@ -22,6 +22,10 @@ class NoBackendError(Exception):
 class LoadError(OSError):
     """A checkpoint is missing, unreadable or malformed: the message names the file, the
     tensor and the numbers."""
+
+class NumericError(ValueError):
+    """A layer call's output holds NaN/Inf: the message names the count and the tokens (the
+    C API's MXMOE_ERROR_NON_FINITE, the command line's exit 1)."""
 
 class Layer:
     """One MoE layer bound to its weights and the backend the oracle chose (made by

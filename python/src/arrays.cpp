@@ -96,6 +96,20 @@ std::string shape_text(const nb::ndarray<nb::ro>& a) {
   return out + "]";
 }
 
+// "[tokens, 2880]", or "[4]" for a vector (cols 0).
+std::string expected_dims(const Expect& ex) {
+  if (ex.cols != 0) return dims(ex.rows, ex.cols, ex.rows_name, ex.cols_name);
+  // Through a stream: GCC 12 misreads short string sums (-Wrestrict).
+  std::ostringstream text;
+  text << '[';
+  if (ex.rows >= 0)
+    text << ex.rows;
+  else
+    text << ex.rows_name;
+  text << ']';
+  return text.str();
+}
+
 // "a float32 or bfloat16 array of shape [tokens, 2880]"
 std::string expected_text(const Expect& ex) {
   std::string types;
@@ -104,7 +118,7 @@ std::string expected_text(const Expect& ex) {
     if (!types.empty()) types += " or ";
     types += element_name(ex.elements[i]);
   }
-  return "a " + types + " array of shape " + dims(ex.rows, ex.cols, ex.rows_name, ex.cols_name);
+  return "a " + types + " array of shape " + expected_dims(ex);
 }
 
 std::string python_type_name(nb::handle obj) {
@@ -261,29 +275,17 @@ Matrix read_matrix(nb::handle obj, const Expect& ex, bool bf16_bits) {
   m.element = e;
 
   const bool vector = ex.cols == 0;
-  std::string expected_dims;
-  if (vector) {  // "[rows]", through a stream: GCC 12 misreads short string sums (-Wrestrict)
-    std::ostringstream text;
-    text << '[';
-    if (ex.rows >= 0)
-      text << ex.rows;
-    else
-      text << ex.rows_name;
-    text << ']';
-    expected_dims = text.str();
-  } else {
-    expected_dims = dims(ex.rows, ex.cols, ex.rows_name, ex.cols_name);
-  }
+  const std::string shape = expected_dims(ex);
   if (m.array.ndim() != (vector ? 1u : 2u))
     throw nb::value_error((name + ": expected a " + (vector ? "1" : "2") + "-D array of shape " +
-                           expected_dims + ", got " + std::to_string(m.array.ndim()) + "-D shape " +
+                           shape + ", got " + std::to_string(m.array.ndim()) + "-D shape " +
                            shape_text(m.array))
                               .c_str());
   m.rows = static_cast<std::int64_t>(m.array.shape(0));
   m.cols = vector ? 1 : static_cast<std::int64_t>(m.array.shape(1));
   if ((ex.rows >= 0 && m.rows != ex.rows) || (!vector && m.cols != ex.cols))
     throw nb::value_error(
-        (name + ": expected shape " + expected_dims + ", got " + shape_text(m.array)).c_str());
+        (name + ": expected shape " + shape + ", got " + shape_text(m.array)).c_str());
   m.row_stride = m.array.stride(0);
   m.col_stride = vector ? 1 : m.array.stride(1);
   m.data = static_cast<const std::byte*>(m.array.data());
@@ -308,7 +310,14 @@ void Result::Free::operator()(std::byte* p) const noexcept {
   std::free(p);
 }
 
-Result::Result(nb::handle out, const Matrix& like, std::int64_t cols)
+ArrayBytes bytes_of(const Matrix& m, const char* name) {
+  const std::byte *lo, *hi;
+  byte_span(m.data, m.rows, m.cols, m.row_stride, m.col_stride, m.element_bytes(), lo, hi);
+  return {name, lo, hi};
+}
+
+Result::Result(nb::handle out, const Matrix& like, std::int64_t cols,
+               std::span<const ArrayBytes> inputs)
     : like_(&like), rows_(like.rows), cols_(cols) {
   const std::size_t es = like.element_bytes();
   const std::size_t bytes = static_cast<std::size_t>(rows_ * cols_) * es;
@@ -362,11 +371,8 @@ Result::Result(nb::handle out, const Matrix& like, std::int64_t cols)
                            ", got a strided or unaligned array (results are written in place)")
                               .c_str());
   data_ = static_cast<std::byte*>(o.data());
-  const std::byte *x_lo, *x_hi;
-  byte_span(like.data, like.rows, like.cols, like.row_stride, like.col_stride, es, x_lo, x_hi);
-  if (bytes > 0 && x_lo < data_ + bytes && data_ < x_hi)
-    throw nb::value_error(
-        "out: overlaps x; the layer reads x while it writes out, pass another array");
+  const ArrayBytes written = dense_bytes("out", data_, bytes);
+  require_disjoint(inputs, {&written, 1});
   out_ = nb::borrow(out);
 }
 

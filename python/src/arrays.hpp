@@ -7,9 +7,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "mxmoe/edge_checks.hpp"
 #include "mxmoe/layer_from_tensors.hpp"
 #include "nb.hpp"
 
@@ -65,12 +67,15 @@ Matrix read_matrix(nb::handle obj, const Expect& expect, bool bf16_bits = false)
 // shrunk). Called without the GIL.
 const std::byte* contiguous_bytes(const Matrix& m, std::vector<std::byte>& scratch);
 
+// The bytes M spans (for a strided view: its lowest to one past its highest element), named.
+ArrayBytes bytes_of(const Matrix& m, const char* name);
+
 // The destination of a layer call: the caller's `out` (checked: writable, C-contiguous, the
-// input's dtype and shape, not overlapping the input) or a new 64-byte aligned buffer that
-// becomes an array of the input's kind.
+// input's dtype and shape, overlapping none of INPUTS: require_disjoint, the check of every
+// edge) or a new 64-byte aligned buffer that becomes an array of the input's kind.
 class Result {
  public:
-  Result(nb::handle out, const Matrix& like, std::int64_t cols);
+  Result(nb::handle out, const Matrix& like, std::int64_t cols, std::span<const ArrayBytes> inputs);
   std::byte* data() const { return data_; }
   // The array to return (the caller's `out` itself, or the new array). Needs the GIL.
   nb::object finish();

@@ -31,11 +31,13 @@ namespace {
 
 // ---------------------------------------------------------------------------------------
 // Errors: mxmoe.NoBackendError (with .selection, the explain report as a dict) and
-// mxmoe.LoadError (an OSError) are made here; std::invalid_argument is ValueError.
+// mxmoe.LoadError (an OSError) and mxmoe.NumericError (a ValueError: an output holding NaN/Inf)
+// are made here; std::invalid_argument is ValueError.
 
 struct ErrorTypes {
   PyObject* no_backend = nullptr;
   PyObject* load = nullptr;
+  PyObject* numeric = nullptr;
 };
 ErrorTypes& error_types() {
   static ErrorTypes types;  // set once at import; read by the translator
@@ -49,6 +51,9 @@ nb::object json_loads(const std::string& text) {
 void translate(const std::exception_ptr& p, void*) {
   try {
     std::rethrow_exception(p);
+  } catch (const Interrupted&) {
+    // interrupt_requested() below left the handler's exception (KeyboardInterrupt) set.
+    if (PyErr_Occurred() == nullptr) PyErr_SetNone(PyExc_KeyboardInterrupt);
   } catch (const NoBackendError& e) {
     nb::object error =
         nb::steal(PyObject_CallOneArg(error_types().no_backend, nb::str(e.what()).ptr()));
@@ -57,6 +62,8 @@ void translate(const std::exception_ptr& p, void*) {
     PyErr_SetObject(error_types().no_backend, error.ptr());
   } catch (const LoadError& e) {
     PyErr_SetString(error_types().load, e.what());
+  } catch (const NumericError& e) {
+    PyErr_SetString(error_types().numeric, e.what());
   } catch (const std::system_error& e) {
     PyErr_SetString(PyExc_OSError, e.what());
   } catch (const std::out_of_range& e) {
@@ -75,6 +82,23 @@ void check_threads(int threads) {
                               .c_str());
 }
 
+// The thread that runs Python's signal handlers (the main thread), read at import.
+unsigned long& main_thread_ident() {
+  static unsigned long ident = 0;  // set once at import
+  return ident;
+}
+
+// Ctrl-C during a layer call, polled by the runtime between units of work with the GIL
+// released (Runtime::set_interrupt_check). On the main thread, the only one Python runs signal
+// handlers on, the handlers run: SIGINT's raises KeyboardInterrupt, which stays set (so every
+// later poll of the call answers true) until the call has stopped and translate() raises it.
+// No other thread takes the GIL here.
+bool interrupt_requested() {
+  if (PyThread_get_thread_ident() != main_thread_ident()) return false;
+  nb::gil_scoped_acquire gil;
+  return PyErr_Occurred() != nullptr || PyErr_CheckSignals() != 0;
+}
+
 std::shared_ptr<Runtime> shared_runtime(int threads) {
   check_threads(threads);
   if (threads == 0) threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
@@ -84,6 +108,7 @@ std::shared_ptr<Runtime> shared_runtime(int threads) {
   std::shared_ptr<Runtime> r = runtimes[threads].lock();
   if (!r) {
     r = std::make_shared<Runtime>(threads);
+    r->set_interrupt_check(interrupt_requested);
     runtimes[threads] = r;
   }
   return r;
@@ -113,8 +138,10 @@ Request make_request(const std::optional<std::string>& activation, bool batch_in
   if (batch_invariant) r.batch_invariant = true;
   check_threads(threads);
   if (threads != 0) r.threads = threads;
-  if (tokens < 1)
-    throw nb::value_error(("tokens: expected at least 1, got " + std::to_string(tokens)).c_str());
+  if (tokens < 1 || tokens > kMaxTokensPerCall)
+    throw nb::value_error(("tokens: expected 1.." + std::to_string(kMaxTokensPerCall) + ", got " +
+                           std::to_string(tokens))
+                              .c_str());
   r.tokens_hint = tokens;
   if (backend) r.forced_backend = *backend;
   if (!exclude.empty()) r.excluded_backends = exclude;
@@ -199,14 +226,34 @@ const std::int32_t* token_ids_as_int32(const Matrix& ids, PyLayer& self) {
   return self.token_ids32.data();
 }
 
+// x as a layer call reads it: its rows within the bound of every call (require_call_tokens),
+// checked before anything is sized from them.
+Matrix read_x(PyLayer& self, nb::handle x_obj, bool bf16_bits) {
+  Matrix x = read_matrix(x_obj, x_expect(self), bf16_bits);
+  require_call_tokens("x", x.rows, self.layer.spec().top_k);
+  return x;
+}
+
+// The edges' contract on the output (mxmoe/edge_checks.hpp): NaN/Inf is a NumericError
+// (mxmoe.NumericError) naming the count and the tokens, as the C API and the command line say.
+void require_finite(const Result& y, const Matrix& x) {
+  if (x.element == Element::f32)
+    require_finite_output("the output", reinterpret_cast<const float*>(y.data()), x.rows, x.cols);
+  else
+    require_finite_output("the output", reinterpret_cast<const std::uint16_t*>(y.data()), x.rows,
+                          x.cols);
+}
+
 nb::object forward(PyLayer& self, nb::handle x_obj, nb::handle out, bool bf16_bits,
                    nb::handle token_ids_obj) {
-  const Matrix x = read_matrix(x_obj, x_expect(self), bf16_bits);
+  const Matrix x = read_x(self, x_obj, bf16_bits);
   std::optional<Matrix> ids;
   if (!token_ids_obj.is_none())
     ids = read_matrix(token_ids_obj,
                       {"token_ids", {Element::i32, Element::i64}, x.rows, 0, "tokens", ""});
-  Result y(out, x, x.cols);
+  const ArrayBytes inputs[] = {bytes_of(x, "x"),
+                               ids ? bytes_of(*ids, "token_ids") : ArrayBytes{"token_ids", {}, {}}};
+  Result y(out, x, x.cols, inputs);
   if (x.rows > 0) {
     nb::gil_scoped_release release;
     std::lock_guard lock(self.mutex);
@@ -218,6 +265,7 @@ nb::object forward(PyLayer& self, nb::handle x_obj, nb::handle out, bool bf16_bi
     else
       self.layer.forward_bf16(reinterpret_cast<const std::uint16_t*>(xp), tp, x.rows,
                               reinterpret_cast<std::uint16_t*>(y.data()));
+    require_finite(y, x);
   }
   return y.finish();
 }
@@ -244,13 +292,15 @@ const std::int32_t* ids_as_int32(const Matrix& ids, PyLayer& self) {
 
 nb::object forward_routed(PyLayer& self, nb::handle x_obj, nb::handle ids_obj,
                           nb::handle weights_obj, nb::handle out, bool bf16_bits) {
-  const Matrix x = read_matrix(x_obj, x_expect(self), bf16_bits);
+  const Matrix x = read_x(self, x_obj, bf16_bits);
   const int k = self.layer.spec().top_k;
   const Matrix ids = read_matrix(
       ids_obj, {"topk_ids", {Element::i32, Element::i64}, x.rows, k, "tokens", "top_k"});
   const Matrix weights =
       read_matrix(weights_obj, {"topk_weights", {Element::f32}, x.rows, k, "tokens", "top_k"});
-  Result y(out, x, x.cols);
+  const ArrayBytes inputs[] = {bytes_of(x, "x"), bytes_of(ids, "topk_ids"),
+                               bytes_of(weights, "topk_weights")};
+  Result y(out, x, x.cols, inputs);
   if (x.rows > 0) {
     nb::gil_scoped_release release;
     std::lock_guard lock(self.mutex);
@@ -264,6 +314,7 @@ nb::object forward_routed(PyLayer& self, nb::handle x_obj, nb::handle ids_obj,
     else
       self.layer.forward_routed_bf16(reinterpret_cast<const std::uint16_t*>(xp), idp, wp, x.rows,
                                      reinterpret_cast<std::uint16_t*>(y.data()));
+    require_finite(y, x);
   }
   return y.finish();
 }
@@ -278,7 +329,8 @@ nb::tuple time_cpp_forward(PyLayer& self, nb::handle x_obj, nb::handle out, int 
   const Matrix x =
       read_matrix(x_obj, {"x", {Element::f32}, -1, self.layer.spec().hidden, "tokens", "hidden"});
   if (!x.contiguous()) throw nb::value_error("x: expected a C-contiguous array");
-  Result y(out, x, x.cols);
+  const ArrayBytes inputs[] = {bytes_of(x, "x")};
+  Result y(out, x, x.cols, inputs);
   double wall = 0, cpu = 0;
   {
     nb::gil_scoped_release release;
@@ -592,9 +644,20 @@ NB_MODULE(_mxmoe, m) {
       "A checkpoint is missing, unreadable or malformed (an OSError): the message names the "
       "file, the tensor and the numbers.",
       PyExc_OSError, nullptr);
-  if (types.no_backend == nullptr || types.load == nullptr) throw nb::python_error();
+  types.numeric = PyErr_NewExceptionWithDoc(
+      "mxmoe.NumericError",
+      "A layer call's output holds NaN/Inf (a ValueError): a legal checkpoint can overflow "
+      "float32 (an E8M0 scale of 254), so can routing weights near the float range. The "
+      "message names the count and the tokens, as the C API (MXMOE_ERROR_NON_FINITE) and the "
+      "command line (exit 1) do; `out`, when given, holds what was computed.",
+      PyExc_ValueError, nullptr);
+  if (types.no_backend == nullptr || types.load == nullptr || types.numeric == nullptr)
+    throw nb::python_error();
   m.attr("NoBackendError") = nb::handle(types.no_backend);
   m.attr("LoadError") = nb::handle(types.load);
+  m.attr("NumericError") = nb::handle(types.numeric);
+  main_thread_ident() = nb::cast<unsigned long>(
+      nb::module_::import_("threading").attr("main_thread")().attr("ident"));
   nb::register_exception_translator(translate);
 
   nb::class_<PyLayer>(m, "Layer",

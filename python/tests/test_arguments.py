@@ -206,6 +206,16 @@ def test_missing_checkpoint_is_a_load_error(tmp_path):
     assert "nothing-here" in str(e.value)
 
 
+def test_a_path_with_a_nul_is_named_escaped(checkpoints):
+    # The message ended at the NUL: a valid directory named, and no reason. A NUL is a bad
+    # argument (ValueError naming it, as Python's own open() says), shown escaped.
+    path = os.fspath(checkpoints["mixtral-8x7b"])
+    with pytest.raises(ValueError) as e:
+        mxmoe.Model(path + "\0junk")
+    assert not isinstance(e.value, mxmoe.LoadError)
+    assert "\\x00junk" in str(e.value) and "NUL" in str(e.value), str(e.value)
+
+
 def test_malformed_config_is_a_load_error(tmp_path):
     (tmp_path / "config.json").write_text("{\"model_type\": \"gpt_oss\", ")
     with pytest.raises(mxmoe.LoadError, match="config.json"):
@@ -221,7 +231,7 @@ def test_layer_index_out_of_range(models):
     (dict(activation="fp7"), ValueError, ["activation:", "fp7", "bf16"]),
     (dict(threads=-1), ValueError, ["threads: expected 0"]),
     (dict(threads=5000), ValueError, ["threads: expected 0"]),
-    (dict(tokens=0), ValueError, ["tokens: expected at least 1"]),
+    (dict(tokens=0), ValueError, ["tokens: expected 1..1048576, got 0"]),
     (dict(backend="no_such_backend"), ValueError, ["no_such_backend", "reference"]),
     (dict(exclude=["nope"]), ValueError, ["nope"]),
     (dict(threads="2"), TypeError, ["threads: expected an int"]),
@@ -346,7 +356,8 @@ def test_generate_full_writes_the_whole_model(tmp_path):
                           top_k=2, hidden=64, intermediate=32, attention_heads=4, kv_heads=2,
                           head_dim=16, vocab=300)
     files = sorted(os.listdir(path))
-    assert files == ["config.json", "generation_config.json", "model-00001-of-00001.safetensors",
+    assert files == [".mxmoe-checkpoint", "config.json", "generation_config.json",
+                     "model-00001-of-00001.safetensors",
                      "model.safetensors.index.json", "tokenizer.json", "tokenizer_config.json"]
     with open(os.path.join(path, "model.safetensors.index.json"), encoding="utf-8") as f:
         names = json.load(f)["weight_map"]
@@ -360,3 +371,78 @@ def test_generate_full_writes_the_whole_model(tmp_path):
     with pytest.raises(ValueError, match="gpt-oss and Qwen3-MoE"):
         mxmoe.generate(tmp_path / "z", "mixtral-8x7b", full=True)
     assert not os.path.exists(tmp_path / "y") and not os.path.exists(tmp_path / "z")
+
+
+_TRUNCATE_AND_BIND = """
+import glob, os, sys
+import numpy as np
+import mxmoe
+path, backend = sys.argv[1], sys.argv[2] or None
+model = mxmoe.Model(path)
+kept = model.layer(0, backend=backend, activation="f32")  # bound before the cut
+for shard in glob.glob(os.path.join(path, "*.safetensors")):
+    os.truncate(shard, 0)
+x = np.ones((2, kept.hidden), np.float32)
+try:
+    y = kept(x)
+    print("forward ok", bool(np.isfinite(y).all()))
+except mxmoe.LoadError as e:
+    print("forward LoadError:", e)
+try:
+    model.layer(1, backend=backend, activation="f32")
+    print("bound")
+except mxmoe.LoadError as e:
+    print("bind LoadError:", e)
+"""
+
+
+@pytest.mark.parametrize("backend", ["reference", ""])
+def test_checkpoint_truncated_while_mapped_is_a_load_error(tmp_path, backend):
+    # A shard truncated after Model() mapped it: binding (and computing from the mapping, for a
+    # backend that reads it in place) raises LoadError naming the file; it was SIGBUS (exit -7).
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+    path = mxmoe.generate(tmp_path / "cut", "mixtral-8x7b", layers=2, experts=4, top_k=2,
+                          hidden=64, intermediate=32)
+    r = subprocess.run([sys.executable, "-c", _TRUNCATE_AND_BIND, os.fspath(path), backend],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, (r.returncode, r.stderr)
+    assert "bind LoadError:" in r.stdout and ".safetensors" in r.stdout, r.stdout
+    assert "changed on disk" in r.stdout, r.stdout
+    if backend == "reference":
+        assert "forward LoadError:" in r.stdout, r.stdout
+    else:
+        assert "forward ok True" in r.stdout or "forward LoadError:" in r.stdout, r.stdout
+
+
+# A later hostile pass (issue 25): booleans taken by truthiness, explicit zeros read as "the
+# preset's", and names cut at a NUL.
+def test_booleans_are_true_or_false_only(tmp_path, checkpoints):
+    for flag in ("no", 2, None, "False"):
+        with pytest.raises(TypeError, match="force: expected True or False"):
+            mxmoe.generate(tmp_path / "g", "tiny", force=flag)
+        with pytest.raises(TypeError, match="batch_invariant: expected True or False"):
+            mxmoe.Model(checkpoints["mixtral-8x7b"]).layer(0, batch_invariant=flag)
+    assert not (tmp_path / "g").exists()
+    mxmoe.generate(tmp_path / "g", "tiny", force=np.bool_(False))
+    assert (tmp_path / "g" / "config.json").is_file()
+
+
+@pytest.mark.parametrize("argument", ["layers", "experts", "top_k", "hidden", "intermediate",
+                                      "vocab"])
+def test_an_explicit_zero_is_refused_not_read_as_the_presets(tmp_path, argument):
+    with pytest.raises(ValueError, match=f"{argument}: expected a positive int"):
+        mxmoe.generate(tmp_path / "g", "tiny", **{argument: 0})
+    assert not (tmp_path / "g").exists()
+
+
+def test_an_empty_preset_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="preset: expected a preset name"):
+        mxmoe.generate(tmp_path / "g", "")
+
+
+@pytest.mark.parametrize("argument", ["backend", "activation", "exclude"])
+def test_a_name_with_a_nul_is_refused_whole(checkpoints, argument):
+    # The message had been cut at the NUL ("unknown backend 'avx2", no list of names).
+    with pytest.raises(ValueError, match=argument + r": 'avx2\\x00junk' holds a NUL"):
+        mxmoe.Model(checkpoints["mixtral-8x7b"]).layer(0, **{argument: "avx2\0junk"})

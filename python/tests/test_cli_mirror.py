@@ -117,6 +117,11 @@ def test_generate_mirrors_the_commands(cli, tmp_path):
     (["explain", "--activation", "fp7"], 2),
     (["explain", "--backend", "nope"], 2),
     (["explain", "--bogus-flag"], 2),
+    (["explain", "--tokens", "0x10"], 2),  # decimal only, as for MXMOE_* variables
+    (["explain", "--tokens", "+1"], 2),
+    (["explain", "--threads", "1_0"], 2),
+    (["generate", "--out", "/nonexistent/g", "--seed", "-1"], 2),
+    (["generate", "--out", "/nonexistent/g", "--seed", str(2**64)], 2),
     (["info", "--model", "/nonexistent/checkpoint"], 1),  # a file's problem, as in the C API
     (["explain", "--hardware", "/nonexistent/probe.json"], 1),
     (["explain", "--hardware", "/dev/zero"], 1),

@@ -83,3 +83,12 @@ def test_bad_token_ids_are_named(v4):
         layer(x, token_ids=ids.reshape(-1, 1))
     with pytest.raises(TypeError, match="token_ids"):
         layer(x, token_ids=ids.astype(np.float32))
+
+
+def test_token_ids_of_a_wrong_type_name_the_dtypes(v4):
+    # A float array of ids was reported as "shape [4, 0]": the vector's shape and both dtypes.
+    layer = mxmoe.Model(v4).layer(0, activation="f32")
+    x, ids = tokens(seed=5)
+    with pytest.raises(TypeError, match=r"token_ids: expected a int32 or int64 array of shape "
+                                        r"\[11\], got float64"):
+        layer(x, token_ids=ids.astype(np.float64))

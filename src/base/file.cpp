@@ -1,4 +1,5 @@
 #include "base/file.hpp"
+#include "base/printable.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -6,12 +7,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <memory>
 #include <random>
 #include <utility>
 
@@ -46,18 +47,23 @@ std::string temp_name_for(const std::string& target) {
   return name;
 }
 
-// PATH with symlinks resolved when it is one (so the link survives the rename).
+// PATH with symlinks resolved when it is one (so the link survives the rename): each link of
+// a chain followed, a dangling one to where it points (relative to the link's directory). A
+// loop of links (loop1 -> loop2 -> loop1) is an error, never a link replaced by a file.
 std::string resolve_link(const std::string& path) {
-  struct stat st {};
-  if (::lstat(path.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return path;
-  std::unique_ptr<char, decltype(&std::free)> real(::realpath(path.c_str(), nullptr), &std::free);
-  if (real) return real.get();
-  // A dangling link: write where it points (relative to the link's directory).
-  char target[PATH_MAX];
-  const ssize_t n = ::readlink(path.c_str(), target, sizeof target - 1);
-  if (n <= 0) return path;
-  const std::string t(target, static_cast<std::size_t>(n));
-  return t.front() == '/' ? t : directory_of(path) + "/" + t;
+  std::string at = path;
+  for (int hops = 0;; ++hops) {
+    struct stat st {};
+    if (::lstat(at.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return at;
+    if (hops == 40)
+      throw FileError("cannot create " + printable(path) + ": " + os_reason(ELOOP) +
+                      " (a loop of symbolic links)");
+    char target[PATH_MAX];
+    const ssize_t n = ::readlink(at.c_str(), target, sizeof target - 1);
+    if (n <= 0) return at;
+    const std::string t(target, static_cast<std::size_t>(n));
+    at = t.front() == '/' ? t : directory_of(at) + "/" + t;
+  }
 }
 
 void close_quietly(int fd) {
@@ -76,20 +82,24 @@ const char* file_kind(unsigned mode) {
 }
 
 std::optional<OpenedFile> try_open_regular_file(const std::string& path, std::string& error) {
+  if (path.find('\0') != std::string::npos) {  // open() would read a shorter path
+    error = printable(path) + ": a path cannot contain a NUL byte";
+    return std::nullopt;
+  }
   // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever.
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) {
-    error = path + ": cannot open: " + os_reason(errno);
+    error = printable(path) + ": cannot open: " + os_reason(errno);
     return std::nullopt;
   }
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
-    error = path + ": cannot stat: " + os_reason(errno);
+    error = printable(path) + ": cannot stat: " + os_reason(errno);
     close_quietly(fd);
     return std::nullopt;
   }
   if (!S_ISREG(st.st_mode)) {
-    error = path + ": not a regular file (" + file_kind(st.st_mode) + ")";
+    error = printable(path) + ": not a regular file (" + file_kind(st.st_mode) + ")";
     close_quietly(fd);
     return std::nullopt;
   }
@@ -136,11 +146,11 @@ AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
   target_ = resolve_link(path_);
   struct stat st {};
   if (::stat(target_.c_str(), &st) == 0) {
-    if (S_ISDIR(st.st_mode)) throw FileError("cannot create " + path_ + ": Is a directory");
+    if (S_ISDIR(st.st_mode)) throw FileError("cannot create " + printable(path_) + ": Is a directory");
     if (!S_ISREG(st.st_mode)) {
       // /dev/stdout, /dev/null, a FIFO: nothing to keep, write straight into it.
       fd_ = ::open(target_.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY);
-      if (fd_ < 0) throw FileError("cannot open " + path_ + ": " + os_reason(errno));
+      if (fd_ < 0) throw FileError("cannot open " + printable(path_) + ": " + os_reason(errno));
       return;
     }
   }
@@ -149,7 +159,7 @@ AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
     fd_ = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd_ < 0 && errno != EEXIST) break;
   }
-  if (fd_ < 0) throw FileError("cannot create " + path_ + ": " + os_reason(errno));
+  if (fd_ < 0) throw FileError("cannot create " + printable(path_) + ": " + os_reason(errno));
 }
 
 AtomicFile::~AtomicFile() {
@@ -159,12 +169,12 @@ AtomicFile::~AtomicFile() {
 }
 
 void AtomicFile::write(const void* data, std::size_t bytes) {
-  if (committed_) throw FileError(path_ + ": write after commit");
+  if (committed_) throw FileError(printable(path_) + ": write after commit");
   const auto* p = static_cast<const char*>(data);
   while (bytes > 0) {
     const ssize_t n = ::write(fd_, p, bytes);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw FileError("cannot write " + path_ + ": " + os_reason(errno));
+    if (n < 0) throw FileError("cannot write " + printable(path_) + ": " + os_reason(errno));
     p += n;
     bytes -= static_cast<std::size_t>(n);
   }
@@ -174,15 +184,15 @@ void AtomicFile::commit() {
   if (committed_) return;
   if (temp_.empty()) {
     const int fd = std::exchange(fd_, -1);
-    if (::close(fd) != 0) throw FileError("cannot write " + path_ + ": " + os_reason(errno));
+    if (::close(fd) != 0) throw FileError("cannot write " + printable(path_) + ": " + os_reason(errno));
     committed_ = true;
     return;
   }
-  if (::fsync(fd_) != 0) throw FileError("cannot write " + path_ + ": " + os_reason(errno));
+  if (::fsync(fd_) != 0) throw FileError("cannot write " + printable(path_) + ": " + os_reason(errno));
   const int fd = std::exchange(fd_, -1);
-  if (::close(fd) != 0) throw FileError("cannot write " + path_ + ": " + os_reason(errno));
+  if (::close(fd) != 0) throw FileError("cannot write " + printable(path_) + ": " + os_reason(errno));
   if (::rename(temp_.c_str(), target_.c_str()) != 0)
-    throw FileError("cannot replace " + path_ + ": " + os_reason(errno));
+    throw FileError("cannot replace " + printable(path_) + ": " + os_reason(errno));
   committed_ = true;
   sync_directory(directory_of(target_));
 }
@@ -193,7 +203,23 @@ bool process_alive(long pid) {
   return pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
 }
 
-// Temporary siblings of TARGET left by processes that no longer run.
+// The PID in a temporary name's suffix, exactly as temp_name_for writes it ("PID-N", both
+// decimal digits only); 0 for anything else (a name a user chose that merely looks alike).
+long temp_suffix_pid(const std::string& suffix) {
+  const std::size_t dash = suffix.find('-');
+  const auto digits = [](const std::string& s) {
+    return !s.empty() && s.size() <= 18 &&
+           std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  if (dash == std::string::npos || !digits(suffix.substr(0, dash)) ||
+      !digits(suffix.substr(dash + 1)))
+    return 0;
+  return std::strtol(suffix.c_str(), nullptr, 10);
+}
+
+// Temporary sibling directories of TARGET left by processes that no longer run: only names
+// of temp_name_for's exact form with a PID that is not running (never a user's folder that
+// merely starts alike, never a symlink).
 void remove_stale_siblings(const std::string& target) {
   namespace fs = std::filesystem;
   std::string prefix(1, '.');  // built in steps: GCC 12 warns falsely on "." + string
@@ -202,9 +228,9 @@ void remove_stale_siblings(const std::string& target) {
   std::error_code ec;
   for (const fs::directory_entry& e : fs::directory_iterator(directory_of(target), ec)) {
     const std::string name = e.path().filename().string();
-    if (name.rfind(prefix, 0) != 0) continue;
-    const long pid = std::strtol(name.c_str() + prefix.size(), nullptr, 10);
-    if (pid != ::getpid() && !process_alive(pid)) fs::remove_all(e.path(), ec);
+    if (name.rfind(prefix, 0) != 0 || e.is_symlink(ec) || !e.is_directory(ec)) continue;
+    const long pid = temp_suffix_pid(name.substr(prefix.size()));
+    if (pid > 0 && pid != ::getpid() && !process_alive(pid)) fs::remove_all(e.path(), ec);
   }
 }
 
@@ -219,7 +245,7 @@ AtomicDirectory::AtomicDirectory(std::string target) : target_(std::move(target)
     if (::mkdir(temp_.c_str(), 0777) == 0) return;
     if (errno != EEXIST) break;
   }
-  throw FileError("cannot create a directory beside " + target_ + ": " + os_reason(errno));
+  throw FileError("cannot create a directory beside " + printable(target_) + ": " + os_reason(errno));
 }
 
 AtomicDirectory::~AtomicDirectory() {
@@ -233,12 +259,12 @@ void AtomicDirectory::commit(bool replace_existing) {
   sync_directory(temp_);
   struct stat st {};
   const bool exists = ::lstat(target_.c_str(), &st) == 0;
-  if (exists && !replace_existing) throw FileError("cannot create " + target_ + ": File exists");
+  if (exists && !replace_existing) throw FileError("cannot create " + printable(target_) + ": File exists");
   if (exists && !S_ISDIR(st.st_mode))
-    throw FileError("cannot replace " + target_ + ": it is not a directory");
+    throw FileError("cannot replace " + printable(target_) + ": it is not a directory");
   if (!exists) {
     if (::rename(temp_.c_str(), target_.c_str()) != 0)
-      throw FileError("cannot create " + target_ + ": " + os_reason(errno));
+      throw FileError("cannot create " + printable(target_) + ": " + os_reason(errno));
     committed_ = true;
   } else if (::renameat2(AT_FDCWD, temp_.c_str(), AT_FDCWD, target_.c_str(), RENAME_EXCHANGE) ==
              0) {
@@ -247,16 +273,16 @@ void AtomicDirectory::commit(bool replace_existing) {
     // No atomic exchange on this file system: move the old one aside, then the new one in.
     const std::string old = temp_name_for(target_);
     if (::rename(target_.c_str(), old.c_str()) != 0)
-      throw FileError("cannot replace " + target_ + ": " + os_reason(errno));
+      throw FileError("cannot replace " + printable(target_) + ": " + os_reason(errno));
     if (::rename(temp_.c_str(), target_.c_str()) != 0) {
       const int err = errno;
       (void)::rename(old.c_str(), target_.c_str());
-      throw FileError("cannot replace " + target_ + ": " + os_reason(err));
+      throw FileError("cannot replace " + printable(target_) + ": " + os_reason(err));
     }
     committed_ = true;
     temp_ = old;
   } else {
-    throw FileError("cannot replace " + target_ + ": " + os_reason(errno));
+    throw FileError("cannot replace " + printable(target_) + ": " + os_reason(errno));
   }
   sync_directory(directory_of(target_));
   std::error_code ec;
@@ -274,14 +300,69 @@ void check_can_create(const std::string& path) {
   const std::string target = resolve_link(path);
   struct stat st {};
   if (::stat(target.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
-    if (S_ISDIR(st.st_mode)) throw FileError("cannot create " + path + ": Is a directory");
+    if (S_ISDIR(st.st_mode)) throw FileError("cannot create " + printable(path) + ": Is a directory");
     // A special file is opened only when written (a FIFO would wait for its reader here).
     if (::access(target.c_str(), W_OK) != 0)
-      throw FileError("cannot open " + path + ": " + os_reason(errno));
+      throw FileError("cannot open " + printable(path) + ": " + os_reason(errno));
     return;
   }
   AtomicFile probe(path);  // creates the temporary file beside the target
   (void)probe;             // destroyed uncommitted: removed again, the target untouched
+}
+
+namespace {
+
+// PATH absolute, with every symlink of the part that exists resolved (the rest appended).
+std::string resolved_path(const std::string& path) {
+  std::error_code ec;
+  const std::filesystem::path absolute = std::filesystem::absolute(path, ec);
+  if (ec) return path;
+  const std::filesystem::path real = std::filesystem::weakly_canonical(absolute, ec);
+  return ec ? absolute.lexically_normal().string() : real.string();
+}
+
+bool same_or_inside(const std::string& path, const std::string& dir) {
+  if (path == dir) return true;
+  const std::string prefix = dir.back() == '/' ? dir : dir + "/";
+  return path.rfind(prefix, 0) == 0;
+}
+
+}  // namespace
+
+std::optional<CommandInput> input_destroyed_by(const std::string& output,
+                                               const std::vector<CommandInput>& inputs) {
+  if (output.empty()) return std::nullopt;
+  struct stat out {};
+  const bool exists = ::stat(output.c_str(), &out) == 0;
+  const bool directory = exists && S_ISDIR(out.st_mode);
+  const std::string out_real = resolved_path(output);
+  for (const CommandInput& input : inputs) {
+    if (input.path.empty()) continue;
+    struct stat in {};
+    if (exists && ::stat(input.path.c_str(), &in) == 0 && in.st_dev == out.st_dev &&
+        in.st_ino == out.st_ino)
+      return input;
+    const std::string in_real = resolved_path(input.path);
+    if (in_real == out_real || (directory && same_or_inside(in_real, out_real))) return input;
+  }
+  return std::nullopt;
+}
+
+std::string printable(std::string_view path) {
+  std::string out;
+  out.reserve(path.size());
+  for (const char c : path) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7f) {
+      constexpr const char* kHex = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[byte >> 4];
+      out += kHex[byte & 15];
+    } else {
+      out += c;
+    }
+  }
+  return out;
 }
 
 void sync_directory(const std::string& dir) {

@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace mxmoe::files {
 
@@ -107,6 +108,24 @@ void write_file_atomically(const std::string& path, std::string_view contents);
 // in the directory, exactly as AtomicFile will. Throws FileError: "cannot create y.npy:
 // Permission denied".
 void check_can_create(const std::string& path);
+
+// What a command reads (a flag's file, a checkpoint's files, the current directory), for
+// refusing an output that would overwrite or delete it (docs/RELIABILITY.md).
+struct CommandInput {
+  std::string what;  // for messages: "--input x.npy", "config.json of --model ckpt"
+  std::string path;
+};
+
+// The input that writing OUTPUT would destroy: one that is the same file (device and inode,
+// so symlinks and hard links count; the resolved path where a file does not exist yet) or,
+// when OUTPUT is a directory (it is replaced whole), one that lies inside it. std::nullopt
+// when there is none.
+std::optional<CommandInput> input_destroyed_by(const std::string& output,
+                                               const std::vector<CommandInput>& inputs);
+
+// PATH when it holds only printable characters, else with each control byte as \xNN: a
+// path echoed in a message cannot move the cursor or rewrite the terminal.
+std::string printable(std::string_view path);
 
 // fsync of a directory, so a rename inside it survives a crash. Throws FileError.
 void sync_directory(const std::string& dir);

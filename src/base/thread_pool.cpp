@@ -38,9 +38,45 @@ void ThreadPool::drain(int thread) {
   }
 }
 
+namespace {
+// The check, asked between tasks: one that throws counts as "stop" here (the job must end
+// joined, its workers done with the caller's frame); the caller's own interrupt_requested()
+// then meets the exception again.
+bool asks_to_stop(const std::function<bool()>& check) noexcept {
+  try {
+    return check();
+  } catch (...) {
+    return true;
+  }
+}
+}  // namespace
+
+void ThreadPool::drain_polled(std::int64_t tasks, void* ctx, Trampoline fn,
+                              std::atomic<std::int64_t>& next) {
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point poll_at = Clock::now() + kInterruptPoll;
+  for (;;) {
+    const std::int64_t task = next.fetch_add(1, std::memory_order_relaxed);
+    if (task >= tasks) return;
+    fn(ctx, task, 0);
+    if (const Clock::time_point now = Clock::now(); now >= poll_at) {
+      if (asks_to_stop(interrupt_)) {
+        next.store(tasks, std::memory_order_relaxed);  // the workers take no further task
+        return;
+      }
+      poll_at = now + kInterruptPoll;
+    }
+  }
+}
+
 void ThreadPool::run(std::int64_t tasks, void* ctx, Trampoline fn) {
   if (tasks <= 0) return;
   if (workers_.empty() || tasks == 1 || claimed_.exchange(true, std::memory_order_acquire)) {
+    if (interrupt_ && tasks > 1) {
+      std::atomic<std::int64_t> next{0};  // this thread's own job: no worker shares it
+      drain_polled(tasks, ctx, fn, next);
+      return;
+    }
     for (std::int64_t t = 0; t < tasks; ++t) fn(ctx, t, 0);
     return;
   }
@@ -54,7 +90,10 @@ void ThreadPool::run(std::int64_t tasks, void* ctx, Trampoline fn) {
     ++generation_;
   }
   wake_.notify_all();
-  drain(0);
+  if (interrupt_)
+    drain_polled(tasks, ctx, fn, next_);
+  else
+    drain(0);
   {
     std::unique_lock lock(mutex_);
     done_.wait(lock, [this] { return busy_ == 0; });

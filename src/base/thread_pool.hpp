@@ -8,8 +8,10 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include <type_traits>
@@ -28,9 +30,17 @@ class ThreadPool {
 
   int size() const noexcept { return static_cast<int>(workers_.size()) + 1; }
 
+  // Optional, set before any job runs (never during one): polled on a job's calling thread
+  // between its tasks, at most every kInterruptPoll. Once it returns true, the job's tasks not
+  // yet begun are skipped (their outputs are left unwritten); the caller learns it from
+  // interrupt_requested(), which must then also return true. Empty: never polled.
+  static constexpr std::chrono::milliseconds kInterruptPoll{10};
+  void set_interrupt_check(std::function<bool()> check) { interrupt_ = std::move(check); }
+  bool interrupt_requested() const { return interrupt_ && interrupt_(); }
+
   // Calls fn(task, thread) for every task in [0, tasks), thread in [0, size()) (always 0
-  // when the workers were busy with another job). Blocks until all are done. fn must not
-  // throw.
+  // when the workers were busy with another job). Blocks until all are done (or, once the
+  // interrupt check says so, until the tasks already begun are). fn must not throw.
   template <class F>
   void parallel_for(std::int64_t tasks, F&& fn) {
     using Fn = std::remove_reference_t<F>;
@@ -43,6 +53,10 @@ class ThreadPool {
   void run(std::int64_t tasks, void* ctx, Trampoline fn);
   void worker_loop(int thread);
   void drain(int thread);
+  // Thread 0's share of a job (every task when it runs alone): drain() polling the check.
+  void drain_polled(std::int64_t tasks, void* ctx, Trampoline fn, std::atomic<std::int64_t>& next);
+
+  std::function<bool()> interrupt_;
 
   std::vector<std::thread> workers_;
   std::mutex mutex_;

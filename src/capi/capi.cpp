@@ -1,8 +1,10 @@
 // The C API (include/mxmoe/mxmoe.h) over the C++ one. Every entry point catches every
 // exception and turns it into a status and the calling thread's last-error text.
+#include <array>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <iterator>
 #include <map>
 #include <memory>
@@ -18,10 +20,12 @@
 #include <vector>
 
 #include "base/file.hpp"
+#include "base/printable.hpp"
 #include "mxmoe/build_info.hpp"
 #include "mxmoe/checkpoint.hpp"
 #include "mxmoe/communicator.hpp"
 #include "mxmoe/config.hpp"
+#include "mxmoe/edge_checks.hpp"
 #include "mxmoe/expert_parallel.hpp"
 #include "mxmoe/hardware.hpp"
 #include "mxmoe/layer.hpp"
@@ -67,12 +71,13 @@ struct State {
 mxmoe_layer_info info_of(const mxmoe::MoeLayer& layer) {
   const mxmoe::LayerSpec& s = layer.spec();
   const mxmoe::ExpertRange e = layer.experts();
-  return mxmoe_layer_info{s.num_experts, s.top_k, s.hidden, s.intermediate, e.begin, e.end};
+  return mxmoe_layer_info{sizeof(mxmoe_layer_info), s.num_experts, s.top_k, s.hidden,
+                          s.intermediate,           e.begin,       e.end};
 }
 
 mxmoe_status fail(mxmoe_status status, std::string text) noexcept {
   try {
-    last_error_text = std::move(text);
+    last_error_text = mxmoe::printable_message(text);  // no raw control byte reaches a host's log
   } catch (...) {  // no memory for the text: the status still says what happened
   }
   return status;
@@ -96,6 +101,8 @@ mxmoe_status guarded(Body&& body) noexcept {
     return fail(MXMOE_ERROR_INVALID_ARGUMENT, e.what());
   } catch (const std::out_of_range& e) {
     return fail(MXMOE_ERROR_INVALID_ARGUMENT, e.what());
+  } catch (const mxmoe::NumericError& e) {
+    return fail(MXMOE_ERROR_NON_FINITE, e.what());
   } catch (const std::bad_alloc&) {
     return fail(MXMOE_ERROR_OUT_OF_MEMORY, "out of memory");
   } catch (const std::system_error& e) {
@@ -154,7 +161,8 @@ mxmoe::Request request_of(const mxmoe_request_params& p) {
   require(p.threads >= 0 && p.threads <= mxmoe::kMaxThreads,
           "params.threads must be 0 (every logical CPU) or 1..1024");
   if (p.threads != d.threads) r.threads = p.threads;
-  require(p.tokens_hint >= 1, "params.tokens_hint must be at least 1");
+  require(p.tokens_hint >= 1 && p.tokens_hint <= mxmoe::kMaxTokensPerCall,
+          "params.tokens_hint must be in 1..1048576");
   r.tokens_hint = p.tokens_hint;
   require(p.ep_size >= 1 && p.ep_rank >= 0 && p.ep_rank < p.ep_size,
           "params.ep_rank must be in [0, params.ep_size) and params.ep_size at least 1");
@@ -183,83 +191,106 @@ std::underlying_type_t<Enum> enum_value(const Enum& field) {
   return v;
 }
 
-// The fields of mxmoe_layer_tensors in order, for reading a caller's struct of another
-// version: a field is read when it lies wholly within struct_size bytes.
+// The fields of a struct of mxmoe.h in order, for reading (or writing) a caller's struct of
+// another version: a field is read when it lies wholly within struct_size bytes. Every struct
+// that crosses the boundary has such a table, and the one reader and writer below.
 struct Field {
   std::size_t offset, size;
   const char* name;
 };
-#define MXMOE_TENSORS_FIELD(f)                                           \
-  Field {                                                                \
-    offsetof(mxmoe_layer_tensors, f), sizeof(mxmoe_layer_tensors::f), #f \
+// The fields of each versioned struct, and what its messages call it.
+template <class T>
+struct Versioned;
+template <class T>
+constexpr bool lists_every_field() {
+  const Field& last = *(std::end(Versioned<T>::fields) - 1);
+  return sizeof(T) - last.offset - last.size < alignof(T);
+}
+#define MXMOE_VERSIONED(T, what, init_fn, ...)       \
+  template <>                                        \
+  struct Versioned<T> {                              \
+    using S = T;                                     \
+    static constexpr const char* name = what;        \
+    static constexpr const char* init = init_fn;     \
+    static constexpr Field fields[] = {__VA_ARGS__}; \
   }
-constexpr Field kTensorsFields[] = {
-    MXMOE_TENSORS_FIELD(struct_size),
-    MXMOE_TENSORS_FIELD(family),
-    MXMOE_TENSORS_FIELD(top_k),
-    MXMOE_TENSORS_FIELD(gate_up),
-    MXMOE_TENSORS_FIELD(w13_blocks),
-    MXMOE_TENSORS_FIELD(w13_scales),
-    MXMOE_TENSORS_FIELD(w2_blocks),
-    MXMOE_TENSORS_FIELD(w2_scales),
-    MXMOE_TENSORS_FIELD(num_experts),
-    MXMOE_TENSORS_FIELD(w1_blocks),
-    MXMOE_TENSORS_FIELD(w1_scales),
-    MXMOE_TENSORS_FIELD(w3_blocks),
-    MXMOE_TENSORS_FIELD(w3_scales),
-    MXMOE_TENSORS_FIELD(w2_expert_blocks),
-    MXMOE_TENSORS_FIELD(w2_expert_scales),
-    MXMOE_TENSORS_FIELD(w13_bias),
-    MXMOE_TENSORS_FIELD(w2_bias),
-    MXMOE_TENSORS_FIELD(router_weight),
-    MXMOE_TENSORS_FIELD(router_bias),
-    MXMOE_TENSORS_FIELD(selection_bias),
-    MXMOE_TENSORS_FIELD(activation_fn),
-    MXMOE_TENSORS_FIELD(alpha),
-    MXMOE_TENSORS_FIELD(limit),
-    MXMOE_TENSORS_FIELD(routing),
-    MXMOE_TENSORS_FIELD(renormalize),
-    MXMOE_TENSORS_FIELD(routed_scaling_factor),
-    MXMOE_TENSORS_FIELD(n_group),
-    MXMOE_TENSORS_FIELD(topk_group),
-    MXMOE_TENSORS_FIELD(expert_bias),
-};
-#undef MXMOE_TENSORS_FIELD
-// A field appended to the struct must be appended to the table.
-static_assert(sizeof(mxmoe_layer_tensors) - (std::end(kTensorsFields) - 1)->offset -
-                      (std::end(kTensorsFields) - 1)->size <
-                  alignof(mxmoe_layer_tensors),
-              "kTensorsFields must list every field of mxmoe_layer_tensors");
+#define F(f)                         \
+  Field {                            \
+    offsetof(S, f), sizeof(S::f), #f \
+  }
+MXMOE_VERSIONED(mxmoe_layer_tensors, "tensors", "mxmoe_layer_tensors_default()", F(struct_size),
+                F(family), F(top_k), F(gate_up), F(w13_blocks), F(w13_scales), F(w2_blocks),
+                F(w2_scales), F(num_experts), F(w1_blocks), F(w1_scales), F(w3_blocks),
+                F(w3_scales), F(w2_expert_blocks), F(w2_expert_scales), F(w13_bias), F(w2_bias),
+                F(router_weight), F(router_bias), F(selection_bias), F(activation_fn), F(alpha),
+                F(limit), F(routing), F(renormalize), F(routed_scaling_factor), F(n_group),
+                F(topk_group), F(expert_bias));
+MXMOE_VERSIONED(mxmoe_request_params, "params", "mxmoe_request_default_params()", F(struct_size),
+                F(activation), F(batch_invariant), F(threads), F(backend), F(excluded_backends),
+                F(tokens_hint), F(ep_size), F(ep_rank));
+MXMOE_VERSIONED(mxmoe_layer_info, "info", "mxmoe_layer_info_default()", F(struct_size),
+                F(num_experts), F(top_k), F(hidden), F(intermediate), F(expert_begin),
+                F(expert_end));
+MXMOE_VERSIONED(mxmoe_communicator, "communicator", "mxmoe_communicator_default()", F(struct_size),
+                F(rank), F(size), F(exchange), F(context));
+#undef F
+#undef MXMOE_VERSIONED
+// A field appended to a struct must be appended to its table.
+static_assert(lists_every_field<mxmoe_layer_tensors>() &&
+                  lists_every_field<mxmoe_request_params>() &&
+                  lists_every_field<mxmoe_layer_info>() && lists_every_field<mxmoe_communicator>(),
+              "every field of a versioned struct must be in its Versioned<T>::fields");
 
-// The caller's struct as this library's version of it: the fields within struct_size copied,
-// the others at their defaults.
-mxmoe_layer_tensors read_tensors_struct(const mxmoe_layer_tensors* p) {
+// The caller's struct_size, checked against T's fields: it must cover struct_size itself and
+// end between two fields (or past the last one).
+template <class T>
+std::size_t struct_size_of(const T* p) {
+  using V = Versioned<T>;
   std::size_t size = 0;
   std::memcpy(&size, p, sizeof size);
-  mxmoe_layer_tensors t = mxmoe_layer_tensors_default();
+  const std::string what = std::string(V::name) + "->struct_size = " + std::to_string(size);
+  if (size < sizeof size)
+    throw std::invalid_argument(what + ": start from " + V::init +
+                                " (it sets struct_size to the sizeof of the caller's header)");
+  for (const Field& f : V::fields)
+    if (f.offset < size && size < f.offset + f.size)
+      throw std::invalid_argument(what + " ends inside the field " + f.name + ": set it from " +
+                                  V::init + " (sizeof of the header the caller was built with)");
+  return size;
+}
+
+// The caller's struct as this library's version of it: the fields within struct_size copied,
+// the others at DEFAULTS. A larger struct (a newer header) is accepted when the bytes this
+// library does not know are zero (their defaults).
+template <class T>
+T read_versioned(const T* p, T defaults) {
+  const std::size_t size = struct_size_of(p);
   const auto* bytes = reinterpret_cast<const unsigned char*>(p);
-  if (size >= sizeof t) {
-    for (std::size_t i = sizeof t; i < size; ++i)
-      if (bytes[i] != 0)
-        throw std::invalid_argument(
-            "tensors->struct_size = " + std::to_string(size) + ": byte " + std::to_string(i) +
-            " lies past the " + std::to_string(sizeof t) +
-            " bytes of this library's mxmoe_layer_tensors and is not zero (a field of a newer "
-            "mxmoe.h that mxmoe " +
-            mxmoe::build_info::kVersion + " does not know)");
-    std::memcpy(&t, p, sizeof t);
-    return t;
-  }
-  for (const Field& f : kTensorsFields) {
+  for (std::size_t i = sizeof(T); i < size; ++i)
+    if (bytes[i] != 0)
+      throw std::invalid_argument(
+          std::string(Versioned<T>::name) + "->struct_size = " + std::to_string(size) + ": byte " +
+          std::to_string(i) + " lies past the " + std::to_string(sizeof(T)) +
+          " bytes of this library's struct and is not zero (a field of a newer mxmoe.h that "
+          "mxmoe " +
+          mxmoe::build_info::kVersion + " does not know)");
+  for (const Field& f : Versioned<T>::fields)
     if (f.offset + f.size <= size)
-      std::memcpy(reinterpret_cast<unsigned char*>(&t) + f.offset, bytes + f.offset, f.size);
-    else if (f.offset < size)
-      throw std::invalid_argument("tensors->struct_size = " + std::to_string(size) +
-                                  " ends inside the field " + f.name +
-                                  ": set it from mxmoe_layer_tensors_default() (sizeof "
-                                  "mxmoe_layer_tensors of the header the caller was built with)");
-  }
-  return t;
+      std::memcpy(reinterpret_cast<unsigned char*>(&defaults) + f.offset, bytes + f.offset, f.size);
+  return defaults;
+}
+
+// VALUE written into the caller's struct at OUT: only the fields within its struct_size (the
+// struct_size itself left as the caller set it); bytes past this library's struct zeroed.
+template <class T>
+void write_versioned(T* out, const T& value) {
+  const std::size_t size = struct_size_of(out);
+  auto* bytes = reinterpret_cast<unsigned char*>(out);
+  for (const Field& f : Versioned<T>::fields)
+    if (f.offset >= sizeof(std::size_t) && f.offset + f.size <= size)
+      std::memcpy(bytes + f.offset, reinterpret_cast<const unsigned char*>(&value) + f.offset,
+                  f.size);
+  if (size > sizeof(T)) std::memset(bytes + sizeof(T), 0, size - sizeof(T));
 }
 
 mxmoe::HostTensor host_tensor(const mxmoe_tensor& t, const std::string& name) {
@@ -439,6 +470,62 @@ struct mxmoe_ep_layer {
   std::optional<mxmoe::ExpertParallelLayer> layer;
 };
 
+namespace {
+
+// One array a layer call reads: its name, its data, and whether it must be given.
+struct CallInput {
+  const char* name;
+  const void* data;
+  bool required;
+};
+
+const mxmoe::MoeLayer& local_layer(const mxmoe_layer& l) {
+  return l.layer;
+}
+const mxmoe::MoeLayer& local_layer(const mxmoe_ep_layer& l) {
+  return l.layer->local();
+}
+
+[[noreturn]] void refuse(const char* fn, const char* what) {
+  throw std::invalid_argument(std::string(fn) + ": " + what);
+}
+
+// A forward call at the boundary, with the one contract of the edges (mxmoe/edge_checks.hpp,
+// as the Python package and the command line): the pointers and the token bound, every input
+// against the output y (no overlap), then CALL (which refuses NaN/Inf in x and bad routing),
+// then y's values (NaN/Inf: MXMOE_ERROR_NON_FINITE naming the tokens). Allocates nothing
+// unless it refuses.
+template <class Layer, class Y, class Call>
+mxmoe_status layer_call(const char* fn, Layer* layer, std::int64_t tokens,
+                        std::initializer_list<CallInput> inputs, Y* y, Call&& call) noexcept {
+  return guarded([&] {
+    if (layer == nullptr || tokens < 0) refuse(fn, "NULL layer or tokens < 0");
+    const mxmoe::LayerSpec& spec = local_layer(*layer).spec();
+    mxmoe::require_call_tokens(fn, tokens, spec.top_k);
+    const auto t = static_cast<std::size_t>(tokens);
+    const auto h = static_cast<std::size_t>(spec.hidden);
+    const auto k = static_cast<std::size_t>(spec.top_k);
+    std::array<mxmoe::ArrayBytes, 3> in{};
+    std::size_t n = 0;
+    for (const CallInput& i : inputs) {
+      if (tokens > 0 && i.required && i.data == nullptr)
+        refuse(fn, (std::string(i.name) + " must not be NULL").c_str());
+      // x [tokens, H] of Y; token_ids [tokens] int32; topk_ids, topk_weights [tokens, top_k].
+      const std::size_t bytes = n == 0                                  ? t * h * sizeof(Y)
+                                : std::strcmp(i.name, "token_ids") == 0 ? t * 4
+                                                                        : t * k * 4;
+      in.at(n++) = mxmoe::dense_bytes(i.name, i.data, bytes);
+    }
+    if (tokens > 0 && y == nullptr) refuse(fn, "y must not be NULL");
+    const mxmoe::ArrayBytes out = mxmoe::dense_bytes("y", y, t * h * sizeof(Y));
+    mxmoe::require_disjoint({in.data(), n}, {&out, 1});
+    call();
+    mxmoe::require_finite_output("the output", y, tokens, spec.hidden);
+  });
+}
+
+}  // namespace
+
 extern "C" {
 
 const char* mxmoe_version(void) {
@@ -484,8 +571,25 @@ mxmoe_status mxmoe_checkpoint_is_moe_layer(const mxmoe_checkpoint* checkpoint, i
   });
 }
 
+mxmoe_layer_info mxmoe_layer_info_default(void) {
+  mxmoe_layer_info info;
+  std::memset(&info, 0, sizeof info);
+  info.struct_size = sizeof info;
+  return info;
+}
+
+mxmoe_communicator mxmoe_communicator_default(void) {
+  mxmoe_communicator c;
+  std::memset(&c, 0, sizeof c);
+  c.struct_size = sizeof c;
+  c.size = 1;
+  return c;
+}
+
 mxmoe_request_params mxmoe_request_default_params(void) {
   mxmoe_request_params p;
+  std::memset(&p, 0, sizeof p);
+  p.struct_size = sizeof p;
   p.activation = MXMOE_ACTIVATION_DEFAULT;
   p.batch_invariant = false;
   p.threads = 0;
@@ -503,7 +607,8 @@ mxmoe_status mxmoe_layer_create(mxmoe_checkpoint* checkpoint, int32_t layer,
     require(checkpoint != nullptr && params != nullptr && out != nullptr,
             "mxmoe_layer_create: checkpoint, params and out must not be NULL");
     const std::shared_ptr<State>& state = checkpoint->state;
-    const mxmoe::Request request = request_of(*params);
+    const mxmoe::Request request =
+        request_of(read_versioned(params, mxmoe_request_default_params()));
     const mxmoe::LayerSpec spec = state->checkpoint.layer_spec(layer);
     const mxmoe::LayerWeights weights = state->checkpoint.layer_weights(layer);
     const auto [hw, runtime] = state->machine->get(request.threads);
@@ -529,8 +634,10 @@ mxmoe_status mxmoe_layer_create_from_tensors(const mxmoe_layer_tensors* tensors,
   return guarded([&] {
     require(tensors != nullptr && params != nullptr && out != nullptr,
             "mxmoe_layer_create_from_tensors: tensors, params and out must not be NULL");
-    const mxmoe::Request request = request_of(*params);
-    const mxmoe::TensorLayer from = tensor_layer(read_tensors_struct(tensors));
+    const mxmoe::Request request =
+        request_of(read_versioned(params, mxmoe_request_default_params()));
+    const mxmoe::TensorLayer from =
+        tensor_layer(read_versioned(tensors, mxmoe_layer_tensors_default()));
     const std::shared_ptr<Machine> machine =
         share_pool_with != nullptr ? share_pool_with->machine : std::make_shared<Machine>();
     const auto [hw, runtime] = machine->get(request.threads);
@@ -555,9 +662,10 @@ mxmoe_status mxmoe_ep_layer_create(mxmoe_checkpoint* checkpoint, int32_t layer,
             "mxmoe_ep_layer_create: checkpoint, params, communicator and out must not be NULL");
     auto handle = std::make_unique<mxmoe_ep_layer>();
     handle->state = checkpoint->state;
-    handle->comm = std::make_unique<CallbackCommunicator>(*communicator);
+    handle->comm = std::make_unique<CallbackCommunicator>(
+        read_versioned(communicator, mxmoe_communicator_default()));
     const int rank = handle->comm->rank(), size = handle->comm->size();
-    mxmoe::Request request = request_of(*params);
+    mxmoe::Request request = request_of(read_versioned(params, mxmoe_request_default_params()));
     request.ep_size = size;
     request.ep_rank = rank;
     const mxmoe::LayerSpec spec = handle->state->checkpoint.layer_spec(layer);
@@ -578,30 +686,21 @@ mxmoe_status mxmoe_ep_layer_get_info(const mxmoe_ep_layer* layer, mxmoe_layer_in
   return guarded([&] {
     require(layer != nullptr && out != nullptr,
             "mxmoe_ep_layer_get_info: layer and out must not be NULL");
-    *out = info_of(layer->layer->local());
+    write_versioned(out, info_of(layer->layer->local()));
   });
 }
 
 mxmoe_status mxmoe_ep_layer_forward_f32(mxmoe_ep_layer* layer, const float* x, int64_t tokens,
                                         float* y) {
-  return guarded([&] {
-    require(layer != nullptr && tokens >= 0,
-            "mxmoe_ep_layer_forward_f32: NULL layer or tokens < 0");
-    require(tokens == 0 || (x != nullptr && y != nullptr),
-            "mxmoe_ep_layer_forward_f32: x and y must not be NULL");
-    layer->layer->forward(x, tokens, y);
-  });
+  return layer_call("mxmoe_ep_layer_forward_f32", layer, tokens, {{"x", x, true}}, y,
+                    [&] { layer->layer->forward(x, tokens, y); });
 }
 
 mxmoe_status mxmoe_ep_layer_forward_tokens_f32(mxmoe_ep_layer* layer, const float* x,
                                                const int32_t* token_ids, int64_t tokens, float* y) {
-  return guarded([&] {
-    require(layer != nullptr && tokens >= 0,
-            "mxmoe_ep_layer_forward_tokens_f32: NULL layer or tokens < 0");
-    require(tokens == 0 || (x != nullptr && y != nullptr),
-            "mxmoe_ep_layer_forward_tokens_f32: x and y must not be NULL");
-    layer->layer->forward(x, token_ids, tokens, y);
-  });
+  return layer_call("mxmoe_ep_layer_forward_tokens_f32", layer, tokens,
+                    {{"x", x, true}, {"token_ids", token_ids, false}}, y,
+                    [&] { layer->layer->forward(x, token_ids, tokens, y); });
 }
 
 void mxmoe_layer_destroy(mxmoe_layer* layer) {
@@ -612,17 +711,13 @@ mxmoe_status mxmoe_layer_get_info(const mxmoe_layer* layer, mxmoe_layer_info* ou
   return guarded([&] {
     require(layer != nullptr && out != nullptr,
             "mxmoe_layer_get_info: layer and out must not be NULL");
-    *out = info_of(layer->layer);
+    write_versioned(out, info_of(layer->layer));
   });
 }
 
 mxmoe_status mxmoe_layer_forward_f32(mxmoe_layer* layer, const float* x, int64_t tokens, float* y) {
-  return guarded([&] {
-    require(layer != nullptr && tokens >= 0, "mxmoe_layer_forward_f32: NULL layer or tokens < 0");
-    require(tokens == 0 || (x != nullptr && y != nullptr),
-            "mxmoe_layer_forward_f32: x and y must not be NULL");
-    layer->layer.forward(x, tokens, y);
-  });
+  return layer_call("mxmoe_layer_forward_f32", layer, tokens, {{"x", x, true}}, y,
+                    [&] { layer->layer.forward(x, tokens, y); });
 }
 
 mxmoe_status mxmoe_layer_vocab(const mxmoe_layer* layer, int32_t* out) {
@@ -636,61 +731,41 @@ mxmoe_status mxmoe_layer_vocab(const mxmoe_layer* layer, int32_t* out) {
 
 mxmoe_status mxmoe_layer_forward_tokens_f32(mxmoe_layer* layer, const float* x,
                                             const int32_t* token_ids, int64_t tokens, float* y) {
-  return guarded([&] {
-    require(layer != nullptr && tokens >= 0,
-            "mxmoe_layer_forward_tokens_f32: NULL layer or tokens < 0");
-    require(tokens == 0 || (x != nullptr && y != nullptr),
-            "mxmoe_layer_forward_tokens_f32: x and y must not be NULL");
-    layer->layer.forward(x, token_ids, tokens, y);
-  });
+  return layer_call("mxmoe_layer_forward_tokens_f32", layer, tokens,
+                    {{"x", x, true}, {"token_ids", token_ids, false}}, y,
+                    [&] { layer->layer.forward(x, token_ids, tokens, y); });
 }
 
 mxmoe_status mxmoe_layer_forward_tokens_bf16(mxmoe_layer* layer, const uint16_t* x,
                                              const int32_t* token_ids, int64_t tokens,
                                              uint16_t* y) {
-  return guarded([&] {
-    require(layer != nullptr && tokens >= 0,
-            "mxmoe_layer_forward_tokens_bf16: NULL layer or tokens < 0");
-    require(tokens == 0 || (x != nullptr && y != nullptr),
-            "mxmoe_layer_forward_tokens_bf16: x and y must not be NULL");
-    layer->layer.forward_bf16(x, token_ids, tokens, y);
-  });
+  return layer_call("mxmoe_layer_forward_tokens_bf16", layer, tokens,
+                    {{"x", x, true}, {"token_ids", token_ids, false}}, y,
+                    [&] { layer->layer.forward_bf16(x, token_ids, tokens, y); });
 }
 
 mxmoe_status mxmoe_layer_forward_routed_f32(mxmoe_layer* layer, const float* x,
                                             const int32_t* topk_ids, const float* topk_weights,
                                             int64_t tokens, float* y) {
-  return guarded([&] {
-    require(layer != nullptr && tokens >= 0,
-            "mxmoe_layer_forward_routed_f32: NULL layer or tokens < 0");
-    require(tokens == 0 ||
-                (x != nullptr && topk_ids != nullptr && topk_weights != nullptr && y != nullptr),
-            "mxmoe_layer_forward_routed_f32: x, topk_ids, topk_weights and y must not be NULL");
-    layer->layer.forward_routed(x, topk_ids, topk_weights, tokens, y);
-  });
+  return layer_call(
+      "mxmoe_layer_forward_routed_f32", layer, tokens,
+      {{"x", x, true}, {"topk_ids", topk_ids, true}, {"topk_weights", topk_weights, true}}, y,
+      [&] { layer->layer.forward_routed(x, topk_ids, topk_weights, tokens, y); });
 }
 
 mxmoe_status mxmoe_layer_forward_bf16(mxmoe_layer* layer, const uint16_t* x, int64_t tokens,
                                       uint16_t* y) {
-  return guarded([&] {
-    require(layer != nullptr && tokens >= 0, "mxmoe_layer_forward_bf16: NULL layer or tokens < 0");
-    require(tokens == 0 || (x != nullptr && y != nullptr),
-            "mxmoe_layer_forward_bf16: x and y must not be NULL");
-    layer->layer.forward_bf16(x, tokens, y);
-  });
+  return layer_call("mxmoe_layer_forward_bf16", layer, tokens, {{"x", x, true}}, y,
+                    [&] { layer->layer.forward_bf16(x, tokens, y); });
 }
 
 mxmoe_status mxmoe_layer_forward_routed_bf16(mxmoe_layer* layer, const uint16_t* x,
                                              const int32_t* topk_ids, const float* topk_weights,
                                              int64_t tokens, uint16_t* y) {
-  return guarded([&] {
-    require(layer != nullptr && tokens >= 0,
-            "mxmoe_layer_forward_routed_bf16: NULL layer or tokens < 0");
-    require(tokens == 0 ||
-                (x != nullptr && topk_ids != nullptr && topk_weights != nullptr && y != nullptr),
-            "mxmoe_layer_forward_routed_bf16: x, topk_ids, topk_weights and y must not be NULL");
-    layer->layer.forward_routed_bf16(x, topk_ids, topk_weights, tokens, y);
-  });
+  return layer_call(
+      "mxmoe_layer_forward_routed_bf16", layer, tokens,
+      {{"x", x, true}, {"topk_ids", topk_ids, true}, {"topk_weights", topk_weights, true}}, y,
+      [&] { layer->layer.forward_routed_bf16(x, topk_ids, topk_weights, tokens, y); });
 }
 
 mxmoe_status mxmoe_layer_selection_json(const mxmoe_layer* layer, char** json) {

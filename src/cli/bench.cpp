@@ -50,6 +50,11 @@ struct BenchOptions {
   std::string ep_tokens = "rank0";
 };
 
+// --output may not be a file of the checkpoint bench reads.
+void check_output_file(const BenchOptions& o) {
+  check_output("--output", o.output, CommandInputs().checkpoint("--model", o.layer.model));
+}
+
 void say(const std::string& line) {
   fmt::print(stderr, "{}\n", line);
 }
@@ -255,7 +260,7 @@ std::vector<std::string> backend_list(const std::string& text, const std::string
 }
 
 int run_bench_command(const BenchOptions& o, CLI::App& sub) {
-  if (const auto world = ep_world(o.ep.resolve(sub))) {
+  if (const auto world = ep_world(o.ep.resolve(sub), sub)) {
     if (o.json || o.format != "md")
       throw UsageError("bench under mpirun writes a markdown report (no --json or --format)");
     if (!o.layers.empty())
@@ -278,7 +283,8 @@ int run_bench_command(const BenchOptions& o, CLI::App& sub) {
             "{} {}: under mpirun, one value per run (the group agrees on one backend and one "
             "activation format)",
             flag, *value));
-    if (world->rank() == 0 && !o.output.empty()) files::check_can_create(o.output);
+    if (world->rank() == 0 && !o.output.empty())
+      check_output_file(o);
     EpBenchOptions e;
     e.layer = o.layer;
     try {
@@ -315,7 +321,8 @@ int run_bench_command(const BenchOptions& o, CLI::App& sub) {
         fmt::format("--output takes a file name; for the {} format use --format {} "
                     "(or --json)",
                     o.output, o.output));
-  if (!o.output.empty()) files::check_can_create(o.output);
+  if (!o.output.empty())
+    check_output_file(o);
   perf::BenchConfig config;
   try {
     config.tokens = perf::parse_int_list(o.tokens, "--tokens", 1, kMaxTokensPerCall);
@@ -341,6 +348,19 @@ int run_bench_command(const BenchOptions& o, CLI::App& sub) {
   config.row_seconds = o.row_seconds;
   config.max_call_seconds = o.max_call_seconds;
   config.progress = say;
+  // The most memory any check below found the bench would hold, reported at the end (the
+  // accuracy of the estimate is measured: docs/RELIABILITY.md, memory).
+  auto estimate = std::make_shared<double>(0.0);
+  const auto check = [estimate](const std::string& what,
+                                const std::vector<std::pair<std::string, double>>& parts) {
+    *estimate = std::max(
+        *estimate,
+        require_memory(what, parts, "use fewer tokens, copies (--memory-budget-mb) or layers"));
+  };
+  config.check_memory = [check](const std::string& what,
+                                const std::vector<std::pair<std::string, double>>& parts) {
+    check("bench: " + what, parts);
+  };
   if (!o.layers.empty()) {
     if (o.cache_resident)
       throw UsageError("--layers times the whole stack as it streams; drop --cache-resident");
@@ -352,17 +372,23 @@ int run_bench_command(const BenchOptions& o, CLI::App& sub) {
     const LayerSpec spec = o.layer.from_model() ? LayerSpec{} : o.layer.spec();
     if (!o.layer.from_model()) {
       // The stack's weights are checked when they are built (build_stack_from_preset).
+      // The copies build_layers will generate (the budget is only their upper bound).
       const double copies_bytes =
-          o.layers.empty() ? static_cast<double>(o.memory_budget_mb << 20) : 0.0;
+          o.layers.empty()
+              ? static_cast<double>(perf::plan_copies(perf::layer_weight_bytes(spec), hw.l3_bytes,
+                                                      o.memory_budget_mb << 20, o.cache_resident)
+                                        .total_bytes)
+              : 0.0;
       const double m = *std::max_element(config.tokens.begin(), config.tokens.end());
       const double row = static_cast<double>(spec.hidden) * sizeof(float);
-      require_memory(fmt::format("bench: {} tokens of {}", m, spec.name),
-                     {{"input", m * row},
-                      {"output", m * row},
-                      {"per-slot outputs", m * spec.top_k * row},
-                      {"layer copies", copies_bytes}});
+      check(fmt::format("bench: {} tokens of {}", m, spec.name),
+            {{"input", m * row}, {"output", m * row}, {"layer copies", copies_bytes}});
     }
   }
+  // measure_limits reads a buffer of its own first (freed before any layer is built).
+  check("bench: the DRAM bandwidth buffer",
+        {{"buffer", static_cast<double>(perf::dram_buffer_bytes(hw, o.dram_buffer_mb << 20,
+                                                                 std::max(1, hw.logical_cpus)))}});
   say("measuring machine limits...");
   perf::LimitsOptions limits_options;
   limits_options.dram_buffer_bytes = o.dram_buffer_mb << 20;
@@ -391,6 +417,7 @@ int run_bench_command(const BenchOptions& o, CLI::App& sub) {
       for (const std::string& n : report.notes) say("note: " + n);
       break;
   }
+  say(fmt::format("bench: memory estimate {:.0f} bytes (the most any check found)", *estimate));
   if (o.output.empty()) {
     fmt::print("{}", text);
   } else {
@@ -446,19 +473,23 @@ void add_bench(CLI::App& app, Action& action) {
                   "Write the report to this file (whole or not at all; checked writable before "
                   "measuring) instead of stdout");
   sub->add_flag("--limits", o->limits_only, "Only measure and print this machine's limits");
+  // MiB counts are shifted into bytes: bounded so the shift cannot wrap (1 TiB at most).
   sub->add_option("--dram-buffer-mb", o->dram_buffer_mb,
-                  "Buffer read for the DRAM bandwidth (default: 4x the last-level cache)");
+                  "Buffer read for the DRAM bandwidth, 1..1048576 MiB (default: 4x the "
+                  "last-level cache, at least 256 MiB)")
+      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 20));
   sub->add_option("--memory-budget-mb", o->memory_budget_mb,
-                  "Most weight bytes of streamed layer copies")
+                  "Most weight bytes of streamed layer copies, 1..1048576 MiB")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  sub->add_option("--row-seconds", o->row_seconds, "Timed seconds aimed at per row (auto reps)")
+      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 20));
+  sub->add_option("--row-seconds", o->row_seconds,
+                  "Timed seconds aimed at per row (auto reps), in [0.000001, 3600]")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(finite_in(1e-6, 3600));
   sub->add_option("--max-call-seconds", o->max_call_seconds,
-                  "Skip rows predicted to take longer than this per call")
+                  "Skip rows predicted to take longer than this per call, in [0.000001, 86400]")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(finite_in(1e-6, 86400));
   o->ep.add(*sub);
   sub->add_option("--ep-tokens", o->ep_tokens,
                   "Under mpirun: where the tokens are, rank0 (as `mxmoe run`) or all (split "

@@ -4,12 +4,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <limits>
 #include <sstream>
 #include <stdexcept>
 
 #include "base/file.hpp"
+#include "io/checkpoint_file.hpp"
 #include "model/model_config.hpp"
 #include "mxmoe/checkpoint.hpp"
 #include "mxmoe/hardware.hpp"
@@ -138,10 +140,12 @@ void LayerOptions::add(CLI::App& app, bool several_layers) {
     app.add_option("--layer", layers,
                    "Layer index in the model (with --model); a comma list runs each in turn")
         ->delimiter(',')
-        ->check(CLI::Range(0, kMaxModelLayers - 1));
+        ->check(CLI::Range(0, kMaxModelLayers - 1))
+        ->needs(m);  // beside --preset it would be ignored
   } else {
     app.add_option("--layer", layer, "Layer index in the model (with --model)")
-        ->check(CLI::Range(0, kMaxModelLayers - 1));
+        ->check(CLI::Range(0, kMaxModelLayers - 1))
+        ->needs(m);
   }
 }
 
@@ -149,6 +153,34 @@ std::vector<int> LayerOptions::selected_layers() const {
   if (from_model()) return layers;
   if (layers != std::vector<int>{0}) throw UsageError("--layer needs --model");
   return {0};
+}
+
+CommandInputs& CommandInputs::file(const std::string& flag, const std::string& path) {
+  if (!path.empty()) list_.push_back({flag + " " + files::printable(path), path});
+  return *this;
+}
+
+CommandInputs& CommandInputs::checkpoint(const std::string& flag, const std::string& dir) {
+  if (dir.empty()) return *this;
+  list_.push_back({flag + " " + files::printable(dir), dir});
+  for (const std::string& name : io::checkpoint_file_names(dir))
+    list_.push_back(
+        {files::printable(name) + " of " + flag + " " + files::printable(dir), dir + "/" + name});
+  return *this;
+}
+
+CommandInputs& CommandInputs::current_directory() {
+  list_.push_back({"the current directory", "."});
+  return *this;
+}
+
+void check_output(const std::string& flag, const std::string& output, const CommandInputs& inputs,
+                  bool directory) {
+  if (const auto input = files::input_destroyed_by(output, inputs.list()))
+    throw UsageError(fmt::format("{} {}: {} {}, which this command reads; write elsewhere", flag,
+                                 files::printable(output),
+                                 directory ? "is or contains" : "is", input->what));
+  if (!directory) files::check_can_create(output);
 }
 
 std::vector<std::int32_t> read_token_ids(const std::string& path, std::int64_t tokens) {
@@ -220,7 +252,7 @@ std::string bytes_text(double bytes) {
   return fmt::format("{:.1f} KB", bytes / 1e3);
 }
 
-void require_memory(const std::string& what,
+double require_memory(const std::string& what,
                     const std::vector<std::pair<std::string, double>>& parts,
                     const std::string& remedy) {
   const std::uint64_t available = available_memory_bytes();
@@ -230,33 +262,11 @@ void require_memory(const std::string& what,
     need += bytes;
     list += fmt::format("{}{} {}", list.empty() ? "" : ", ", name, bytes_text(bytes));
   }
-  if (available == 0 || need <= static_cast<double>(available)) return;
+  if (available == 0 || need <= static_cast<double>(available)) return need;
   throw std::runtime_error(fmt::format(
       "{} needs {} ({:.0f} bytes: {}), more than the {} of memory available now (MemAvailable); "
       "{}",
       what, bytes_text(need), need, list, bytes_text(static_cast<double>(available)), remedy));
-}
-
-std::string NonFinite::describe(std::int64_t total_tokens) const {
-  std::string text = fmt::format("{} non-finite value{} (NaN/Inf) in {} of {} tokens: ", values,
-                                 values == 1 ? "" : "s", tokens.size(), total_tokens);
-  const std::size_t shown = std::min<std::size_t>(tokens.size(), 10);
-  for (std::size_t i = 0; i < shown; ++i)
-    text += fmt::format("{}token {} ({})", i ? ", " : "", tokens[i].first, tokens[i].second);
-  if (tokens.size() > shown) text += fmt::format(", ... ({} more tokens)", tokens.size() - shown);
-  return text;
-}
-
-NonFinite find_non_finite(const std::vector<float>& y, std::int64_t tokens, std::int64_t width) {
-  NonFinite n;
-  for (std::int64_t t = 0; t < tokens; ++t) {
-    std::int64_t count = 0;
-    for (std::int64_t i = 0; i < width; ++i)
-      count += std::isfinite(y[static_cast<std::size_t>(t * width + i)]) ? 0 : 1;
-    if (count > 0) n.tokens.emplace_back(t, count);
-    n.values += count;
-  }
-  return n;
 }
 
 namespace {
@@ -291,6 +301,20 @@ bool StopOnSignal::stop_requested() noexcept {
 
 int StopOnSignal::signal() noexcept {
   return static_cast<int>(g_stop_signal);
+}
+
+CLI::Validator finite_in(double low, double high) {
+  return CLI::Validator(
+      [low, high](std::string& value) {
+        char* end = nullptr;
+        const double v = std::strtod(value.c_str(), &end);
+        if (value.empty() || end != value.c_str() + value.size() || !std::isfinite(v) ||
+            v < low || v > high)
+          return fmt::format("'{}' is not a finite number in [{}, {}]", files::printable(value),
+                             low, high);
+        return std::string();
+      },
+      fmt::format("FLOAT in [{}, {}]", low, high));
 }
 
 }  // namespace mxmoe::cli

@@ -16,8 +16,10 @@
 #include <string>
 #include <vector>
 
+#include "base/file.hpp"
 #include "mxmoe/config.hpp"
 #include "mxmoe/deployment.hpp"
+#include "mxmoe/edge_checks.hpp"
 #include "mxmoe/oracle.hpp"
 
 namespace mxmoe::cli {
@@ -94,27 +96,49 @@ void require_backend_name(const std::string& name, const std::string& what);
 // live CPU lacks. Throws NoBackendError (exit 3) with the live verdict and that explanation.
 void require_runnable_here(const Selection& s, const Hardware& live);
 
+// What a command reads, gathered from its flags, so that no output overwrites it: a file
+// flag (--input, --hardware, --placement, --token-ids), the files of a checkpoint (--model:
+// config.json, model.safetensors, the index and its shards), the current directory.
+class CommandInputs {
+ public:
+  CommandInputs& file(const std::string& flag, const std::string& path);
+  CommandInputs& checkpoint(const std::string& flag, const std::string& dir);
+  CommandInputs& current_directory();
+  const std::vector<files::CommandInput>& list() const noexcept { return list_; }
+
+ private:
+  std::vector<files::CommandInput> list_;
+};
+
+// The one preflight of every output a command writes, before any work: UsageError (exit 2)
+// when OUTPUT (the value of FLAG) is one of INPUTS or, a directory to be replaced, holds one
+// ("--output ckpt/config.json is config.json of --model ckpt, which this command reads").
+// A file output (`directory` false) is then checked by files::check_can_create.
+void check_output(const std::string& flag, const std::string& output, const CommandInputs& inputs,
+                  bool directory = false);
+
 // Bytes of memory the OS can give now (MemAvailable), or 0 when unknown.
 std::uint64_t available_memory_bytes();
 // Throws std::runtime_error (exit 1) when NEED bytes exceed the available memory, naming the
 // bytes of each PART ("input 11.5 GB, output 11.5 GB, workspace 2.1 GB") and ending with
-// REMEDY.
-void require_memory(const std::string& what,
+// REMEDY. Returns the sum of the parts (the estimate).
+double require_memory(const std::string& what,
                     const std::vector<std::pair<std::string, double>>& parts,
                     const std::string& remedy = "use fewer tokens");
 
 // "1.23 GB" / "456.7 MB" / "12.0 KB".
 std::string bytes_text(double bytes);
 
-// Non-finite values of an output [tokens, width]: per token with any, the count.
-struct NonFinite {
-  std::int64_t values = 0;
-  std::vector<std::pair<std::int64_t, std::int64_t>> tokens;  // (token, count)
-  bool any() const { return values > 0; }
-  // "3 non-finite values (NaN/Inf) in 2 of 16 tokens: token 4 (2), token 9 (1)"
-  std::string describe(std::int64_t total_tokens) const;
-};
-NonFinite find_non_finite(const std::vector<float>& y, std::int64_t tokens, std::int64_t width);
+// A flag's check that its value is a finite number in [LOW, HIGH]: CLI11's own Range and
+// PositiveNumber pass NaN (every comparison with it is false).
+CLI::Validator finite_in(double low, double high);
+
+// Non-finite values of an output [tokens, width]: the library's scan (mxmoe/edge_checks.hpp),
+// the one every edge reports with.
+inline NonFinite find_non_finite(const std::vector<float>& y, std::int64_t tokens,
+                                 std::int64_t width) {
+  return mxmoe::find_non_finite(y.data(), tokens, width);
+}
 
 // While it lives, SIGINT and SIGTERM do not kill the process but are recorded, so a long
 // writer (quantize, generate) polls stop_requested() between pieces and stops cleanly (its

@@ -2,8 +2,13 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <iterator>
+#include <string_view>
+#include <utility>
 
+#include "base/json.hpp"
 #include "cli/common.hpp"
 #if MXMOE_WITH_MPI
 #include "mxmoe/mpi.hpp"
@@ -87,14 +92,89 @@ CommOptions EpOptions::resolve(CLI::App& app) const {
   return o;
 }
 
-std::unique_ptr<Communicator> ep_world(const CommOptions& options) {
+std::unique_ptr<Communicator> ep_world(const CommOptions& options, const CLI::App& sub) {
   if (!launched_by_mpi()) return nullptr;
 #if MXMOE_WITH_MPI
-  return mpi::world(options);
+  auto world = mpi::world(options);
+  require_same_flags(*world, sub);
+  return world;
 #else
   (void)options;
+  (void)sub;
   return nullptr;
 #endif
+}
+
+namespace {
+
+// Flags each rank may be given its own way: where it reads its machine from (`--hardware`
+// replays another machine, as docs/DISTRIBUTED.md describes), its thread count (hosts differ),
+// and paths whose contents are checked on their own (`--model`: the ranks' weights are compared
+// by digest; `--input`, `--token-ids` and `--output` are read or written by rank 0 only).
+constexpr std::string_view kPerRankFlags[] = {"--hardware", "--threads",   "--model",
+                                              "--input",    "--token-ids", "--output"};
+
+using Flags = std::vector<std::pair<std::string, std::string>>;
+
+// SUB's name and the flags given to it (but the per-rank ones), in the order SUB declares
+// them (the same on every rank); a flag's values joined by spaces.
+Flags given_flags(const CLI::App& sub) {
+  Flags flags = {{"subcommand", sub.get_name()}};
+  for (const CLI::Option* opt : sub.get_options()) {
+    if (opt->count() == 0) continue;
+    const std::string name = opt->get_name();
+    if (std::find(std::begin(kPerRankFlags), std::end(kPerRankFlags), name) !=
+        std::end(kPerRankFlags))
+      continue;
+    std::string values;
+    for (const std::string& v : opt->results()) values += (values.empty() ? "" : " ") + v;
+    flags.emplace_back(name, values);
+  }
+  return flags;
+}
+
+// As JSON, so a value holding any character (an inline placement, a line break) travels whole.
+std::string flags_text(const Flags& flags) {
+  json::Json j = json::Json::array();
+  for (const auto& [name, values] : flags) j.push_back(json::Json::array({name, values}));
+  return j.dump();
+}
+
+Flags parse_flags_text(const std::string& text, std::size_t rank) {
+  const json::Json j = json::parse_strict(text, fmt::format("rank {}'s flags", rank));
+  Flags flags;
+  for (const json::Json& pair : j)
+    flags.emplace_back(pair.at(0).get<std::string>(), pair.at(1).get<std::string>());
+  return flags;
+}
+
+// "'3'" or "not given".
+std::string flag_value(const Flags& flags, const std::string& name) {
+  for (const auto& [n, v] : flags)
+    if (n == name) return v.empty() ? "given" : fmt::format("'{}'", v);
+  return "not given";
+}
+
+}  // namespace
+
+void require_same_flags(Communicator& comm, const CLI::App& sub) {
+  const std::vector<std::string> all = allgather_strings(comm, flags_text(given_flags(sub)));
+  const Flags first = parse_flags_text(all.at(0), 0);
+  for (std::size_t r = 1; r < all.size(); ++r) {
+    if (all[r] == all[0]) continue;
+    const Flags theirs = parse_flags_text(all[r], r);
+    // The first flag (in rank 0's order, then the rank's own) whose values differ.
+    std::string name;
+    for (const Flags* list : {&first, &theirs})
+      for (const auto& [n, v] : *list)
+        if (name.empty() && flag_value(first, n) != flag_value(theirs, n)) name = n;
+    const std::string what = name == "subcommand" ? "the command" : name;
+    throw UsageError(fmt::format(
+        "under mpirun every rank takes the flags rank 0 was given (but --hardware, --threads and "
+        "the paths of --model, --input, --token-ids, --output): {} is {} on rank 0 and {} on "
+        "rank {}",
+        what, flag_value(first, name), flag_value(theirs, name), r));
+  }
 }
 
 std::int64_t from_rank0(Communicator& comm, std::int64_t value) {

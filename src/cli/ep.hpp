@@ -50,8 +50,16 @@ struct EpOptions {
   CommOptions resolve(CLI::App& app) const;
 };
 
-// The world communicator when launched by mpirun, else null.
-std::unique_ptr<Communicator> ep_world(const CommOptions& options);
+// The world communicator when launched by mpirun, else null. Collective: every rank must have
+// been started with the same subcommand and flags as rank 0 (see require_same_flags).
+std::unique_ptr<Communicator> ep_world(const CommOptions& options, const CLI::App& sub);
+
+// Every rank runs SUB with the flags rank 0 was given (collective). A flag given unlike rank
+// 0's (`--reps 3` on one rank, `--reps 5` on another) would make the ranks call different
+// collectives and fail later with a message about bytes; it is refused here, on every rank,
+// with a UsageError naming the flag and both values. The environment may differ (a rank capped
+// by MXMOE_MAX_ISA is how a mixed group is tried); the flags may not.
+void require_same_flags(Communicator& comm, const CLI::App& sub);
 
 // Rank 0's value on every rank.
 std::int64_t from_rank0(Communicator& comm, std::int64_t value);

@@ -30,6 +30,7 @@ struct GenerateFlags {
 };
 
 int generate(const GenerateFlags& o) {
+  check_output("--out", o.out, CommandInputs().current_directory(), /*directory=*/true);
   const LayerSpec spec = resize(preset(o.preset), {o.experts, o.top_k, o.hidden, o.intermediate});
   mxmoe::GenerateOptions g;
   g.layers = o.layers;
@@ -122,7 +123,9 @@ void add_generate(CLI::App& app, Action& action) {
                   "Seed of the random weights (layer N uses seed + N; with --full each tensor has "
                   "its own stream)")
       ->capture_default_str();
-  sub->add_flag("--force", opts->force, "Replace OUT if it exists (as a whole)");
+  sub->add_flag("--force", opts->force,
+                "Replace OUT if it exists (as a whole): only a checkpoint mxmoe wrote or an "
+                "empty directory");
   sub->footer(
       "Examples:\n"
       "  mxmoe generate --preset qwen3-30b-a3b --experts 8 --hidden 256 --intermediate 128 "

@@ -3,11 +3,17 @@
 #include <fmt/core.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <charconv>
 #include <csignal>
+#include <cstdint>
 #include <exception>
+#include <limits>
 #include <new>
 #include <string>
+#include <string_view>
 
+#include "base/printable.hpp"
 #include "cli/command.hpp"
 #include "cli/common.hpp"
 #include "cli/ep.hpp"
@@ -45,8 +51,49 @@ constexpr const char* kFooter =
     "Alder Lake), MXMOE_EP_DEADLINE (seconds a rank waits for the others under mpirun). The C "
     "API and the Python package read them the same way.";
 
+// One rule for every value on the command line, as for the MXMOE_* variables: an integer is
+// decimal digits (a '-' first where it may be negative) within its type's range, never 0x10
+// read as 16 or -1 wrapped to 2^64 - 1; no option takes an empty value ('--output ""' is a
+// mistake, not "no output").
+std::string strict_value(const std::string& value, const std::string& type) {
+  if (value.empty()) return "expected a value, got an empty string";
+  if (type != "INT" && type != "UINT") return "";
+  const bool negative = value.front() == '-' && type == "INT";
+  const std::string_view digits = std::string_view(value).substr(negative ? 1 : 0);
+  const bool decimal = !digits.empty() && std::all_of(digits.begin(), digits.end(), [](char c) {
+    return c >= '0' && c <= '9';
+  });
+  if (type == "UINT") {
+    std::uint64_t n = 0;
+    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
+    if (!decimal || ec != std::errc() || end != digits.data() + digits.size())
+      return fmt::format("expected a decimal integer in [0, {}], got '{}'",
+                         std::numeric_limits<std::uint64_t>::max(), value);
+    return "";
+  }
+  if (!decimal) return fmt::format("expected a decimal integer, got '{}'", value);
+  return "";
+}
+
+void read_values_strictly(CLI::App& app) {
+  for (CLI::Option* option : app.get_options()) {
+    if (option->get_type_size_max() == 0) continue;  // a flag: takes no value
+    std::string type = option->get_type_name();
+    type = type.substr(0, type.find(':'));
+    option->check(CLI::Validator(
+        [type](std::string& value) { return strict_value(value, type); }, "", "strict"));
+  }
+  for (CLI::App* sub : app.get_subcommands({})) read_values_strictly(*sub);
+}
+
+// Every message leaves through here: a flag's value echoed raw (by the parser, or in our own
+// text) cannot drive the terminal (mxmoe::printable_message).
+void print_error(const std::string& text) {
+  fmt::print(stderr, "{}", mxmoe::printable_message(text));
+}
+
 int error(int code, const std::string& message) {
-  fmt::print(stderr, "mxmoe: error: {}\n", message);
+  print_error("mxmoe: error: " + message + "\n");
   return code;
 }
 
@@ -72,6 +119,7 @@ int main(int argc, char** argv) {
 #define MXMOE_COMMAND(NAME) mxmoe::cli::add_##NAME(app, action);
 #include "cli/commands.inc"
 #undef MXMOE_COMMAND
+  read_values_strictly(app);
 
   if (argc < 2) {
     fmt::print(stderr, "{}\n", app.help());
@@ -89,15 +137,16 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int rc = app.exit(e);
-    return rc == 0 ? 0 : mxmoe::cli::kExitUsage;
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    print_error(CLI::FailureMessage::simple(&app, e));
+    return mxmoe::cli::kExitUsage;
   }
   // Under mpirun every rank runs the command; the expert-parallel ones talk to each other.
   std::unique_ptr<mxmoe::cli::MpiScope> mpi;
   try {
     mpi = std::make_unique<mxmoe::cli::MpiScope>(&argc, &argv);
   } catch (const std::exception& e) {
-    fmt::print(stderr, "mxmoe: error: {}\n", e.what());
+    print_error(fmt::format("mxmoe: error: {}\n", e.what()));
     return mxmoe::cli::kExitUsage;
   }
   const bool group = mpi->active() && mpi->world_size() > 1;
@@ -105,7 +154,7 @@ int main(int argc, char** argv) {
   // A rank that fails alone (a bad file on rank 0, a rank that stopped answering) ends the
   // whole job: the others would otherwise wait for it until their deadline.
   const auto fail = [&](int code, const std::string& message) {
-    fmt::print(stderr, "mxmoe: {}error: {}\n", who, message);
+    print_error(fmt::format("mxmoe: {}error: {}\n", who, message));
     return group ? (mpi->abort(code), code) : code;
   };
   if (group) {
@@ -128,9 +177,10 @@ int main(int argc, char** argv) {
     // In a group every rank agreed on it and its message gathers every rank's reasons:
     // rank 0 prints it, once.
     if (group) {
-      if (mpi->world_rank() == 0) fmt::print(stderr, "{}\n", e.what());
+      if (mpi->world_rank() == 0) print_error(fmt::format("{}\n", e.what()));
     } else {
-      fmt::print(stderr, "{}\n\n{}\n", mxmoe::format_selection_table(e.selection()), e.what());
+      print_error(
+          fmt::format("{}\n\n{}\n", mxmoe::format_selection_table(e.selection()), e.what()));
     }
     return mxmoe::cli::kExitNoBackend;
   } catch (const mxmoe::CommError& e) {

@@ -13,6 +13,8 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "base/mapped_reads.hpp"
+#include "base/printable.hpp"
 #include "cli/common.hpp"
 #include "io/model_dir.hpp"
 #include "mxmoe/checkpoint.hpp"
@@ -85,6 +87,7 @@ int info_model(const std::string& dir, bool json, const std::string* hardware_js
   const std::uint64_t rss_before = perf::resident_bytes();
   const auto t_open = std::chrono::steady_clock::now();
   const io::ModelDir model = io::ModelDir::open(dir);
+  const std::vector<int> slots = model.tensors.mapped_slots();  // base/mapped_reads.hpp
   const double open_ms = ms_since(t_open);
   const std::uint64_t rss_open = perf::resident_bytes();
 
@@ -110,7 +113,8 @@ int info_model(const std::string& dir, bool json, const std::string* hardware_js
     const std::uint64_t rss0 = perf::resident_bytes();
     const auto t0 = std::chrono::steady_clock::now();
     try {
-      (void)model.bind(first_moe, /*check_values=*/true);
+      mapped_reads::read_guarded(slots,
+                                 [&] { (void)model.bind(first_moe, /*check_values=*/true); });
     } catch (const LoadError& e) {
       layer_error = e.what();
       all_ok = false;
@@ -132,16 +136,21 @@ int info_model(const std::string& dir, bool json, const std::string* hardware_js
       entry["found"] = why;
     } else {
       try {
-        const LayerWeights w = model.bind(layer, /*check_values=*/true);
-        entry["found"] = describe(c.spec_of(layer), w);
-        entry["routing"] = std::string(to_string(c.spec_of(layer).routing));
-        entry["status"] = "ok";
-        nlohmann::ordered_json layer_warnings = nlohmann::ordered_json::array();
-        for (const std::string& text : overflow_warnings(w)) {
-          layer_warnings.push_back(text);
+        // The value scan reads the mapping: a shard that shrank is this layer's LoadError, and
+        // nothing read from the zeros that replaced its bytes is reported.
+        nlohmann::ordered_json found = {{"layer", layer}};
+        std::vector<std::string> texts;
+        mapped_reads::read_guarded(slots, [&] {
+          const LayerWeights w = model.bind(layer, /*check_values=*/true);
+          found["found"] = describe(c.spec_of(layer), w);
+          found["routing"] = std::string(to_string(c.spec_of(layer).routing));
+          found["status"] = "ok";
+          texts = overflow_warnings(w);
+        });
+        entry = std::move(found);
+        if (!texts.empty()) entry["warnings"] = texts;
+        for (const std::string& text : texts)
           warnings.push_back(fmt::format("layer {}: {}", layer, text));
-        }
-        if (!layer_warnings.empty()) entry["warnings"] = layer_warnings;
       } catch (const LoadError& e) {
         entry["status"] = "error";
         entry["found"] = e.what();
@@ -196,8 +205,8 @@ int info_model(const std::string& dir, bool json, const std::string* hardware_js
     fmt::print("{}\n", out.dump(2));
     return all_ok ? kExitOk : kExitError;
   }
-  fmt::print("model        {} ({}; architecture {})\n", dir, c.model_type,
-             c.architecture.empty() ? "-" : c.architecture);
+  fmt::print("model        {} ({}; architecture {})\n", printable(dir), printable(c.model_type),
+             c.architecture.empty() ? "-" : printable(c.architecture));
   fmt::print("family       {}\n", to_string(s.family));
   fmt::print("MoE layer    E={} top-k={} H={} I={}{} gate/up {}\n", s.num_experts, s.top_k,
              s.hidden, s.intermediate,

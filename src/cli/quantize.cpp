@@ -18,6 +18,8 @@ struct QuantizeArgs {
 };
 
 int quantize(const QuantizeArgs& args) {
+  check_output("--out", args.out, CommandInputs().checkpoint("--model", args.in).current_directory(),
+               /*directory=*/true);
   io::QuantizeOptions options;
   options.scale_rule = args.rule == "floor" ? ScaleRule::floor : ScaleRule::round_up;
   options.force = args.force;
@@ -59,7 +61,8 @@ void add_quantize(CLI::App& app, Action& action) {
       ->check(CLI::IsMember({"floor", "round_up"}));
   sub->add_flag("--force", args->force,
                 "Replace an existing output directory as a whole (nothing of it survives; on "
-                "failure or Ctrl-C it is kept as it was)");
+                "failure or Ctrl-C it is kept as it was): only a checkpoint mxmoe wrote or an "
+                "empty directory");
   sub->callback([&action, args] { action = [args] { return quantize(*args); }; });
 }
 

@@ -42,6 +42,17 @@ struct RunOptions {
   std::string layers;  // --layers all|0,3,5 (with --model): a step through several layers
 };
 
+// Every file run reads: --output may be none of them.
+CommandInputs inputs_of(const RunOptions& o) {
+  CommandInputs inputs;
+  inputs.checkpoint("--model", o.layer.model)
+      .file("--input", o.input)
+      .file("--token-ids", o.token_ids)
+      .file("--hardware", o.hardware.file)
+      .file("--placement", o.request.placement);
+  return inputs;
+}
+
 // Progress (stderr), flushed so it shows while the command works.
 template <class... Args>
 void progress(fmt::format_string<Args...> f, Args&&... args) {
@@ -131,14 +142,20 @@ void fill_random(std::vector<float>& x, std::uint64_t seed, std::int64_t count) 
   for (float& v : x) v = normal(rng);
 }
 
-// Input and output of `tokens` rows of the layer, and the layer's workspace, fit in memory now.
-void require_io_memory(const RunOptions& o, const LayerSpec& spec, std::int64_t tokens,
-                       double workspace) {
+// Input and output of `tokens` rows of the layer, its weights (generated, or the checkpoint's
+// pages read), packed copy and workspace fit in memory now. Returns the estimate.
+double require_io_memory(const RunOptions& o, const LayerSpec& spec, std::int64_t tokens,
+                         const MoeLayer* layer) {
   const double row_bytes = static_cast<double>(spec.hidden) * sizeof(float);
-  require_memory(fmt::format("run: {} tokens of {}", tokens, spec.name),
-                 {{"input", o.input.empty() ? row_bytes * static_cast<double>(tokens) : 0},
-                  {"output", row_bytes * static_cast<double>(tokens)},
-                  {"workspace", workspace}});
+  std::vector<std::pair<std::string, double>> parts = {
+      {"input", o.input.empty() ? row_bytes * static_cast<double>(tokens) : 0},
+      {"output", row_bytes * static_cast<double>(tokens)}};
+  if (layer != nullptr) {
+    parts.emplace_back("layer weights", static_cast<double>(perf::layer_weight_bytes(spec)));
+    parts.emplace_back("packed weights", static_cast<double>(layer->packed_weight_bytes()));
+    parts.emplace_back("workspace", static_cast<double>(layer->workspace_bytes(tokens)));
+  }
+  return require_memory(fmt::format("run: {} tokens of {}", tokens, spec.name), parts);
 }
 
 // A legal input can overflow (scales near the top of E8M0): never report NaN as a result.
@@ -330,7 +347,7 @@ int run(const RunOptions& o, CLI::App& sub) {
   // The input's rows are the tokens: a --tokens beside it would be silently ignored.
   if (!o.input.empty() && sub.count("--tokens") > 0)
     throw UsageError("--tokens and --input exclude each other: the tokens are the input's rows");
-  if (const auto world = ep_world(o.ep.resolve(sub))) {
+  if (const auto world = ep_world(o.ep.resolve(sub), sub)) {
     if (!o.layers.empty())
       throw UsageError(
           "--layers under mpirun: an expert-parallel run takes one layer (--layer N); run the "
@@ -362,7 +379,7 @@ int run(const RunOptions& o, CLI::App& sub) {
         throw UsageError("--layers: a layer is listed twice (in '" + o.layers + "')");
     }
   }
-  if (!o.output.empty()) files::check_can_create(o.output);
+  if (!o.output.empty()) check_output("--output", o.output, inputs_of(o));
   if (!o.layers.empty()) return run_layers(o, flags);
 
   LayerSpec spec;
@@ -381,7 +398,7 @@ int run(const RunOptions& o, CLI::App& sub) {
 
   // The input and output alone must fit before any weight is generated or read (the layer's
   // workspace is added once the chosen backend is known, below).
-  if (o.input.empty()) require_io_memory(o, spec, o.request.tokens, 0);
+  if (o.input.empty()) (void)require_io_memory(o, spec, o.request.tokens, nullptr);
   if (checkpoint) {
     weights = checkpoint->layer_weights(o.layer.layer);
   } else {
@@ -405,7 +422,8 @@ int run(const RunOptions& o, CLI::App& sub) {
 
   Runtime runtime(request.threads);
   MoeLayer layer(weights, selection, runtime);
-  require_io_memory(o, spec, tokens, static_cast<double>(layer.workspace_bytes(tokens)));
+  const double estimate = require_io_memory(o, spec, tokens, &layer);
+  progress("mxmoe run: memory estimate {:.0f} bytes\n", estimate);
   if (x.empty()) fill_random(x, o.seed + 1, tokens * spec.hidden);
   std::vector<float> y(x.size());
   using Clock = std::chrono::steady_clock;
@@ -473,7 +491,7 @@ int run_expert_parallel(const RunOptions& o, CLI::App& sub, Communicator& comm) 
         "--placement {} places experts on {} ranks; mpirun started {}: the EP size is the "
         "world size",
         o.request.placement, request.ep_size, comm.size()));
-  if (root && !o.output.empty()) files::check_can_create(o.output);
+  if (root && !o.output.empty()) check_output("--output", o.output, inputs_of(o));
   request.ep_size = comm.size();
   request.ep_rank = comm.rank();
 
@@ -487,7 +505,7 @@ int run_expert_parallel(const RunOptions& o, CLI::App& sub, Communicator& comm) 
   std::vector<float> x;
   std::vector<std::int32_t> token_ids;
   if (root) {
-    if (o.input.empty()) require_io_memory(o, spec, o.request.tokens, 0);
+    if (o.input.empty()) (void)require_io_memory(o, spec, o.request.tokens, nullptr);
     x = input_rows(o, spec.hidden, tokens);
     if (x.empty()) fill_random(x, o.seed + 1, tokens * spec.hidden);
     token_ids = token_ids_for(o, spec, fmt::format("layer {}", o.layer.layer), tokens);

@@ -20,6 +20,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "mxmoe/edge_checks.hpp"
 #include "mxmoe/expert_parallel.hpp"
 
 namespace mxmoe {
@@ -171,12 +172,10 @@ void ExpertParallelLayer::Impl::forward(const float* x, const std::int32_t* toke
   const LayerSpec& spec = layer.spec();
   const int n = comm->size(), me = comm->rank(), k = spec.top_k;
   const auto h = static_cast<std::size_t>(spec.hidden);
-  if (tokens < 0) throw std::invalid_argument("ExpertParallelLayer::forward: tokens < 0");
+  // The bound of every layer call, before any size is computed from tokens.
+  require_call_tokens("ExpertParallelLayer::forward", tokens, k);
   if (tokens > 0 && (x == nullptr || y == nullptr))
     throw std::invalid_argument("ExpertParallelLayer::forward: x or y is null");
-  if (tokens * k > std::numeric_limits<std::int32_t>::max())
-    throw std::invalid_argument(fmt::format(
-        "ExpertParallelLayer::forward: {} tokens x top_k {} exceeds 2^31 slots", tokens, k));
   const auto un = static_cast<std::size_t>(n);
   const auto m = static_cast<std::size_t>(tokens);
   const std::size_t slots = m * static_cast<std::size_t>(k);
@@ -184,8 +183,7 @@ void ExpertParallelLayer::Impl::forward(const float* x, const std::int32_t* toke
   Clock::time_point t = Clock::now();
 
   // 1. Route this rank's tokens; pack each token's row once per owner of one of its slots.
-  if (tokens > 0)
-    layer.route(x, token_ids, tokens, grown(ids, slots), grown(route_weights, slots));
+  if (tokens > 0) layer.route(x, token_ids, tokens, grown(ids, slots), grown(route_weights, slots));
   rows_to.assign(un, 0);
   slots_to.assign(un, 0);
   last_token.assign(un, -1);

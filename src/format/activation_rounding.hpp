@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <span>
 
-#include "mxmoe/deployment.hpp"
+#include "mxmoe/format.hpp"
 
 namespace mxmoe {
 

@@ -6,9 +6,8 @@
 #include <limits>
 
 #include "base/file.hpp"
-#include "mxmoe/checkpoint.hpp"
+#include "mxmoe/errors.hpp"
 #include "mxmoe/hardware.hpp"
-#include "mxmoe/runtime.hpp"
 
 namespace mxmoe {
 namespace json_io {

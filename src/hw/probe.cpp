@@ -15,7 +15,6 @@
 #include "hw/amx_permission.hpp"
 #include "hw/cpuid.hpp"
 #include "mxmoe/hardware.hpp"
-#include "mxmoe/runtime.hpp"
 
 namespace mxmoe {
 namespace {

@@ -5,12 +5,34 @@
 
 #include <stdexcept>
 
+#include "base/mapped_reads.hpp"
 #include "io/model_dir.hpp"
+#include "model/mapped_weights.hpp"
 
 namespace mxmoe {
 
+namespace {
+// BIND() reads the mapping: a read of a page a file lost is a LoadError naming the file
+// (base/mapped_reads.hpp) when it is one of the files the weights are in; an error BIND
+// raised is reported as the fault of any of SLOTS instead (it may have refused the zeros).
+template <class F>
+LayerWeights bind_guarded(std::span<const int> slots, F&& bind) {
+  LayerWeights w;
+  try {
+    const mapped_reads::ReadScope scope;
+    w = bind();
+  } catch (...) {
+    mapped_reads::throw_if_faulted(slots);
+    throw;
+  }
+  mapped_reads::throw_if_faulted(mapped_sources(w));
+  return w;
+}
+}  // namespace
+
 struct Checkpoint::Impl {
   io::ModelDir model;
+  std::vector<int> slots = model.tensors.mapped_slots();
 };
 
 Checkpoint::Checkpoint(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -47,13 +69,15 @@ LayerSpec Checkpoint::layer_spec(int layer) const {
 }
 
 LayerWeights Checkpoint::layer_weights(int layer) const {
-  LayerWeights w = impl_->model.bind(layer, /*check_values=*/true);
-  try {
-    validate(impl_->model.moe_spec(layer), w);
-  } catch (const std::invalid_argument& e) {
-    throw LoadError(fmt::format("{}: layer {}: {}", impl_->model.dir, layer, e.what()));
-  }
-  return w;
+  return bind_guarded(impl_->slots, [&] {
+    LayerWeights w = impl_->model.bind(layer, /*check_values=*/true);
+    try {
+      validate(impl_->model.moe_spec(layer), w);
+    } catch (const std::invalid_argument& e) {
+      throw LoadError(fmt::format("{}: layer {}: {}", impl_->model.dir, layer, e.what()));
+    }
+    return w;
+  });
 }
 
 void Checkpoint::release_expert_pages(const LayerWeights& weights) const noexcept {
@@ -74,13 +98,15 @@ void Checkpoint::release_expert_pages(const LayerWeights& weights) const noexcep
 }
 
 LayerWeights Checkpoint::layer_weights(int layer, const std::vector<ExpertRange>& experts) const {
-  LayerWeights w = impl_->model.bind(layer, /*check_values=*/true, &experts);
-  try {
-    validate(impl_->model.moe_spec(layer), w, experts);
-  } catch (const std::invalid_argument& e) {
-    throw LoadError(fmt::format("{}: layer {}: {}", impl_->model.dir, layer, e.what()));
-  }
-  return w;
+  return bind_guarded(impl_->slots, [&] {
+    LayerWeights w = impl_->model.bind(layer, /*check_values=*/true, &experts);
+    try {
+      validate(impl_->model.moe_spec(layer), w, experts);
+    } catch (const std::invalid_argument& e) {
+      throw LoadError(fmt::format("{}: layer {}: {}", impl_->model.dir, layer, e.what()));
+    }
+    return w;
+  });
 }
 
 }  // namespace mxmoe

@@ -10,6 +10,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace mxmoe::io {
 
@@ -21,5 +22,10 @@ std::string checkpoint_file(const std::string& dir, std::string_view name,
 // True when DIR/NAME exists as a directory entry (a dangling link counts: opening it then
 // fails with a clear error instead of falling back to another layout).
 bool checkpoint_entry_exists(const std::string& dir, std::string_view name);
+
+// The names of the files a reader of DIR may open: config.json, model.safetensors, the index,
+// the shards the index names and every other *.safetensors entry (those that exist; a broken
+// index is left to the loader). For refusing an output that would overwrite one of them.
+std::vector<std::string> checkpoint_file_names(const std::string& dir);
 
 }  // namespace mxmoe::io

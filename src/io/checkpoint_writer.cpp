@@ -2,15 +2,23 @@
 
 #include <fmt/core.h>
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <optional>
+#include <set>
+#include <string_view>
 #include <system_error>
 
 #include "base/file.hpp"
 #include "base/json.hpp"
 #include "io/full_checkpoint.hpp"
 #include "model/config_writer.hpp"
+#include "model/generation_poll.hpp"
 #include "model/model_config.hpp"
 #include "mxmoe/checkpoint.hpp"
 #include "mxmoe/format.hpp"
@@ -45,6 +53,7 @@ class Builder {
     scales.reserve(static_cast<std::size_t>(v.experts * v.rows * v.row_scales()));
     for (std::int64_t e = 0; e < v.experts; ++e)
       for (std::int64_t r = 0; r < v.rows; ++r) {
+        if (r == 0) model::GenerationPoll::poll();  // each expert: a generator stops here too
         blocks.insert(blocks.end(), v.row_blocks(e, r), v.row_blocks(e, r) + v.row_bytes());
         scales.insert(scales.end(), v.row_scale(e, r), v.row_scale(e, r) + v.row_scales());
       }
@@ -242,20 +251,100 @@ std::string ProgressMeter::fraction() const {
                      static_cast<double>(total_) / unit, name, percent);
 }
 
+namespace {
+
+// "a, b, c and 4 more": the first entries of DIR, sorted, for a refusal that names them.
+std::string first_entries(const std::string& dir) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec))
+    names.push_back(files::printable(e.path().filename().string()) +
+                    (e.is_directory(ec) && !e.is_symlink(ec) ? "/" : ""));
+  std::sort(names.begin(), names.end());
+  std::string text;
+  for (std::size_t k = 0; k < names.size() && k < 5; ++k) text += (k ? ", " : "") + names[k];
+  if (names.size() > 5) text += fmt::format(" and {} more", names.size() - 5);
+  return text;
+}
+
+constexpr std::string_view kMarkerHeader =
+    "written by mxmoe; --force may replace this directory whole; the entries it wrote:";
+
+// The names a valid marker in DIR lists (its first line kMarkerHeader, then one name a line);
+// std::nullopt when there is none, it is not a regular file, or it is not of this form (an
+// empty file of that name marks nothing).
+std::optional<std::set<std::string>> marker_listing(const std::string& dir) {
+  const std::string path = dir + "/" + kCheckpointMarker;
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > (1 << 20))
+    return std::nullopt;
+  std::ifstream in(path, std::ios::binary);
+  std::string line;
+  if (!std::getline(in, line) || line != kMarkerHeader) return std::nullopt;
+  std::set<std::string> names;
+  while (std::getline(in, line))
+    if (!line.empty()) names.insert(line);
+  return names;
+}
+
+// Checks OUT before any work: whether it exists, and that --force may replace it (only a
+// directory this writer wrote, with its marker, or an empty one; never a link, a directory
+// holding the current one, or anything else). Returns whether OUT exists.
+bool check_replaceable(const std::string& out, bool force) {
+  const std::string shown = files::printable(out);
+  struct stat st {};
+  if (::lstat(out.c_str(), &st) != 0) {
+    if (errno == ENOENT) return false;
+    throw LoadError(fmt::format("cannot create {}: {}", shown, std::strerror(errno)));
+  }
+  if (S_ISLNK(st.st_mode)) {
+    struct stat target {};
+    const bool loop = ::stat(out.c_str(), &target) != 0 && errno == ELOOP;
+    throw LoadError(fmt::format(
+        "{}: a symbolic link{}; the output must be the directory itself (nothing was written)",
+        shown, loop ? " in a loop of links (Too many levels of symbolic links)" : ""));
+  }
+  if (!force) throw LoadError(shown + ": already exists (pass --force to replace it whole)");
+  if (!S_ISDIR(st.st_mode))
+    throw LoadError(shown + ": exists and is not a directory (--force replaces a directory only)");
+  if (const auto cwd = files::input_destroyed_by(out, {{"the current directory", "."}}))
+    throw LoadError(fmt::format("{}: is or contains {}; --force would delete it", shown,
+                                cwd->what));
+  const std::string entries = first_entries(out);
+  if (entries.empty()) return true;
+  const std::optional<std::set<std::string>> written = marker_listing(out);
+  if (!written)
+    throw LoadError(fmt::format(
+        "{}: not a checkpoint mxmoe wrote (no valid {}), it holds {}; --force replaces only a "
+        "directory mxmoe wrote or an empty one: remove it yourself or choose another output",
+        shown, kCheckpointMarker, entries));
+  // Everything in OUT must be what the marker lists: a file a user added beside mxmoe's (notes,
+  // a folder) is theirs, and --force would delete it.
+  std::vector<std::string> added;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(out, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name != kCheckpointMarker && !written->contains(name))
+      added.push_back(files::printable(name) + (e.is_directory(ec) && !e.is_symlink(ec) ? "/" : ""));
+  }
+  if (ec) throw LoadError(fmt::format("cannot list {}: {}", shown, ec.message()));
+  std::sort(added.begin(), added.end());
+  if (!added.empty()) {
+    std::string text;
+    for (std::size_t k = 0; k < added.size() && k < 5; ++k) text += (k ? ", " : "") + added[k];
+    if (added.size() > 5) text += fmt::format(" and {} more", added.size() - 5);
+    throw LoadError(fmt::format(
+        "{}: holds {} that mxmoe did not write ({}); --force would delete them: move them or "
+        "choose another output",
+        shown, added.size() == 1 ? "an entry" : "entries", text));
+  }
+  return true;
+}
+
+}  // namespace
+
 CheckpointDirectoryWriter::CheckpointDirectoryWriter(const std::string& out, bool force)
-    : force_(force),
-      out_exists_([&] {
-        std::error_code ec;
-        const fs::file_status st = fs::symlink_status(out, ec);
-        if (st.type() == fs::file_type::not_found) return false;
-        if (!force) throw LoadError(out + ": already exists (pass --force to replace it whole)");
-        if (!fs::is_directory(fs::status(out, ec)))
-          throw LoadError(out +
-                          ": exists and is not a directory (--force replaces a directory "
-                          "only)");
-        return true;
-      }()),
-      staging_(out) {}
+    : force_(force), out_exists_(check_replaceable(out, force)), staging_(out) {}
 
 void CheckpointDirectoryWriter::add_shard(const std::string& file,
                                           std::span<const PlannedTensor> tensors) {
@@ -302,6 +391,18 @@ void CheckpointDirectoryWriter::finish(const std::string& config_json, bool with
         json::Json{{"metadata", {{"total_size", total_}}}, {"weight_map", weight_map_}}.dump(2) +
             "\n");
   files::write_file_atomically(staging_.path() + "/config.json", config_json);
+  // The marker lists every entry written, so that --force can tell them from a user's.
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(staging_.path(), ec))
+    names.push_back(e.path().filename().string());
+  if (ec) throw LoadError(fmt::format("cannot list {}: {}", staging_.path(), ec.message()));
+  std::sort(names.begin(), names.end());
+  std::string marker(kMarkerHeader);
+  marker += '\n';
+  for (const std::string& n : names) marker += n + '\n';
+  files::write_file_atomically(staging_.path() + "/" + kCheckpointMarker, marker);
+  poll();  // a signal during the last files still leaves OUT as it was
   staging_.commit(/*replace_existing=*/force_);
 }
 
@@ -423,7 +524,10 @@ void generate_checkpoint(const std::string& out, const LayerSpec& spec,
 
   // One shard per layer (a layer at a time in memory), or one file for a single layer.
   io::CheckpointDirectoryWriter writer(out, options.force);
-  writer.set_poll(io::generate_poll(options.cancelled, out, writer.replaces_existing()));
+  const std::function<void()> poll =
+      io::generate_poll(options.cancelled, out, writer.replaces_existing());
+  writer.set_poll(poll);
+  const model::GenerationPoll while_making_weights(poll);  // Ctrl-C within a layer too
   for (int n = 0; n < plan.layers; ++n) {
     const LayerSpec& s = plan.spec_of(n);
     const LayerStorage storage =

@@ -68,6 +68,10 @@ class ProgressMeter {
   std::function<void(const std::string&)> progress_;
 };
 
+// The file every checkpoint directory mxmoe writes holds: what --force may replace (besides an
+// empty directory), so that it never deletes a directory of someone else's.
+inline constexpr const char* kCheckpointMarker = ".mxmoe-checkpoint";
+
 // A checkpoint directory written whole or not at all, for every writer of checkpoints
 // (generate, quantize): shards go into a temporary sibling directory (files::AtomicDirectory),
 // finish() adds the index and config.json and renames the directory into place. An existing
@@ -75,7 +79,10 @@ class ProgressMeter {
 // new ones); a failure or a cancellation before finish() leaves OUT as it was.
 class CheckpointDirectoryWriter {
  public:
-  // Throws LoadError when OUT exists and `force` is not set, or exists and is not a directory.
+  // Throws LoadError, before anything is written, when OUT exists and `force` is not set; when
+  // OUT is a symbolic link (a loop of them too); and, with `force`, when OUT is not a
+  // directory, is or contains the current directory, or is neither empty nor a checkpoint
+  // mxmoe wrote (kCheckpointMarker), naming its first entries.
   CheckpointDirectoryWriter(const std::string& out, bool force);
   // Called between pieces of every tensor written (and before each file): it throws to cancel
   // (the exception leaves the writer, and the temporary directory is deleted with it).

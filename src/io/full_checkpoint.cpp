@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "io/checkpoint_writer.hpp"
-#include "model/full_model.hpp"
+#include "io/full_model.hpp"
 #include "model/model_config.hpp"
 #include "model/random_weights.hpp"
 #include "mxmoe/format.hpp"

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "base/file.hpp"
+#include "base/mapped_reads.hpp"
 #include "mxmoe/checkpoint.hpp"
 
 namespace mxmoe::io {
@@ -54,6 +55,7 @@ MappedFile MappedFile::open(const std::string& path) {
       throw LoadError(path + ": mmap failed: " + why);
     }
     file.data_ = static_cast<const std::uint8_t*>(p);
+    file.guard_slot_ = mapped_reads::add(p, file.size_, path);
   }
   ::close(fd);  // the mapping keeps the file alive
   return file;
@@ -66,7 +68,8 @@ MappedFile::~MappedFile() {
 MappedFile::MappedFile(MappedFile&& other) noexcept
     : path_(std::move(other.path_)),
       data_(std::exchange(other.data_, nullptr)),
-      size_(std::exchange(other.size_, 0)) {}
+      size_(std::exchange(other.size_, 0)),
+      guard_slot_(std::exchange(other.guard_slot_, -1)) {}
 
 MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
   if (this != &other) {
@@ -74,11 +77,13 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
     path_ = std::move(other.path_);
     data_ = std::exchange(other.data_, nullptr);
     size_ = std::exchange(other.size_, 0);
+    guard_slot_ = std::exchange(other.guard_slot_, -1);
   }
   return *this;
 }
 
 void MappedFile::release() noexcept {
+  mapped_reads::remove(std::exchange(guard_slot_, -1));
   if (data_ != nullptr) ::munmap(const_cast<std::uint8_t*>(data_), size_);
   data_ = nullptr;
   size_ = 0;

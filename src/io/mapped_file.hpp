@@ -33,6 +33,7 @@ class MappedFile {
   std::string path_;
   const std::uint8_t* data_ = nullptr;
   std::size_t size_ = 0;
+  int guard_slot_ = -1;  // base/mapped_reads.hpp: a read of a page the file lost is caught
 };
 
 // Reads a JSON document (config.json, an index) whole: a regular file of at most

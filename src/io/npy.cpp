@@ -33,13 +33,20 @@ float half_to_float(std::uint16_t h) {
   return static_cast<float>(sign) * std::ldexp(static_cast<float>(mant + 1024), exp - 25);
 }
 
+// A value of the header dictionary and what it was written as: '<f4' is a string, False a
+// word, (2, 3) a tuple; each key takes one kind only ('shape': '(4, 256)' is refused).
+struct HeaderValue {
+  enum class Kind { string, tuple, word } kind = Kind::word;
+  std::string text;  // without the quotes of a string
+};
+
 // The header is a Python dict literal: {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }
 class HeaderParser {
  public:
   HeaderParser(std::string_view text, const std::string& path) : s_(text), path_(path) {}
 
-  std::map<std::string, std::string> parse() {
-    std::map<std::string, std::string> fields;
+  std::map<std::string, HeaderValue> parse() {
+    std::map<std::string, HeaderValue> fields;
     skip_space();
     expect('{');
     while (true) {
@@ -52,18 +59,18 @@ class HeaderParser {
       skip_space();
       expect(':');
       skip_space();
-      std::string value;
+      HeaderValue value;
       if (peek() == '\'' || peek() == '"') {
-        value = quoted();
+        value = {HeaderValue::Kind::string, quoted()};
       } else if (peek() == '(') {
         const std::size_t end = s_.find(')', pos_);
         if (end == std::string_view::npos) fail("unterminated shape tuple");
-        value = std::string(s_.substr(pos_, end + 1 - pos_));
+        value = {HeaderValue::Kind::tuple, std::string(s_.substr(pos_, end + 1 - pos_))};
         pos_ = end + 1;
       } else {
         const std::size_t start = pos_;
         while (pos_ < s_.size() && std::isalpha(static_cast<unsigned char>(s_[pos_]))) ++pos_;
-        value = std::string(s_.substr(start, pos_ - start));
+        value = {HeaderValue::Kind::word, std::string(s_.substr(start, pos_ - start))};
       }
       if (!fields.emplace(key, value).second) fail("duplicate key '" + key + "'");
       skip_space();
@@ -161,10 +168,22 @@ RawNpy parse_raw_npy(std::span<const std::uint8_t> bytes, const std::string& pat
                                 header_len, bytes.size()));
   const std::string_view text(reinterpret_cast<const char*>(bytes.data() + header_start),
                               header_len);
-  auto fields = HeaderParser(text, path).parse();
-  for (const auto& [key, value] : fields)
-    if (key != "descr" && key != "fortran_order" && key != "shape")
-      throw LoadError(path + ": .npy header has unknown key '" + key + "'");
+  const std::map<std::string, HeaderValue> values = HeaderParser(text, path).parse();
+  using Kind = HeaderValue::Kind;
+  const std::map<std::string, std::pair<Kind, const char*>> kinds = {
+      {"descr", {Kind::string, "a quoted dtype string ('<f4')"}},
+      {"fortran_order", {Kind::word, "True or False, unquoted"}},
+      {"shape", {Kind::tuple, "a tuple of integers ((4, 256))"}}};
+  for (const auto& [key, value] : values) {
+    const auto kind = kinds.find(key);
+    if (kind == kinds.end()) throw LoadError(path + ": .npy header has unknown key '" + key + "'");
+    if (value.kind != kind->second.first)
+      throw LoadError(path + ": .npy header: '" + key + "' must be " + kind->second.second +
+                      ", got " + (value.kind == Kind::string ? "the string '" + value.text + "'"
+                                                             : value.text));
+  }
+  std::map<std::string, std::string> fields;
+  for (const auto& [key, value] : values) fields[key] = value.text;
   for (const char* key : {"descr", "fortran_order", "shape"})
     if (!fields.count(key)) throw LoadError(path + ": .npy header lacks '" + key + "'");
   if (fields["fortran_order"] != "False")

@@ -15,6 +15,7 @@
 
 #include "base/file.hpp"
 #include "base/json.hpp"
+#include "base/mapped_reads.hpp"
 #include "io/checkpoint_file.hpp"
 #include "io/checkpoint_writer.hpp"
 #include "io/layer_reader.hpp"
@@ -398,7 +399,9 @@ void copy_other_files(const std::string& in_dir, CheckpointDirectoryWriter& writ
   std::sort(names.begin(), names.end());
   std::vector<std::string> copied, left_out;
   for (const std::string& name : names) {
-    if (name == "config.json" || name.find(".mxmoe-tmp-") != std::string::npos) continue;
+    if (name == "config.json" || name == kCheckpointMarker ||
+        name.find(".mxmoe-tmp-") != std::string::npos)
+      continue;
     const std::string path = in_dir + "/" + name;
     if (is_weight_file(name)) {
       if (name.find(".safetensors") == std::string::npos) left_out.push_back(name);
@@ -451,42 +454,11 @@ std::vector<const TensorRef*> kept_tensors(const std::vector<const TensorRef*>& 
 
 }  // namespace
 
-void quantize_checkpoint(const std::string& in_dir, const std::string& out_dir,
-                         const QuantizeOptions& options) {
-  const std::string config_path = checkpoint_file(in_dir, "config.json");
-  const std::string config_text = read_text_file(config_path);
-  const ModelConfig config = parse_model_config(config_text, config_path, "");
-  if (config.quant_method == "mxfp4")
-    throw LoadError(in_dir + ": the checkpoint is already MXFP4 (quantization_config)");
-  if (config.moe.family == Family::gpt_oss)
-    throw LoadError(in_dir +
-                    ": unquantized gpt-oss checkpoints are not supported by `mxmoe "
-                    "quantize` (use the MXFP4 release)");
-  const TensorSet set = TensorSet::open_dir(in_dir);
-
-  std::error_code ec;
-  const bool out_exists = fs::symlink_status(out_dir, ec).type() != fs::file_type::not_found;
-  // Refuses an existing OUT without --force (and one that is not a directory) first.
-  CheckpointDirectoryWriter writer(out_dir, options.force);
-  if (out_exists && fs::equivalent(out_dir, in_dir, ec))
-    throw LoadError(out_dir + ": the output directory is the input directory");
-  {
-    // Replacing a directory that holds the input would delete the input.
-    const std::string in_real = fs::weakly_canonical(in_dir, ec).string() + "/";
-    const std::string out_real = fs::weakly_canonical(out_dir, ec).string() + "/";
-    if (in_real.rfind(out_real, 0) == 0)
-      throw LoadError(out_dir + ": the output directory contains the input directory " + in_dir);
-  }
-  const std::function<void()> check_cancelled = [&] {
-    if (options.cancelled && options.cancelled())
-      throw QuantizeCancelled("quantize: interrupted; " + out_dir +
-                              (out_exists ? " is left as it was" : " was not created"));
-  };
-  writer.set_poll(check_cancelled);
-  copy_other_files(in_dir, writer, options.progress);
-
-  // Shards: one per layer that has tensors (its MoE tensors and its other tensors), then the
-  // tensors outside the layers in shards of at most kRestShardBytes.
+// The shards of OUT: one per layer that has tensors (its MoE tensors and its other tensors),
+// then the tensors outside the layers in shards of at most kRestShardBytes.
+void write_shards(const TensorSet& set, const ModelConfig& config, const std::string& in_dir,
+                  CheckpointDirectoryWriter& writer, const QuantizeOptions& options,
+                  const std::function<void()>& check_cancelled) {
   const auto layers = static_cast<std::size_t>(config.num_layers);
   std::vector<std::vector<const TensorRef*>> by_layer(layers);
   std::vector<const TensorRef*> rest;
@@ -563,7 +535,46 @@ void quantize_checkpoint(const std::string& in_dir, const std::string& out_dir,
       options.progress(fmt::format("quantize: {} tensors outside the layers -> {}; {}",
                                    end - rest_first[k], file, meter.fraction()));
   }
+}
 
+void quantize_checkpoint(const std::string& in_dir, const std::string& out_dir,
+                         const QuantizeOptions& options) {
+  const std::string config_path = checkpoint_file(in_dir, "config.json");
+  const std::string config_text = read_text_file(config_path);
+  const ModelConfig config = parse_model_config(config_text, config_path, "");
+  if (config.quant_method == "mxfp4")
+    throw LoadError(in_dir + ": the checkpoint is already MXFP4 (quantization_config)");
+  if (config.moe.family == Family::gpt_oss)
+    throw LoadError(in_dir +
+                    ": unquantized gpt-oss checkpoints are not supported by `mxmoe "
+                    "quantize` (use the MXFP4 release)");
+  const TensorSet set = TensorSet::open_dir(in_dir);
+
+  // Replacing a directory that is or holds the input would delete the input.
+  if (const auto input = files::input_destroyed_by(out_dir, {{"the input directory", in_dir}}))
+    throw LoadError(files::printable(out_dir) + ": the output directory is or contains " +
+                    input->what + " " + files::printable(in_dir));
+  // Refuses an existing OUT without --force (and one it may not replace) first.
+  CheckpointDirectoryWriter writer(out_dir, options.force);
+  const bool out_exists = writer.replaces_existing();
+  // Every read of IN's mappings is guarded: a shard that shrinks while it is read (rewritten,
+  // truncated) ends the conversion at the next poll with a LoadError naming it, before anything
+  // is committed, not with a bus error (base/mapped_reads.hpp).
+  const std::vector<int> slots = set.mapped_slots();
+  const std::function<void()> check_cancelled = [&] {
+    mapped_reads::throw_if_faulted(slots);
+    if (options.cancelled && options.cancelled())
+      throw QuantizeCancelled("quantize: interrupted; " + out_dir +
+                              (out_exists ? " is left as it was" : " was not created"));
+  };
+  writer.set_poll(check_cancelled);
+  copy_other_files(in_dir, writer, options.progress);
+
+  mapped_reads::read_guarded(
+      slots, [&] { write_shards(set, config, in_dir, writer, options, check_cancelled); });
+
+  const bool v4 = config.moe.family == Family::deepseek_v4;
+  const auto is_moe = [&](std::size_t n) { return config.non_moe_reason[n].empty(); };
   json::Json cfg = json::parse_strict<LoadError>(config_text, config_path);
   std::string root;  // DeepSeek-V4's names: "model." or "" (v4_source)
   for (int n = 0; v4 && n < config.num_layers; ++n)

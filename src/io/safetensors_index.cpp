@@ -1,5 +1,6 @@
 // `model.safetensors.index.json`: which shard holds each tensor.
 #include "base/json.hpp"
+#include "base/printable.hpp"
 #include "mxmoe/checkpoint.hpp"
 #include "mxmoe/safetensors.hpp"
 
@@ -33,11 +34,11 @@ SafetensorsIndex parse_safetensors_index(std::string_view json_text, const std::
   if (!map.is_object()) throw LoadError(label + ": \"weight_map\" must be an object");
   for (const auto& [tensor, shard] : map.items()) {
     if (!shard.is_string())
-      throw LoadError(label + ": weight_map[\"" + tensor + "\"] must be a file name string, got " +
-                      shard.dump());
+      throw LoadError(label + ": weight_map[\"" + printable(tensor) +
+                      "\"] must be a file name string, got " + shard.dump());
     const auto& file = shard.get_ref<const std::string&>();
     if (!is_plain_file_name(file))
-      throw LoadError(label + ": weight_map[\"" + tensor + "\"] = \"" + file +
+      throw LoadError(label + ": weight_map[\"" + printable(tensor) + "\"] = \"" + printable(file) +
                       "\" is not a plain file name in the checkpoint directory (no path "
                       "separators, no \".\" or \"..\")");
     index.weight_map.emplace(tensor, file);

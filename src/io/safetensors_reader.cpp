@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "base/json.hpp"
+#include "base/printable.hpp"
 #include "io/mapped_file.hpp"
 #include "mxmoe/checkpoint.hpp"
 #include "mxmoe/safetensors.hpp"
@@ -21,8 +22,9 @@ constexpr std::uint64_t kMaxHeaderBytes = 100'000'000;
 // Root object -> tensor entry -> shape / data_offsets array.
 constexpr int kMaxHeaderDepth = 3;
 
+// The whole message escaped: tensor names, keys and the label come from the file and the path.
 [[noreturn]] void fail(const std::string& label, const std::string& what) {
-  throw LoadError(label + ": " + what);
+  throw LoadError(printable(label + ": " + what));
 }
 
 std::uint64_t read_u64_le(const std::uint8_t* p) noexcept {
@@ -179,7 +181,7 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
   for (const TensorInfo& t : impl->header.tensors) {
     // JSON duplicates are refused by the parser; this guards the map's invariant.
     if (!impl->by_name.emplace(t.name, &t).second)
-      throw LoadError(path + ": duplicate tensor \"" + t.name + "\"");
+      throw LoadError(printable(path + ": duplicate tensor \"" + t.name + "\""));
   }
   return SafetensorsFile(std::move(impl));
 }

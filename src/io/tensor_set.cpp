@@ -1,5 +1,8 @@
 #include "io/tensor_set.hpp"
 
+#include <cstdint>
+
+#include "base/mapped_reads.hpp"
 #include "io/checkpoint_file.hpp"
 #include "io/mapped_file.hpp"
 #include "mxmoe/checkpoint.hpp"
@@ -66,6 +69,17 @@ std::uint64_t TensorSet::tensor_bytes() const noexcept {
   std::uint64_t total = 0;
   for (const auto& [name, ref] : refs_) total += ref.info->bytes();
   return total;
+}
+
+std::vector<int> TensorSet::mapped_slots() const {
+  std::vector<std::uintptr_t> pointers;
+  for (const SafetensorsFile& file : files_)
+    for (const TensorInfo& t : file.header().tensors)
+      if (!file.data(t).empty()) {
+        pointers.push_back(reinterpret_cast<std::uintptr_t>(file.data(t).data()));
+        break;
+      }
+  return mapped_reads::slots_holding(pointers);
 }
 
 }  // namespace mxmoe::io

@@ -30,6 +30,10 @@ class TensorSet {
   const std::vector<SafetensorsFile>& files() const noexcept { return files_; }
   bool sharded() const noexcept { return sharded_; }
   std::uint64_t tensor_bytes() const noexcept;
+  // The guarded mappings of the files (base/mapped_reads.hpp): a read inside
+  // mapped_reads::read_guarded(mapped_slots(), ...) of a page a file lost is a LoadError
+  // naming the file, not a bus error.
+  std::vector<int> mapped_slots() const;
 
  private:
   std::vector<SafetensorsFile> files_;  // never resized after refs_ point into it

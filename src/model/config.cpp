@@ -8,8 +8,9 @@
 #include <stdexcept>
 
 #include "base/json.hpp"
+#include "base/printable.hpp"
 #include "model/model_config.hpp"
-#include "mxmoe/checkpoint.hpp"
+#include "mxmoe/errors.hpp"
 
 namespace mxmoe {
 
@@ -58,12 +59,13 @@ class Fields {
   const Json& raw(const char* key) const {
     const char* k = spelling(key);
     if (k == nullptr)
-      throw LoadError(fmt::format("{}: missing field '{}'{} (required for model_type {})", label_,
-                                  path(key), also_known_as(key), model_type_));
+      throw LoadError(fmt::format("{}: missing field '{}'{} (required for model_type {})",
+                                  printable(label_), path(key), also_known_as(key),
+                                  printable(model_type_)));
     return obj_[k];
   }
   [[noreturn]] void bad(const char* key, const std::string& what) const {
-    throw LoadError(fmt::format("{}: field '{}': {}", label_, path(key), what));
+    throw LoadError(fmt::format("{}: field '{}': {}", printable(label_), path(key), what));
   }
 
   // An integer in [min_value, max_value].
@@ -114,7 +116,7 @@ class Fields {
       if (v == a) return;
       list += (list.empty() ? "" : ", ") + std::string(a);
     }
-    bad(key, fmt::format("\"{}\" is not supported by mxmoe (supported: {})", v, list));
+    bad(key, fmt::format("\"{}\" is not supported by mxmoe (supported: {})", printable(v), list));
   }
   // The field as written in the file (the alias when only the alias is present).
   std::string path(const char* key) const {
@@ -499,7 +501,7 @@ ModelConfig parse_model_config(std::string_view json_text, const std::string& la
   static const std::set<std::string> kSupported = {"gpt_oss", "mixtral", "qwen3_moe", "deepseek_v3",
                                                    "deepseek_v4"};
   if (!kSupported.count(c.model_type))
-    inner.bad("model_type", "\"" + c.model_type +
+    inner.bad("model_type", "\"" + printable(c.model_type) +
                                 "\" is not supported (supported: gpt_oss, mixtral, qwen3_moe, "
                                 "deepseek_v3, deepseek_v4)");
   const Fields f(obj, prefix, label, c.model_type);

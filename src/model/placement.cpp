@@ -8,7 +8,7 @@
 #include <stdexcept>
 
 #include "base/json.hpp"
-#include "mxmoe/deployment.hpp"
+#include "mxmoe/layer_spec.hpp"
 
 namespace mxmoe {
 
@@ -59,16 +59,6 @@ std::vector<ExpertRange> Placement::runs(int rank) const {
       out.push_back({e, e + 1});
   }
   return out;
-}
-
-Placement placement_of(const Request& request, int num_experts) {
-  if (request.ep_size < 1)
-    throw std::invalid_argument(fmt::format("ep_size={} (need >= 1)", request.ep_size));
-  if (request.placement.empty()) return Placement::contiguous(num_experts, request.ep_size);
-  if (static_cast<int>(request.placement.size()) != num_experts)
-    throw std::invalid_argument(fmt::format("the placement lists {} experts, the layer has {}",
-                                            request.placement.size(), num_experts));
-  return Placement(request.placement, request.ep_size);
 }
 
 std::string to_json(const Placement& p) {

@@ -1,5 +1,5 @@
-// resize(): a preset's layer with other sizes (mxmoe/generate.hpp).
-#include "mxmoe/generate.hpp"
+// resize(): a preset's layer with other sizes (mxmoe/layer_spec.hpp).
+#include "mxmoe/layer_spec.hpp"
 
 namespace mxmoe {
 

@@ -11,8 +11,10 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "model/dense_view.hpp"
+#include "model/generation_poll.hpp"
 #include "model/random_weights.hpp"
 #include "model/validate_weights.hpp"
 
@@ -205,6 +207,8 @@ void check_token_experts(const TokenExpertTable& t, std::int64_t vocab, std::int
 
 class Builder {
  public:
+  static constexpr std::int64_t kPollBytes = std::int64_t{8} << 20;  // a multiple of 8
+
   Builder(std::vector<std::vector<std::byte>>& buffers, std::uint64_t seed)
       : buffers_(buffers), rng_(seed) {}
 
@@ -234,6 +238,7 @@ class Builder {
     };
     const std::int64_t nbytes = count * row_bytes;
     for (std::int64_t i = 0; i < nbytes; i += 8) {  // 8 | row_bytes: a draw never spans rows
+      if (i % kPollBytes == 0) model::GenerationPoll::poll();
       const std::uint64_t r = rng_.next();
       const auto n = static_cast<std::size_t>(std::min<std::int64_t>(8, nbytes - i));
       std::memcpy(blocks + physical(i / row_bytes) * row_bytes + i % row_bytes, &r, n);
@@ -523,5 +528,25 @@ LayerWeights slice_experts(const LayerWeights& w, ExpertRange range) {
   s.b2 = slice_dense_rows(w.b2, range);
   return s;
 }
+
+namespace model {
+namespace {
+thread_local const GenerationPoll* t_innermost = nullptr;  // scoped: see GenerationPoll
+}  // namespace
+
+GenerationPoll::GenerationPoll(std::function<void()> poll)
+    : poll_(std::move(poll)), outer_(t_innermost) {
+  t_innermost = this;
+}
+
+GenerationPoll::~GenerationPoll() {
+  t_innermost = outer_;
+}
+
+void GenerationPoll::poll() {
+  if (t_innermost && t_innermost->poll_) t_innermost->poll_();
+}
+
+}  // namespace model
 
 }  // namespace mxmoe

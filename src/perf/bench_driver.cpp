@@ -105,6 +105,42 @@ Call timed_call(BuiltLayers& built, Inputs& in, const LayerSpec& spec, int token
   return call;
 }
 
+// Every byte the bench holds once every copy of BUILT has run TOKENS tokens: the inputs and
+// routing streams, the weight copies, each copy's packed weights and its workspace (the layers
+// do not share one: each grows its own at its first call of a size).
+// What a row holds at its peak: the inputs, the weights, the packed copies and workspaces of
+// the built layers, and (when the limits are measured next to each row, with the layers
+// still built) the DRAM bandwidth buffer.
+std::vector<std::pair<std::string, double>> memory_parts(const Inputs& in,
+                                                         const BenchLayers& layers,
+                                                         const BuiltLayers* built, int tokens,
+                                                         double dram_buffer) {
+  const auto copies = static_cast<double>(layers.copies.size());
+  double routing = 0;
+  for (std::size_t c = 0; c < in.ids.size(); ++c)
+    routing += static_cast<double>(in.ids[c].size() * sizeof(std::int32_t) +
+                                   in.routing_weights[c].size() * sizeof(float));
+  std::vector<std::pair<std::string, double>> parts = {
+      {"input", static_cast<double>(in.x.size() * sizeof(float))},
+      {"output", static_cast<double>(in.y.size() * sizeof(float))},
+      {"routing", routing},
+      {"layer weights", copies * static_cast<double>(layer_weight_bytes(layers.spec))}};
+  if (built != nullptr && !built->layers.empty()) {
+    const MoeLayer& first = built->layers.front();
+    parts.emplace_back("packed weights", copies * static_cast<double>(first.packed_weight_bytes()));
+    parts.emplace_back("workspaces", copies * static_cast<double>(first.workspace_bytes(tokens)));
+  }
+  if (dram_buffer > 0) parts.emplace_back("DRAM bandwidth buffer", dram_buffer);
+  return parts;
+}
+
+void check_memory(const BenchConfig& config, const Inputs& in, const BenchLayers& layers,
+                  const BuiltLayers& built, int tokens, double dram_buffer,
+                  const std::string& what) {
+  if (config.check_memory)
+    config.check_memory(what, memory_parts(in, layers, &built, tokens, dram_buffer));
+}
+
 int choose_reps(const BenchConfig& config, double call_seconds, int calls_per_cycle) {
   if (config.reps > 0) return config.reps;
   const double s = std::max(call_seconds, 1e-9);
@@ -115,17 +151,17 @@ int choose_reps(const BenchConfig& config, double call_seconds, int calls_per_cy
   return reps;
 }
 
-// pct_bw of every row against the machine's current readings.
+// pct_bw of every row against its reading.
 void relate_to_bandwidth(BenchReport& report) {
   for (BenchRow& row : report.rows) {
-    const double bw = report.machine.dram_gbps(row.threads);
+    const double bw = row.dram_gbps_near;
     row.pct_bw = bw > 0 ? 100 * row.weight_gbps / bw : std::nan("");
   }
 }
 
-const BenchRow* fastest_over_bandwidth(const BenchReport& report) {
-  const BenchRow* worst = nullptr;
-  for (const BenchRow& row : report.rows)
+BenchRow* fastest_over_bandwidth(BenchReport& report) {
+  BenchRow* worst = nullptr;
+  for (BenchRow& row : report.rows)
     if (row.pct_bw > 100 + 1e-6 && (worst == nullptr || row.pct_bw > worst->pct_bw)) worst = &row;
   return worst;
 }
@@ -136,9 +172,10 @@ std::string row_name(const BenchRow& r) {
 }
 
 // A streaming row can never move weights faster than DRAM delivers them: a row above 100% of
-// the reading means the reading was low (the machine was busy while it was taken). Measure
-// again, at most twice; if a row is still above, raise the reading to what that row moved,
-// and say so in the notes.
+// its reading means the reading was low (the machine was busy while it was taken). Measure
+// again, at most twice in a run, and compare the rows above with the new reading too; if a
+// row is still above, raise its reading (and the machine's, which must bound every row) to
+// what that row moved, and say so in the notes.
 void check_bandwidth(BenchReport& report, const Hardware& hw, bool streaming, bool remeasure) {
   relate_to_bandwidth(report);
   if (!streaming) {
@@ -147,37 +184,42 @@ void check_bandwidth(BenchReport& report, const Hardware& hw, bool streaming, bo
           "cache-resident run: weights may come from cache, so % DRAM bw may exceed 100");
     return;
   }
+  MachineLimits& m = report.machine;
   for (int attempt = 0; attempt < 2 && remeasure; ++attempt) {
     const BenchRow* over = fastest_over_bandwidth(report);
     if (over == nullptr) return;
     report.notes.push_back(fmt::format(
-        "{} moved {:.2f} GB/s, {:.0f}% of the DRAM reading {:.2f} GB/s: the reading is low "
+        "{} moved {:.2f} GB/s, {:.0f}% of its DRAM reading {:.2f} GB/s: the reading is low "
         "(a busy machine); measured it again",
-        row_name(*over), over->weight_gbps, over->pct_bw, report.machine.dram_gbps(over->threads)));
-    remeasure_dram(hw, report.machine);
+        row_name(*over), over->weight_gbps, over->pct_bw, over->dram_gbps_near));
+    remeasure_dram(hw, m);
+    for (BenchRow& row : report.rows)
+      if (row.pct_bw > 100)
+        row.dram_gbps_near = std::max(row.dram_gbps_near, m.latest_dram_gbps(row.threads));
     relate_to_bandwidth(report);
   }
-  // Each raise brings at least one more row to <= 100%: at most one per row.
+  // Each raise brings one more row to <= 100%: at most one per row.
   for (std::size_t raises = 0; raises < report.rows.size(); ++raises) {
-    const BenchRow* over = fastest_over_bandwidth(report);
+    BenchRow* over = fastest_over_bandwidth(report);
     if (over == nullptr) return;
-    MachineLimits& m = report.machine;
-    const double before = m.dram_gbps(over->threads);
+    const double before = over->dram_gbps_near;
+    over->dram_gbps_near = over->weight_gbps;
     if (over->threads <= 1 || m.threads <= 1) {
-      m.dram_gbps_one_thread = over->weight_gbps;
+      m.dram_gbps_one_thread = std::max(m.dram_gbps_one_thread, over->weight_gbps);
     } else if (over->threads >= m.threads) {
-      m.dram_gbps_all_threads = over->weight_gbps;
-    } else {  // the interpolation at over->threads meets the row
+      m.dram_gbps_all_threads = std::max(m.dram_gbps_all_threads, over->weight_gbps);
+    } else if (m.dram_gbps(over->threads) < over->weight_gbps) {
+      // the interpolation at over->threads meets the row
       const double f = static_cast<double>(over->threads - 1) / static_cast<double>(m.threads - 1);
       m.dram_gbps_all_threads =
           m.dram_gbps_one_thread + (over->weight_gbps - m.dram_gbps_one_thread) / f;
     }
     m.dram_gbps_all_threads = std::max(m.dram_gbps_all_threads, m.dram_gbps_one_thread);
     report.notes.push_back(fmt::format(
-        "{} still moved {:.2f} GB/s, above the DRAM reading {:.2f} GB/s after measuring again: "
-        "the reading at {} thread(s) is raised to what this row moved (treat % DRAM bw as an "
-        "upper bound on this run)",
-        row_name(*over), over->weight_gbps, before, over->threads));
+        "{} still moved {:.2f} GB/s, above its DRAM reading {:.2f} GB/s after measuring again: "
+        "its reading is raised to what this row moved (treat its % DRAM bw as an upper "
+        "bound)",
+        row_name(*over), over->weight_gbps, before));
     relate_to_bandwidth(report);
   }
 }
@@ -213,6 +255,11 @@ BenchReport run_bench(const BenchLayers& layers, const Hardware& hw, const Machi
   // Layer mode cycles through the copies: one timed call per copy at least.
   const int calls_per_cycle = per_step == 1 ? static_cast<int>(layers.copies.size()) : 1;
   Inputs in(spec, tokens.back(), layers.copies.size());
+  // The limits are measured again next to every row, with the row's layers still built.
+  const double remeasure_buffer =
+      config.remeasure_dram
+          ? static_cast<double>(dram_buffer_bytes(hw, limits.dram_buffer_bytes, limits.threads))
+          : 0.0;
   // One runtime per thread count, made before the layers that use them (and so outliving
   // them); a layer moves between them without packing again.
   std::map<int, std::unique_ptr<Runtime>> runtimes;
@@ -277,8 +324,11 @@ BenchReport run_bench(const BenchLayers& layers, const Hardware& hw, const Machi
             built.key = key;
             built.next_copy = 0;
             const Clock::time_point build_start = Clock::now();
-            for (const LayerWeights& copy : layers.copies)
+            for (const LayerWeights& copy : layers.copies) {
               built.layers.emplace_back(copy, selection, *runtimes.at(t));
+              if (built.layers.size() == 1)  // its packed bytes say what the others will take
+                check_memory(config, in, layers, built, 0, remeasure_buffer, key + ": packing");
+            }
             const double build_seconds = seconds_since(build_start);
             const std::size_t packed = built.layers.front().packed_weight_bytes();
             push_unique(
@@ -292,6 +342,8 @@ BenchReport run_bench(const BenchLayers& layers, const Hardware& hw, const Machi
                                                   static_cast<double>(built.layers.size()) / 1e9)));
           }
           for (MoeLayer& layer : built.layers) layer.set_runtime(*runtimes.at(t));
+          check_memory(config, in, layers, built, m, remeasure_buffer,
+                       fmt::format("{}: {} tokens", key, m));
 
           // Warm-up, untimed in the row's statistics: one call on every copy (workspaces grow
           // to this size, packed pages fault in). The first call is reported on its own.
@@ -303,12 +355,30 @@ BenchReport run_bench(const BenchLayers& layers, const Hardware& hw, const Machi
           const int reps = choose_reps(config, warm, calls_per_cycle);
           std::vector<double> samples;
           double touched = 0;
+          const std::string peak_class = peak_class_for_backend(selection.chosen);
+          const auto peak_reading = [&] {
+            const Peak* p = report.machine.find_peak(peak_class);
+            return p == nullptr ? 0.0 : p->latest(t, report.machine.threads);
+          };
+          const double dram_before = report.machine.latest_dram_gbps(t);
+          const double peak_before = peak_reading();
+          const StealTicks steal = steal_ticks();
           for (int r = 0; r < reps; ++r) {
             const Call call = timed_call(built, in, spec, m, per_step);
             samples.push_back(call.seconds);
             touched += call.touched_bytes;
           }
           touched /= reps;
+          const double steal_pct = steal_pct_since(steal);
+          double dram_near = report.machine.dram_gbps(t);
+          double peak_near = peak_class.empty() ? 0 : report.machine.peak(peak_class, t);
+          if (config.remeasure_dram) {  // the readings next to the row: just before and after
+            constexpr int kRowDramPasses = 3;
+            remeasure_dram(hw, report.machine, kRowDramPasses);
+            if (!peak_class.empty()) remeasure_peak(hw, report.machine, peak_class);
+            dram_near = std::max(dram_before, report.machine.latest_dram_gbps(t));
+            peak_near = std::max(peak_before, peak_reading());
+          }
           const Summary s = summarize(samples);
           last_measured[group] = {m, s.median};
           seconds_at_size[fmt::format("{}/{}", key, m)] = s.median;
@@ -329,9 +399,11 @@ BenchReport run_bench(const BenchLayers& layers, const Hardware& hw, const Machi
           row.touched_bytes = touched;
           row.weight_gbps = touched / s.median / 1e9;
           row.gflops = per_step * layer_flops(spec, m) / s.median / 1e9;
-          row.peak_class = peak_class_for_backend(row.backend);
-          const double peak = row.peak_class.empty() ? 0 : limits.peak(row.peak_class, t);
-          row.pct_peak = peak > 0 ? 100 * row.gflops / peak : std::nan("");
+          row.peak_class = peak_class;
+          row.dram_gbps_near = dram_near;
+          row.peak_near = peak_near;
+          row.pct_peak = peak_near > 0 ? 100 * row.gflops / peak_near : std::nan("");
+          row.steal_pct = steal_pct;
           if (config.progress)
             config.progress(fmt::format(
                 "[{}/{}] {}: {:.1f} us (p10 {:.1f}, p90 {:.1f}) x {} reps, first call {:.1f} us",
@@ -341,10 +413,6 @@ BenchReport run_bench(const BenchLayers& layers, const Hardware& hw, const Machi
         }
       }
     }
-  }
-  if (config.remeasure_dram && !report.rows.empty()) {
-    if (config.progress) config.progress("measuring the DRAM read bandwidth again...");
-    remeasure_dram(hw, report.machine);
   }
   check_bandwidth(report, hw, layers.streaming, config.remeasure_dram);
   return report;

@@ -22,6 +22,11 @@ Json machine_json(const MachineLimits& m) {
                      {"measured", p.measured},
                      {"per_core", p.per_core},
                      {"all_threads", p.all_threads},
+                     {"passes_per_core", p.passes_per_core},
+                     {"passes_all_threads", p.passes_all_threads},
+                     {"ops_per_cycle", p.ops_per_cycle},
+                     {"implied_ghz", p.ops_per_cycle > 0 ? p.implied_ghz() : std::nan("")},
+                     {"rate_source", p.rate_source},
                      {"note", p.note}});
   return {{"cpu", m.cpu},
           {"threads", m.threads},
@@ -33,6 +38,8 @@ Json machine_json(const MachineLimits& m) {
           {"dram_passes_all_threads", m.dram_passes_all_threads},
           {"dram_measurements", m.dram_measurements},
           {"peaks", peaks},
+          {"peak_measurements", m.peak_measurements},
+          {"steal_pct", m.steal_pct()},
           {"measure_seconds", m.measure_seconds}};
 }
 
@@ -41,12 +48,39 @@ std::string cell(double v, int decimals = 1) {
   return std::isfinite(v) ? fmt::format("{:.{}f}", v, decimals) : std::string("-");
 }
 
-// "best of 10 passes in 2 measurements: 18.2-24.0 GB/s, median 22.1" ("" without passes).
-std::string spread_text(const std::vector<double>& passes, int measurements) {
+// "10 passes in 2 measurements: 18.2-24.0, median 22.1, spread 26%" ("" without passes);
+// the spread is (max - min) / median.
+std::string spread_text(const std::vector<double>& passes, int measurements, int decimals = 1) {
   if (passes.empty()) return {};
   const Summary s = summarize(passes);
-  return fmt::format("{} passes in {} measurement{}: {:.1f}-{:.1f}, median {:.1f}", passes.size(),
-                     measurements, measurements == 1 ? "" : "s", s.min, s.max, s.median);
+  std::string text = fmt::format("{} passes", passes.size());
+  if (measurements > 0)
+    text += fmt::format(" in {} measurement{}", measurements, measurements == 1 ? "" : "s");
+  return text + fmt::format(": {:.{}f}-{:.{}f}, median {:.{}f}, spread {:.0f}%", s.min, decimals,
+                            s.max, decimals, s.median, decimals,
+                            s.median > 0 ? 100 * (s.max - s.min) / s.median : 0.0);
+}
+
+// A measured peak's note: its passes, how it scales to all threads, the clock it implies.
+std::string peak_note(const Peak& p, int threads) {
+  std::string out = fmt::format("1 thread: {}", spread_text(p.passes_per_core, 0, 0));
+  if (threads > 1) {
+    out += fmt::format("; {} threads: {}", threads, spread_text(p.passes_all_threads, 0, 0));
+    if (p.per_core > 0)
+      out += fmt::format("; {} threads = {:.2f}x 1 thread", threads, p.all_threads / p.per_core);
+  }
+  if (p.ops_per_cycle > 0)
+    out += fmt::format("; implies {:.2f} GHz per core at {} ({:.0f} ops/cycle)", p.implied_ghz(),
+                       p.rate_source, p.ops_per_cycle);
+  else
+    out += "; no documented issue rate kept for this CPU";
+  if (!p.note.empty()) out += "; " + p.note;
+  return out;
+}
+
+// A reading that is 0 when unknown, as NaN (null in JSON, empty in CSV, "-" in Markdown).
+double known(double reading) {
+  return reading > 0 ? reading : std::nan("");
 }
 
 std::string csv_number(double v) {
@@ -81,7 +115,10 @@ std::string to_json(const BenchReport& report) {
                        {"weight_gbps", r.weight_gbps},
                        {"gflops", r.gflops},
                        {"pct_bw", r.pct_bw},
-                       {"pct_peak", r.pct_peak}});
+                       {"pct_peak", r.pct_peak},
+                       {"dram_gbps_near", r.dram_gbps_near},
+                       {"peak_near", known(r.peak_near)},
+                       {"steal_pct", r.steal_pct}});
   const Json doc = {{"machine", machine_json(report.machine)},
                     {"layer", report.layer},
                     {"mode", report.mode},
@@ -108,10 +145,17 @@ std::string format_limits_markdown(const MachineLimits& m) {
                         spread_text(m.dram_passes_all_threads, m.dram_measurements)));
   for (const Peak& p : m.peaks) {
     const double nan = std::nan("");
-    out +=
-        fmt::format("| {} | {} | {} | {} | {} |\n", p.name, cell(p.measured ? p.per_core : nan, 0),
-                    cell(p.measured ? p.all_threads : nan, 0), p.unit, p.note);
+    out += fmt::format("| {} | {} | {} | {} | {} |\n", p.name,
+                       cell(p.measured ? p.per_core : nan, 0),
+                       cell(p.measured ? p.all_threads : nan, 0), p.unit,
+                       p.measured ? peak_note(p, m.threads) : p.note);
   }
+  const double steal = m.steal_pct();
+  out += std::isfinite(steal)
+             ? fmt::format("\nWhile measuring, the hypervisor gave {:.1f}% of this machine's CPU "
+                           "time to other guests (steal, /proc/stat).\n",
+                           steal)
+             : std::string("\nSteal time (other guests) is not reported by this kernel.\n");
   return out;
 }
 
@@ -123,16 +167,18 @@ std::string to_markdown(const BenchReport& report) {
     out +=
         "\n| backend | activation | threads | tokens | layers | us/call median (p10-p90) | reps | "
         "first call us | tokens/s | MB/call | weight GB/s | GFLOP/s | % DRAM bw | % peak | peak "
-        "class |\n"
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
+        "class | DRAM GB/s near | peak near | steal % |\n"
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|\n";
     for (const BenchRow& r : report.rows)
       out += fmt::format(
-          "| {} | {} | {} | {} | {} | {} ({}-{}) | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+          "| {} | {} | {} | {} | {} | {} ({}-{}) | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} "
+          "| {} | {} |\n",
           r.backend, r.activation, r.threads, r.tokens, r.layers, cell(r.us_median), cell(r.us_p10),
           cell(r.us_p90), r.reps, cell(r.first_call_us, 0),
           cell(r.tokens_per_s, r.tokens_per_s < 100 ? 2 : 0), cell(r.touched_bytes / 1e6, 1),
           cell(r.weight_gbps, 2), cell(r.gflops, 1), cell(r.pct_bw), cell(r.pct_peak),
-          r.peak_class.empty() ? "-" : r.peak_class);
+          r.peak_class.empty() ? "-" : r.peak_class, cell(r.dram_gbps_near, 2),
+          cell(known(r.peak_near), 0), cell(r.steal_pct));
   }
   if (!report.notes.empty()) {
     out += "\nNotes:\n";
@@ -144,14 +190,17 @@ std::string to_markdown(const BenchReport& report) {
 std::string to_csv(const BenchReport& report) {
   std::string out =
       "backend,activation,threads,tokens,reps,us_median,us_sd,tokens_per_s,weight_gbps,gflops,"
-      "pct_bw,pct_peak,peak_class,layers,us_p10,us_p90,first_call_us,touched_bytes\n";
+      "pct_bw,pct_peak,peak_class,layers,us_p10,us_p90,first_call_us,touched_bytes,"
+      "dram_gbps_near,peak_near,steal_pct\n";
   for (const BenchRow& r : report.rows)
-    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.backend,
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.backend,
                        r.activation, r.threads, r.tokens, r.reps, csv_number(r.us_median),
                        csv_number(r.us_sd), csv_number(r.tokens_per_s), csv_number(r.weight_gbps),
                        csv_number(r.gflops), csv_number(r.pct_bw), csv_number(r.pct_peak),
                        r.peak_class, r.layers, csv_number(r.us_p10), csv_number(r.us_p90),
-                       csv_number(r.first_call_us), csv_number(r.touched_bytes));
+                       csv_number(r.first_call_us), csv_number(r.touched_bytes),
+                       csv_number(r.dram_gbps_near), csv_number(known(r.peak_near)),
+                       csv_number(r.steal_pct));
   return out;
 }
 

@@ -280,22 +280,28 @@ void route_hash(const LayerSpec& spec, const float* logits, const TokenExpertTab
 void validate_routing(const LayerSpec& spec, const std::int32_t* ids, const float* weights,
                       std::int64_t tokens) {
   const int k = spec.top_k;
+  // The message is built only for a slot that fails: this runs on every routed call (an
+  // engine's decode step), which must not allocate.
+  const auto where = [](std::int64_t t, int j) {
+    return "token " + std::to_string(t) + ", slot " + std::to_string(j);
+  };
   for (std::int64_t t = 0; t < tokens; ++t) {
     for (int j = 0; j < k; ++j) {
       const std::int32_t id = ids[t * k + j];
       const float w = weights[t * k + j];
-      const std::string where = "token " + std::to_string(t) + ", slot " + std::to_string(j);
       if (id < 0 || id >= spec.num_experts)
-        throw std::invalid_argument("expert id " + std::to_string(id) + " of " + where +
+        throw std::invalid_argument("expert id " + std::to_string(id) + " of " + where(t, j) +
                                     " is out of range [0, " + std::to_string(spec.num_experts) +
                                     ")");
       for (int i = 0; i < j; ++i)
         if (ids[t * k + i] == id)
-          throw std::invalid_argument("expert id " + std::to_string(id) + " of " + where +
+          throw std::invalid_argument("expert id " + std::to_string(id) + " of " + where(t, j) +
                                       " repeats slot " + std::to_string(i) +
                                       "; a token's experts must be distinct");
-      if (!std::isfinite(w))
-        throw std::invalid_argument("routing weight of " + where + " is not finite");
+      if (!std::isfinite(w) || w < 0)
+        throw std::invalid_argument("routing weight " + std::to_string(w) + " of " + where(t, j) +
+                                    (std::isfinite(w) ? " is negative" : " is not finite") +
+                                    "; routing weights must be finite and >= 0");
     }
   }
 }

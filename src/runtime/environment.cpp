@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cstdlib>
 
+#include "base/printable.hpp"
 #include "mxmoe/config.hpp"
 #include "mxmoe/log.hpp"
 #include "mxmoe/oracle.hpp"
@@ -26,7 +27,8 @@ std::vector<std::string> split_commas(std::string_view s) {
 
 std::string checked_backend(std::string_view variable, const std::string& name) {
   if (find_backend(name) == nullptr)
-    throw ConfigError(fmt::format("{}={}: unknown backend '{}' (valid: {})", variable, name, name,
+    throw ConfigError(fmt::format("{}={}: unknown backend '{}' (valid: {})", variable, printable(name),
+                                  printable(name),
                                   backend_names()));
   return name;
 }
@@ -50,7 +52,7 @@ bool parse_bool_setting(std::string_view what, std::string_view v) {
   if (v == "1" || v == "true" || v == "yes" || v == "on") return true;
   if (v == "0" || v == "false" || v == "no" || v == "off" || v.empty()) return false;
   throw ConfigError(
-      fmt::format("{}={}: not a boolean (use 1/0, true/false, yes/no, on/off)", what, v));
+      fmt::format("{}={}: not a boolean (use 1/0, true/false, yes/no, on/off)", what, printable(v)));
 }
 
 int parse_thread_count(std::string_view what, std::string_view v) {
@@ -58,7 +60,7 @@ int parse_thread_count(std::string_view what, std::string_view v) {
   const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
   if (ec != std::errc() || end != v.data() + v.size() || n < 0 || n > kMaxThreads)
     throw ConfigError(fmt::format("{}={}: expected an integer in [0, {}] (0 = all logical CPUs)",
-                                  what, v, kMaxThreads));
+                                  what, printable(v), kMaxThreads));
   return n;
 }
 
@@ -68,7 +70,7 @@ double parse_deadline_seconds(std::string_view what, std::string_view v) {
   // (NaN fails every comparison: refused.)
   if (ec != std::errc() || end != v.data() + v.size() || !(d >= kMinEpDeadlineSeconds) ||
       !(d <= kMaxEpDeadlineSeconds))
-    throw ConfigError(fmt::format("{}={}: expected seconds in [{}, {}]", what, v,
+    throw ConfigError(fmt::format("{}={}: expected seconds in [{}, {}]", what, printable(v),
                                   kMinEpDeadlineSeconds, kMaxEpDeadlineSeconds));
   return d;
 }
@@ -91,7 +93,7 @@ EnvironmentConfig config_from_environment(const EnvironmentLookup& lookup) {
     try {
       r.activation = parse_activation_format(*v);
     } catch (const std::invalid_argument& e) {
-      throw ConfigError(fmt::format("MXMOE_ACTIVATION={}: {}", *v, e.what()));
+      throw ConfigError(fmt::format("MXMOE_ACTIVATION={}: {}", printable(*v), printable(e.what())));
     }
   }
   if (const auto v = get("MXMOE_BATCH_INVARIANT"))
@@ -104,7 +106,7 @@ EnvironmentConfig config_from_environment(const EnvironmentLookup& lookup) {
     try {
       (void)cap_isa(IsaFeatures{}, *v);
     } catch (const std::invalid_argument& e) {
-      throw ConfigError(fmt::format("MXMOE_MAX_ISA={}: {}", *v, e.what()));
+      throw ConfigError(fmt::format("MXMOE_MAX_ISA={}: {}", printable(*v), printable(e.what())));
     }
     c.max_isa = *v;
   }
@@ -116,7 +118,8 @@ EnvironmentConfig config_from_environment(const EnvironmentLookup& lookup) {
         c.log_categories |= static_cast<unsigned>(LogCategory::dispatch);
       else
         throw ConfigError(
-            fmt::format("MXMOE_VERBOSE={}: unknown category '{}' (valid: dispatch)", *v, mode));
+            fmt::format("MXMOE_VERBOSE={}: unknown category '{}' (valid: dispatch)", printable(*v),
+                        printable(mode)));
     }
   }
   return c;

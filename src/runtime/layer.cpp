@@ -5,6 +5,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <chrono>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -14,9 +15,12 @@
 #include "backends/expert_batch.hpp"
 #include "backends/kernel.hpp"
 #include "base/dot.hpp"
+#include "base/mapped_reads.hpp"
 #include "base/thread_pool.hpp"
 #include "base/workspace.hpp"
 #include "model/dense_view.hpp"
+#include "model/mapped_weights.hpp"
+#include "mxmoe/edge_checks.hpp"
 #include "mxmoe/format.hpp"
 #include "mxmoe/routing.hpp"
 #include "routing/router_logits.hpp"
@@ -90,7 +94,19 @@ struct MoeLayer::Impl {
   int widest_run = 0;  // experts of its largest part
   Workspace workspace;
 
+  // The guarded mappings the layer's views lie in while it reads them (empty: it does not).
+  std::vector<int> sources;
+
   const LayerSpec& spec() const { return selection.deployment.layer; }
+
+  // F() with the guard of base/mapped_reads.hpp when computing reads mapped views.
+  template <class F>
+  void reading(F&& f) {
+    if (sources.empty())
+      f();
+    else
+      mapped_reads::read_guarded(sources, f);
+  }
   bool holds_all() const { return held == spec().num_experts; }
 
   // Scratch of one compute(): the grouping of slots by expert and the kernels' workspace.
@@ -166,16 +182,26 @@ struct MoeLayer::Impl {
     return std::numeric_limits<std::int32_t>::max() / spec().top_k;
   }
   void check_tokens(const char* call, std::int64_t tokens) const {
-    if (tokens < 0 || tokens > max_tokens())
-      throw std::invalid_argument(std::string(call) + ": " + std::to_string(tokens) +
-                                  " tokens; a call carries 0.." + std::to_string(max_tokens()) +
-                                  " (tokens x top_k are numbered in 32 bits)");
+    require_call_tokens(call, tokens, spec().top_k);
   }
 
   Buffers buffers(std::int64_t tokens, bool bf16_io) {
     std::size_t total = 0;
     carve(nullptr, tokens, bf16_io, total);
     return carve(workspace.reserve(total), tokens, bf16_io, total);
+  }
+
+  // The checks every forward form makes first, in one place: the layer holds every expert,
+  // TOKENS is within the call bound, X [tokens, hidden] is finite. False for 0 tokens (nothing
+  // to do).
+  template <class T>
+  bool begin_forward(const char* call, const T* x, std::int64_t tokens) const {
+    require_all_experts(call);
+    check_tokens(call, tokens);
+    if (tokens == 0) return false;
+    start_call();
+    require_finite_input("x", x, tokens, spec().hidden);
+    return true;
   }
 
   void require_all_experts(const char* call) const {
@@ -248,22 +274,40 @@ struct MoeLayer::Impl {
     shared_kernel->run(f);
   }
 
+  // When the running call (or expert-parallel step) began: see stop_if_interrupted.
+  mutable std::chrono::steady_clock::time_point call_start;
+  void start_call() const { call_start = std::chrono::steady_clock::now(); }
+
+  // Between the steps of a call: the runtime's interrupt check (Runtime::set_interrupt_check)
+  // asked to stop, so a step of the pool may have skipped work: nothing it left is read. The
+  // pool polls a job's check no sooner than ThreadPool::kInterruptPoll after the job began, so
+  // a call younger than that was never cut short, and the check (Python's takes the GIL) is not
+  // asked: a decode call never pays for it.
+  void stop_if_interrupted() const {
+    if (std::chrono::steady_clock::now() - call_start < ThreadPool::kInterruptPoll) return;
+    if (pool->interrupt_requested()) throw Interrupted();
+  }
+
   // Everything after routing: group, compute, combine.
   void run_routed(const float* x, const std::int32_t* ids, const float* route_weights,
                   std::int64_t tokens, float* y, Buffers& b) {
+    stop_if_interrupted();
     const LayerSpec& s = spec();
     const std::int64_t slots = tokens * s.top_k;
     for (std::int64_t i = 0; i < slots; ++i)
       b.slot_rows[i] = static_cast<std::int32_t>(i / s.top_k);
     compute(x, tokens, ids, b.slot_rows, slots, b.slot_out, b.compute);
     if (shared_kernel) shared(x, tokens, b.shared_out, b.shared_offsets, b.shared_order, b.compute);
+    stop_if_interrupted();
     combine_slots(*pool, route_weights, b.slot_out, shared_kernel ? b.shared_out : nullptr, s.top_k,
                   s.hidden, tokens, y);
+    stop_if_interrupted();
   }
 
   // token_ids: [tokens] for a hash layer (ignored by the other methods).
   void route_and_run(const float* x, const float* logits, const std::int32_t* token_ids,
                      std::int64_t tokens, float* y, Buffers& b) {
+    stop_if_interrupted();  // the router's logits are whole
     route_from(logits, token_ids, tokens, b, b.ids, b.weights);
     run_routed(x, b.ids, b.weights, tokens, y, b);
   }
@@ -298,38 +342,44 @@ MoeLayer::MoeLayer(const LayerWeights& weights, Selection selection, Runtime& ru
   m.pool = &runtime.pool();
   m.placement = placement_of(d.request, s.num_experts);
   m.rank = d.request.ep_rank;
-  // Shapes of everything, values (NaN scales) of the experts this rank reads only: a rank
-  // never touches the pages of experts it does not hold (docs/DISTRIBUTED.md, memory).
-  const std::vector<ExpertRange> runs = m.placement.runs(m.rank);
-  validate(s, weights, runs);
-  // Each kernel packs only its run of experts: a slice, numbered from 0.
-  for (const ExpertRange& run : runs) {
-    Deployment kd = d;
-    kd.layer.num_experts = run.size();
-    m.parts.push_back({run, backend->create(kd, slice_experts(weights, run))});
-    m.held += run.size();
-    m.widest_run = std::max(m.widest_run, run.size());
-  }
-  if (s.shared_experts > 0) {
-    Deployment sd = d;
-    sd.layer = shared_expert_spec(s);
-    sd.request.ep_size = 1;
-    sd.request.ep_rank = 0;
-    sd.request.placement.clear();
-    if (s.shared_weight_format == WeightFormat::mxfp4) {
-      LayerWeights sw;
-      sw.w1 = weights.shared_w1;
-      sw.w2 = weights.shared_w2;
-      m.shared_kernel = backend->create(sd, sw);
-    } else {
-      // Not MXFP4 (DeepSeek-V4's FP8 shared expert): the one dense path every backend shares.
-      m.shared_kernel =
-          make_dense_expert_kernel(sd, weights.shared_dense_w1, weights.shared_dense_w2);
+  // The bytes may be a checkpoint's mapping: a file truncated under it is a LoadError naming
+  // the file, not a bus error (base/mapped_reads.hpp).
+  m.sources = mapped_sources(weights);
+  mapped_reads::read_guarded(m.sources, [&] {
+    // Shapes of everything, values (NaN scales) of the experts this rank reads only: a rank
+    // never touches the pages of experts it does not hold (docs/DISTRIBUTED.md, memory).
+    const std::vector<ExpertRange> runs = m.placement.runs(m.rank);
+    validate(s, weights, runs);
+    // Each kernel packs only its run of experts: a slice, numbered from 0.
+    for (const ExpertRange& run : runs) {
+      Deployment kd = d;
+      kd.layer.num_experts = run.size();
+      m.parts.push_back({run, backend->create(kd, slice_experts(weights, run))});
+      m.held += run.size();
+      m.widest_run = std::max(m.widest_run, run.size());
     }
-  }
-  m.router_weight = to_floats(weights.router_weight);
-  m.router_bias = to_floats(weights.router_bias);
-  m.selection_bias = to_floats(weights.selection_bias);
+    if (s.shared_experts > 0) {
+      Deployment sd = d;
+      sd.layer = shared_expert_spec(s);
+      sd.request.ep_size = 1;
+      sd.request.ep_rank = 0;
+      sd.request.placement.clear();
+      if (s.shared_weight_format == WeightFormat::mxfp4) {
+        LayerWeights sw;
+        sw.w1 = weights.shared_w1;
+        sw.w2 = weights.shared_w2;
+        m.shared_kernel = backend->create(sd, sw);
+      } else {
+        // Not MXFP4 (DeepSeek-V4's FP8 shared expert): the one dense path every backend shares.
+        m.shared_kernel =
+            make_dense_expert_kernel(sd, weights.shared_dense_w1, weights.shared_dense_w2);
+      }
+    }
+    m.router_weight = to_floats(weights.router_weight);
+    m.router_bias = to_floats(weights.router_bias);
+    m.selection_bias = to_floats(weights.selection_bias);
+  });
+  if (!reads_weight_views()) m.sources.clear();  // computing never reads them again
   m.selection = std::move(selection);
 }
 
@@ -344,33 +394,33 @@ void MoeLayer::forward(const float* x, std::int64_t tokens, float* y) {
 
 void MoeLayer::forward(const float* x, const std::int32_t* token_ids, std::int64_t tokens,
                        float* y) {
-  impl_->require_all_experts("forward");
-  impl_->check_tokens("forward", tokens);
-  if (tokens == 0) return;
-  if (impl_->spec().routing == RoutingMethod::hash)
-    validate_token_ids(impl_->spec(), token_ids, tokens);
-  Impl::Buffers b = impl_->buffers(tokens, false);
-  impl_->router_logits(x, tokens, b.logits);
-  impl_->route_and_run(x, b.logits, token_ids, tokens, y, b);
+  impl_->reading([&] {
+    if (!impl_->begin_forward("forward", x, tokens)) return;
+    if (impl_->spec().routing == RoutingMethod::hash)
+      validate_token_ids(impl_->spec(), token_ids, tokens);
+    Impl::Buffers b = impl_->buffers(tokens, false);
+    impl_->router_logits(x, tokens, b.logits);
+    impl_->route_and_run(x, b.logits, token_ids, tokens, y, b);
+  });
 }
 
 void MoeLayer::forward_logits(const float* x, const float* logits, std::int64_t tokens, float* y) {
-  impl_->require_all_experts("forward_logits");
-  impl_->check_tokens("forward_logits", tokens);
-  impl_->require_not_hash("forward_logits");
-  if (tokens == 0) return;
-  Impl::Buffers b = impl_->buffers(tokens, false);
-  impl_->route_and_run(x, logits, nullptr, tokens, y, b);
+  impl_->reading([&] {
+    impl_->require_not_hash("forward_logits");
+    if (!impl_->begin_forward("forward_logits", x, tokens)) return;
+    Impl::Buffers b = impl_->buffers(tokens, false);
+    impl_->route_and_run(x, logits, nullptr, tokens, y, b);
+  });
 }
 
 void MoeLayer::forward_routed(const float* x, const std::int32_t* ids, const float* weights,
                               std::int64_t tokens, float* y) {
-  impl_->require_all_experts("forward_routed");
-  impl_->check_tokens("forward_routed", tokens);
-  if (tokens == 0) return;
-  validate_routing(impl_->spec(), ids, weights, tokens);
-  Impl::Buffers b = impl_->buffers(tokens, false);
-  impl_->run_routed(x, ids, weights, tokens, y, b);
+  impl_->reading([&] {
+    if (!impl_->begin_forward("forward_routed", x, tokens)) return;
+    validate_routing(impl_->spec(), ids, weights, tokens);
+    Impl::Buffers b = impl_->buffers(tokens, false);
+    impl_->run_routed(x, ids, weights, tokens, y, b);
+  });
 }
 
 void MoeLayer::forward_bf16(const std::uint16_t* x, std::int64_t tokens, std::uint16_t* y) {
@@ -380,30 +430,30 @@ void MoeLayer::forward_bf16(const std::uint16_t* x, std::int64_t tokens, std::ui
 
 void MoeLayer::forward_bf16(const std::uint16_t* x, const std::int32_t* token_ids,
                             std::int64_t tokens, std::uint16_t* y) {
-  impl_->require_all_experts("forward_bf16");
-  impl_->check_tokens("forward_bf16", tokens);
-  if (tokens == 0) return;
-  if (impl_->spec().routing == RoutingMethod::hash)
-    validate_token_ids(impl_->spec(), token_ids, tokens);
-  Impl::Buffers b = impl_->buffers(tokens, true);
-  const std::int64_t n = tokens * impl_->spec().hidden;
-  for (std::int64_t i = 0; i < n; ++i) b.x_f32[i] = bf16_to_f32(x[i]);
-  impl_->router_logits(b.x_f32, tokens, b.logits);
-  impl_->route_and_run(b.x_f32, b.logits, token_ids, tokens, b.y_f32, b);
-  for (std::int64_t i = 0; i < n; ++i) y[i] = f32_to_bf16(b.y_f32[i]);
+  impl_->reading([&] {
+    if (!impl_->begin_forward("forward_bf16", x, tokens)) return;
+    if (impl_->spec().routing == RoutingMethod::hash)
+      validate_token_ids(impl_->spec(), token_ids, tokens);
+    Impl::Buffers b = impl_->buffers(tokens, true);
+    const std::int64_t n = tokens * impl_->spec().hidden;
+    for (std::int64_t i = 0; i < n; ++i) b.x_f32[i] = bf16_to_f32(x[i]);
+    impl_->router_logits(b.x_f32, tokens, b.logits);
+    impl_->route_and_run(b.x_f32, b.logits, token_ids, tokens, b.y_f32, b);
+    for (std::int64_t i = 0; i < n; ++i) y[i] = f32_to_bf16(b.y_f32[i]);
+  });
 }
 
 void MoeLayer::forward_routed_bf16(const std::uint16_t* x, const std::int32_t* ids,
                                    const float* weights, std::int64_t tokens, std::uint16_t* y) {
-  impl_->require_all_experts("forward_routed_bf16");
-  impl_->check_tokens("forward_routed_bf16", tokens);
-  if (tokens == 0) return;
-  validate_routing(impl_->spec(), ids, weights, tokens);
-  Impl::Buffers b = impl_->buffers(tokens, true);
-  const std::int64_t n = tokens * impl_->spec().hidden;
-  for (std::int64_t i = 0; i < n; ++i) b.x_f32[i] = bf16_to_f32(x[i]);
-  impl_->run_routed(b.x_f32, ids, weights, tokens, b.y_f32, b);
-  for (std::int64_t i = 0; i < n; ++i) y[i] = f32_to_bf16(b.y_f32[i]);
+  impl_->reading([&] {
+    if (!impl_->begin_forward("forward_routed_bf16", x, tokens)) return;
+    validate_routing(impl_->spec(), ids, weights, tokens);
+    Impl::Buffers b = impl_->buffers(tokens, true);
+    const std::int64_t n = tokens * impl_->spec().hidden;
+    for (std::int64_t i = 0; i < n; ++i) b.x_f32[i] = bf16_to_f32(x[i]);
+    impl_->run_routed(b.x_f32, ids, weights, tokens, b.y_f32, b);
+    for (std::int64_t i = 0; i < n; ++i) y[i] = f32_to_bf16(b.y_f32[i]);
+  });
 }
 
 void MoeLayer::route(const float* x, std::int64_t tokens, std::int32_t* ids, float* weights) {
@@ -413,36 +463,45 @@ void MoeLayer::route(const float* x, std::int64_t tokens, std::int32_t* ids, flo
 
 void MoeLayer::route(const float* x, const std::int32_t* token_ids, std::int64_t tokens,
                      std::int32_t* ids, float* weights) {
-  impl_->check_tokens("route", tokens);
-  if (tokens == 0) return;
-  if (impl_->spec().routing == RoutingMethod::hash)
-    validate_token_ids(impl_->spec(), token_ids, tokens);
-  Impl::Buffers b = impl_->buffers(tokens, false);
-  impl_->router_logits(x, tokens, b.logits);
-  impl_->route_from(b.logits, token_ids, tokens, b, ids, weights);
+  impl_->reading([&] {
+    impl_->check_tokens("route", tokens);
+    if (tokens == 0) return;
+    require_finite_input("x", x, tokens, impl_->spec().hidden);
+    if (impl_->spec().routing == RoutingMethod::hash)
+      validate_token_ids(impl_->spec(), token_ids, tokens);
+    impl_->start_call();
+    Impl::Buffers b = impl_->buffers(tokens, false);
+    impl_->router_logits(x, tokens, b.logits);
+    impl_->stop_if_interrupted();  // the logits are whole
+    impl_->route_from(b.logits, token_ids, tokens, b, ids, weights);
+  });
 }
 
 void MoeLayer::compute_slots(const float* rows, std::int64_t num_rows, const std::int32_t* ids,
                              const std::int32_t* slot_rows, std::int64_t slots, float* out) {
-  Impl& m = *impl_;
-  if (num_rows < 0 || slots < 0 || num_rows > std::numeric_limits<std::int32_t>::max() ||
-      slots > std::numeric_limits<std::int32_t>::max())
-    throw std::invalid_argument(fmt::format(
-        "compute_slots: {} rows and {} slots (each must be in [0, 2^31))", num_rows, slots));
-  for (std::int64_t s = 0; s < slots; ++s) {
-    const std::int32_t e = ids[s];
-    if (e < 0 || e >= m.spec().num_experts || m.placement.owner(e) != m.rank)
+  impl_->reading([&] {
+    Impl& m = *impl_;
+    if (num_rows < 0 || slots < 0 || num_rows > std::numeric_limits<std::int32_t>::max() ||
+        slots > std::numeric_limits<std::int32_t>::max())
       throw std::invalid_argument(fmt::format(
-          "compute_slots: slot {} names expert {}, which rank {} does not hold", s, e, m.rank));
-    if (slot_rows[s] < 0 || slot_rows[s] >= num_rows)
-      throw std::invalid_argument(
-          fmt::format("compute_slots: slot {} reads row {} of {}", s, slot_rows[s], num_rows));
-  }
-  if (slots == 0) return;
-  Carver measure(nullptr);
-  m.carve_compute(measure, num_rows, slots);
-  Carver c(m.workspace.reserve(measure.used()));
-  m.compute(rows, num_rows, ids, slot_rows, slots, out, m.carve_compute(c, num_rows, slots));
+          "compute_slots: {} rows and {} slots (each must be in [0, 2^31))", num_rows, slots));
+    for (std::int64_t s = 0; s < slots; ++s) {
+      const std::int32_t e = ids[s];
+      if (e < 0 || e >= m.spec().num_experts || m.placement.owner(e) != m.rank)
+        throw std::invalid_argument(fmt::format(
+            "compute_slots: slot {} names expert {}, which rank {} does not hold", s, e, m.rank));
+      if (slot_rows[s] < 0 || slot_rows[s] >= num_rows)
+        throw std::invalid_argument(
+            fmt::format("compute_slots: slot {} reads row {} of {}", s, slot_rows[s], num_rows));
+    }
+    if (slots == 0) return;
+    m.start_call();
+    Carver measure(nullptr);
+    m.carve_compute(measure, num_rows, slots);
+    Carver c(m.workspace.reserve(measure.used()));
+    m.compute(rows, num_rows, ids, slot_rows, slots, out, m.carve_compute(c, num_rows, slots));
+    m.stop_if_interrupted();
+  });
 }
 
 bool MoeLayer::shared_expert(const float* x, std::int64_t tokens, float* out) {
@@ -458,7 +517,10 @@ bool MoeLayer::shared_expert(const float* x, std::int64_t tokens, float* out) {
   Carver c(m.workspace.reserve(measure.used()));
   std::int32_t* offsets = c.take<std::int32_t>(2);
   std::int32_t* identity = c.take<std::int32_t>(t);
-  m.shared(x, tokens, out, offsets, identity, m.carve_compute(c, tokens, tokens));
+  m.start_call();
+  m.reading(
+      [&] { m.shared(x, tokens, out, offsets, identity, m.carve_compute(c, tokens, tokens)); });
+  m.stop_if_interrupted();
   return true;
 }
 
@@ -466,7 +528,9 @@ void MoeLayer::combine(const float* weights, const float* slot_out, const float*
                        std::int64_t tokens, float* y) const {
   impl_->check_tokens("combine", tokens);
   const LayerSpec& s = impl_->spec();
+  impl_->start_call();
   combine_slots(*impl_->pool, weights, slot_out, shared, s.top_k, s.hidden, tokens, y);
+  impl_->stop_if_interrupted();
 }
 
 void MoeLayer::set_runtime(Runtime& runtime) noexcept {

@@ -49,6 +49,9 @@ int Runtime::threads() const noexcept {
 const RuntimeOptions& Runtime::options() const noexcept {
   return options_;
 }
+void Runtime::set_interrupt_check(std::function<bool()> check) {
+  pool_->set_interrupt_check(std::move(check));
+}
 ThreadPool& Runtime::pool() const noexcept {
   return *pool_;
 }

@@ -240,5 +240,27 @@ TEST(AtomicDirectory, LeftoversOfADeadProcessAreRemoved) {
   EXPECT_TRUE(others(s.path(), {"out"}).empty());
 }
 
+// Only names of the temporaries' exact form (".NAME.mxmoe-tmp-PID-N", digits) with a dead PID
+// are leftovers: a user's folder that merely starts alike is never removed (it was: a suffix
+// that is no number read as PID 0, "not running"), nor a link to a folder.
+TEST(AtomicDirectory, AUsersLookAlikeFolderIsNeverRemoved) {
+  Scratch s;
+  const std::string look_alike = s.path() + "/.out.mxmoe-tmp-mybackup";
+  fs::create_directories(look_alike);
+  std::ofstream(look_alike + "/data") << "keep";
+  fs::create_directories(s.path() + "/real");
+  std::ofstream(s.path() + "/real/data") << "keep";
+  fs::create_directory_symlink(s.path() + "/real", s.path() + "/.out.mxmoe-tmp-1-2");
+  fs::create_directories(s.path() + "/.out.mxmoe-tmp-12x-3");
+  {
+    AtomicDirectory d(s / "out");
+    d.commit(false);
+  }
+  EXPECT_TRUE(fs::exists(look_alike + "/data"));
+  EXPECT_TRUE(fs::exists(s.path() + "/real/data"));
+  EXPECT_TRUE(fs::is_symlink(s.path() + "/.out.mxmoe-tmp-1-2"));
+  EXPECT_TRUE(fs::exists(s.path() + "/.out.mxmoe-tmp-12x-3"));
+}
+
 }  // namespace
 }  // namespace mxmoe::files

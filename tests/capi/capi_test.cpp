@@ -3,13 +3,18 @@
 // thread-local last-error text.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
@@ -50,6 +55,16 @@ const auto* const kCleanup = ::testing::AddGlobalTestEnvironment(new Cleanup);
 mxmoe_checkpoint* open_checkpoint() {
   mxmoe_checkpoint* c = nullptr;
   EXPECT_EQ(mxmoe_checkpoint_open(checkpoint_dir().c_str(), &c), MXMOE_OK) << mxmoe_last_error();
+  return c;
+}
+
+mxmoe_communicator communicator(int32_t rank, int32_t size, mxmoe_exchange_fn exchange,
+                                void* context) {
+  mxmoe_communicator c = mxmoe_communicator_default();
+  c.rank = rank;
+  c.size = size;
+  c.exchange = exchange;
+  c.context = context;
   return c;
 }
 
@@ -105,7 +120,7 @@ TEST(CApi, SameBitsAsTheCppApi) {
   mxmoe_layer* layer = nullptr;
   ASSERT_EQ(mxmoe_layer_create(c, 1, &p, &layer), MXMOE_OK) << mxmoe_last_error();
   mxmoe_checkpoint_close(c);  // the layer keeps the mapping alive
-  mxmoe_layer_info info{};
+  mxmoe_layer_info info = mxmoe_layer_info_default();
   ASSERT_EQ(mxmoe_layer_get_info(layer, &info), MXMOE_OK);
   EXPECT_EQ(info.num_experts, 8);
   EXPECT_EQ(info.top_k, 2);
@@ -237,6 +252,10 @@ TEST(CApi, FailuresAreStatusesWithTheReason) {
   p.backend = "no_such_backend";
   EXPECT_EQ(mxmoe_layer_create(c, 0, &p, &layer), MXMOE_ERROR_INVALID_ARGUMENT);
   EXPECT_THAT(mxmoe_last_error(), HasSubstr("reference"));  // lists the valid names
+  p.backend = "x\x1b[31m";  // a host's log gets the escape sequence escaped, not raw
+  EXPECT_EQ(mxmoe_layer_create(c, 0, &p, &layer), MXMOE_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(std::string(mxmoe_last_error()).find('\x1b'), std::string::npos) << mxmoe_last_error();
+  EXPECT_THAT(mxmoe_last_error(), HasSubstr("x\\x1b[31m"));
   p = reference_f32();
   p.excluded_backends = "avx2,,no_such_one";  // checked by the library's list parser
   EXPECT_EQ(mxmoe_layer_create(c, 0, &p, &layer), MXMOE_ERROR_INVALID_ARGUMENT);
@@ -277,6 +296,32 @@ TEST(CApi, FailuresAreStatusesWithTheReason) {
 // The failure values are the command's exit codes for the same failure (docs/C_API.md, README
 // "Exit codes"): each case is made once through the C API and once through `mxmoe`, and both
 // numbers must equal the documented class (1 a file, 2 the caller's value, 3 nothing fits).
+// A checkpoint file truncated after mxmoe_checkpoint_open mapped it: creating a layer is
+// MXMOE_ERROR_IO naming the file (a read of a lost page was SIGBUS, killing the engine).
+TEST(CApi, TruncatedShardIsAnIoErrorNamingTheFile) {
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("mxmoe_capi_cut_" + std::to_string(::getpid())))
+          .string();
+  std::filesystem::remove_all(dir);
+  std::filesystem::copy(checkpoint_dir(), dir);
+  mxmoe_checkpoint* c = nullptr;
+  ASSERT_EQ(mxmoe_checkpoint_open(dir.c_str(), &c), MXMOE_OK) << mxmoe_last_error();
+  std::string truncated;
+  for (const auto& entry : std::filesystem::directory_iterator(dir))
+    if (entry.path().extension() == ".safetensors") {
+      std::filesystem::resize_file(entry.path(), 0);
+      truncated = entry.path().filename().string();
+    }
+  ASSERT_FALSE(truncated.empty());
+  for (const mxmoe_request_params& p : {reference_f32(), mxmoe_request_default_params()}) {
+    mxmoe_layer* layer = nullptr;
+    EXPECT_EQ(mxmoe_layer_create(c, 0, &p, &layer), MXMOE_ERROR_IO);
+    EXPECT_THAT(mxmoe_last_error(), HasSubstr(".safetensors: the file changed on disk"));
+  }
+  mxmoe_checkpoint_close(c);
+  std::filesystem::remove_all(dir);
+}
+
 TEST(CApi, StatusesEqualTheCommandsExitCodesForTheSameFailure) {
   namespace fs = std::filesystem;
   const std::string bad =
@@ -499,12 +544,12 @@ TEST(CApi, ExpertParallelLayerThroughAHostTransport) {
       auto group = mxmoe::make_thread_group(n, {/*deadline_s=*/20});
       std::vector<float> y(x.size(), -1.0f);
       std::vector<std::string> errors(static_cast<std::size_t>(n));
-      std::vector<mxmoe_layer_info> infos(static_cast<std::size_t>(n));
+      std::vector<mxmoe_layer_info> infos(static_cast<std::size_t>(n), mxmoe_layer_info_default());
       std::vector<std::thread> ranks;
       for (int r = 0; r < n; ++r)
         ranks.emplace_back([&, r] {
           const auto i = static_cast<std::size_t>(r);
-          const mxmoe_communicator comm{r, n, exchange_through, group[i].get()};
+          const mxmoe_communicator comm = communicator(r, n, exchange_through, group[i].get());
           mxmoe_ep_layer* layer = nullptr;
           if (mxmoe_ep_layer_create(c, 1, &p, &comm, &layer) != MXMOE_OK) {
             errors[i] = mxmoe_last_error();
@@ -545,17 +590,239 @@ TEST(CApi, ExpertParallelFailuresAreStatuses) {
   mxmoe_checkpoint* c = open_checkpoint();
   const mxmoe_request_params p = reference_f32();
   mxmoe_ep_layer* layer = nullptr;
-  const mxmoe_communicator outside{2, 2, failing_exchange, nullptr};
+  const mxmoe_communicator outside = communicator(2, 2, failing_exchange, nullptr);
   EXPECT_EQ(mxmoe_ep_layer_create(c, 1, &p, &outside, &layer), MXMOE_ERROR_INVALID_ARGUMENT);
   EXPECT_THAT(mxmoe_last_error(), HasSubstr("communicator.rank must be in [0, size)"));
-  const mxmoe_communicator no_callback{0, 2, nullptr, nullptr};
+  const mxmoe_communicator no_callback = communicator(0, 2, nullptr, nullptr);
   EXPECT_EQ(mxmoe_ep_layer_create(c, 1, &p, &no_callback, &layer), MXMOE_ERROR_INVALID_ARGUMENT);
   EXPECT_EQ(mxmoe_ep_layer_create(c, 1, &p, nullptr, &layer), MXMOE_ERROR_INVALID_ARGUMENT);
   // The host's transport fails while the group agrees: an I/O status with its reason.
-  const mxmoe_communicator failing{0, 2, failing_exchange, nullptr};
+  const mxmoe_communicator failing = communicator(0, 2, failing_exchange, nullptr);
   EXPECT_EQ(mxmoe_ep_layer_create(c, 1, &p, &failing, &layer), MXMOE_ERROR_IO);
   EXPECT_THAT(mxmoe_last_error(), HasSubstr("exchange callback failed (7): peer 1 went away"));
   EXPECT_EQ(layer, nullptr);
+  mxmoe_checkpoint_close(c);
+}
+
+// ---- One contract at the edges (docs/RELIABILITY.md): the arrays of every forward call.
+
+// A layer of the test checkpoint, and x of kEdgeTokens tokens with a NaN in token 2.
+constexpr int kEdgeTokens = 4;
+mxmoe_layer* edge_layer() {
+  mxmoe_checkpoint* c = open_checkpoint();
+  const mxmoe_request_params p = reference_f32();
+  mxmoe_layer* layer = nullptr;
+  EXPECT_EQ(mxmoe_layer_create(c, 1, &p, &layer), MXMOE_OK) << mxmoe_last_error();
+  mxmoe_checkpoint_close(c);
+  return layer;
+}
+
+// A one-rank expert-parallel group through the host-transport callback.
+struct OneRankGroup {
+  std::vector<std::unique_ptr<mxmoe::Communicator>> group = mxmoe::make_thread_group(1, {20});
+  mxmoe_ep_layer* layer = nullptr;
+  OneRankGroup() {
+    mxmoe_checkpoint* c = open_checkpoint();
+    const mxmoe_request_params p = reference_f32();
+    const mxmoe_communicator comm = communicator(0, 1, exchange_through, group[0].get());
+    EXPECT_EQ(mxmoe_ep_layer_create(c, 1, &p, &comm, &layer), MXMOE_OK) << mxmoe_last_error();
+    mxmoe_checkpoint_close(c);
+  }
+  ~OneRankGroup() { mxmoe_ep_layer_destroy(layer); }
+};
+
+std::vector<uint16_t> to_bf16(const std::vector<float>& x) {
+  std::vector<uint16_t> out(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) out[i] = mxmoe::f32_to_bf16(x[i]);
+  return out;
+}
+
+TEST(CApiEdges, NonFiniteInputIsRefusedByEveryForwardNamingTheToken) {
+  mxmoe_layer* layer = edge_layer();
+  OneRankGroup ep;
+  std::vector<float> x = random_x(kEdgeTokens, 64, 3);
+  x[2 * 64 + 5] = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<uint16_t> xb = to_bf16(x);
+  std::vector<float> y(x.size());
+  std::vector<uint16_t> yb(x.size());
+  const std::vector<int32_t> ids = {0, 1, 2, 3, 4, 5, 6, 7};
+  const std::vector<float> w(8, 0.5f);
+  const auto refused = [](mxmoe_status status) {
+    EXPECT_EQ(status, MXMOE_ERROR_INVALID_ARGUMENT);
+    EXPECT_THAT(mxmoe_last_error(),
+                HasSubstr("x: 1 non-finite value (NaN/Inf) in 1 of 4 tokens: token 2 (1)"));
+  };
+  refused(mxmoe_layer_forward_f32(layer, x.data(), kEdgeTokens, y.data()));
+  refused(mxmoe_layer_forward_tokens_f32(layer, x.data(), nullptr, kEdgeTokens, y.data()));
+  refused(mxmoe_layer_forward_bf16(layer, xb.data(), kEdgeTokens, yb.data()));
+  refused(
+      mxmoe_layer_forward_routed_f32(layer, x.data(), ids.data(), w.data(), kEdgeTokens, y.data()));
+  refused(mxmoe_layer_forward_routed_bf16(layer, xb.data(), ids.data(), w.data(), kEdgeTokens,
+                                          yb.data()));
+  refused(mxmoe_ep_layer_forward_f32(ep.layer, x.data(), kEdgeTokens, y.data()));
+  mxmoe_layer_destroy(layer);
+}
+
+TEST(CApiEdges, RoutedIdsOutOfRangeAndBadWeightsAreRefused) {
+  mxmoe_layer* layer = edge_layer();
+  const std::vector<float> x = random_x(kEdgeTokens, 64, 4);
+  std::vector<float> y(x.size());
+  const std::vector<int32_t> good_ids = {0, 1, 2, 3, 4, 5, 6, 7};
+  const std::vector<float> good_w(8, 0.5f);
+  const auto refused = [&](std::vector<int32_t> ids, std::vector<float> w, const char* why) {
+    EXPECT_EQ(mxmoe_layer_forward_routed_f32(layer, x.data(), ids.data(), w.data(), kEdgeTokens,
+                                             y.data()),
+              MXMOE_ERROR_INVALID_ARGUMENT);
+    EXPECT_THAT(mxmoe_last_error(), HasSubstr(why));
+  };
+  std::vector<int32_t> ids = good_ids;
+  ids[5] = 8;
+  refused(ids, good_w, "expert id 8 of token 2, slot 1 is out of range [0, 8)");
+  ids[5] = -1;
+  refused(ids, good_w, "expert id -1 of token 2, slot 1");
+  std::vector<float> w = good_w;
+  w[3] = -0.25f;
+  refused(good_ids, w, "of token 1, slot 1 is negative");
+  w[3] = std::numeric_limits<float>::infinity();
+  refused(good_ids, w, "of token 1, slot 1 is not finite");
+  EXPECT_EQ(mxmoe_layer_forward_routed_f32(layer, x.data(), good_ids.data(), good_w.data(),
+                                           kEdgeTokens, y.data()),
+            MXMOE_OK)
+      << mxmoe_last_error();
+  mxmoe_layer_destroy(layer);
+}
+
+TEST(CApiEdges, NonFiniteOutputIsAStatusNamingTheTokens) {
+  EXPECT_EQ(static_cast<int>(MXMOE_ERROR_NON_FINITE), 6);
+  mxmoe_layer* layer = edge_layer();
+  const std::vector<float> x = random_x(kEdgeTokens, 64, 5);
+  std::vector<float> y(x.size());
+  std::vector<uint16_t> yb(x.size());
+  const std::vector<int32_t> ids = {0, 1, 2, 3, 4, 5, 6, 7};
+  // Legal routing weights near the float range: the weighted sum overflows in token 3 only.
+  std::vector<float> w(8, 0.5f);
+  w[6] = w[7] = 3e38f;
+  EXPECT_EQ(
+      mxmoe_layer_forward_routed_f32(layer, x.data(), ids.data(), w.data(), kEdgeTokens, y.data()),
+      MXMOE_ERROR_NON_FINITE);
+  EXPECT_THAT(mxmoe_last_error(), StartsWith("the output holds "));
+  EXPECT_THAT(mxmoe_last_error(), HasSubstr("(NaN/Inf) in 1 of 4 tokens: token 3 ("));
+  const std::vector<uint16_t> xb = to_bf16(x);
+  EXPECT_EQ(mxmoe_layer_forward_routed_bf16(layer, xb.data(), ids.data(), w.data(), kEdgeTokens,
+                                            yb.data()),
+            MXMOE_ERROR_NON_FINITE);
+  EXPECT_THAT(mxmoe_last_error(), HasSubstr("in 1 of 4 tokens: token 3 ("));
+  mxmoe_layer_destroy(layer);
+}
+
+TEST(CApiEdges, AnOutputOverlappingAnyInputIsRefused) {
+  mxmoe_layer* layer = edge_layer();
+  const std::vector<float> x = random_x(kEdgeTokens, 64, 6);
+  const std::vector<int32_t> ids = {0, 1, 2, 3, 4, 5, 6, 7};
+  const std::vector<float> w(8, 0.5f);
+  // y's buffer holds the routing weights, then the ids, then (shifted) x.
+  std::vector<float> buffer(x.size() + 64);
+  float* y = buffer.data();
+  const auto refused = [](mxmoe_status status, const char* what) {
+    EXPECT_EQ(status, MXMOE_ERROR_INVALID_ARGUMENT);
+    EXPECT_THAT(mxmoe_last_error(), HasSubstr(what));
+  };
+  std::memcpy(y + 8, w.data(), 8 * sizeof(float));
+  refused(mxmoe_layer_forward_routed_f32(layer, x.data(), ids.data(), y + 8, kEdgeTokens, y),
+          "y: overlaps topk_weights");
+  std::memcpy(y + 100, ids.data(), 8 * sizeof(int32_t));
+  refused(mxmoe_layer_forward_routed_f32(layer, x.data(), reinterpret_cast<const int32_t*>(y + 100),
+                                         w.data(), kEdgeTokens, y),
+          "y: overlaps topk_ids");
+  std::memcpy(y + 64, x.data(), x.size() * sizeof(float));
+  refused(mxmoe_layer_forward_f32(layer, y + 64, kEdgeTokens, y), "y: overlaps x");
+  refused(mxmoe_layer_forward_routed_f32(layer, y + 64, ids.data(), w.data(), kEdgeTokens, y),
+          "y: overlaps x");
+  const std::vector<int32_t> token_ids(kEdgeTokens, 1);
+  std::memcpy(y + 200, token_ids.data(), token_ids.size() * sizeof(int32_t));
+  refused(mxmoe_layer_forward_tokens_f32(layer, x.data(), reinterpret_cast<const int32_t*>(y + 200),
+                                         kEdgeTokens, y),
+          "y: overlaps token_ids");
+  mxmoe_layer_destroy(layer);
+}
+
+TEST(CApiEdges, TokensBeyondTheBoundAreInvalidArgumentOnEveryForward) {
+  mxmoe_layer* layer = edge_layer();
+  OneRankGroup ep;
+  std::vector<float> x(64), y(64);
+  const int32_t ids[2] = {0, 1};
+  const float w[2] = {0.5f, 0.5f};
+  const int64_t huge = std::numeric_limits<int64_t>::max();
+  const auto refused = [](mxmoe_status status) {
+    EXPECT_EQ(status, MXMOE_ERROR_INVALID_ARGUMENT);
+    EXPECT_THAT(mxmoe_last_error(), HasSubstr("tokens; a call carries 0..1073741823"));
+  };
+  refused(mxmoe_layer_forward_f32(layer, x.data(), huge, y.data()));
+  refused(mxmoe_layer_forward_routed_f32(layer, x.data(), ids, w, huge, y.data()));
+  refused(mxmoe_ep_layer_forward_f32(ep.layer, x.data(), huge, y.data()));
+  refused(mxmoe_ep_layer_forward_tokens_f32(ep.layer, x.data(), nullptr, huge, y.data()));
+  mxmoe_layer_destroy(layer);
+}
+
+// SIZE bytes at the very end of a readable page followed by a PROT_NONE page: a library that
+// reads or writes past SIZE faults.
+struct GuardedBytes {
+  std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  unsigned char* base = static_cast<unsigned char*>(
+      mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  explicit GuardedBytes(const void* bytes, std::size_t size) {
+    EXPECT_NE(base, MAP_FAILED);
+    EXPECT_EQ(mprotect(base + page, page, PROT_NONE), 0);
+    std::memcpy(at(size), bytes, size);
+  }
+  ~GuardedBytes() { munmap(base, 2 * page); }
+  unsigned char* at(std::size_t size) const { return base + page - size; }
+};
+
+TEST(CApiEdges, AnOlderCallersStructsAreReadAndWrittenOnlyWithinTheirSize) {
+  // A header before tokens_hint, ep_size and ep_rank: those keep their defaults.
+  mxmoe_request_params p = reference_f32();
+  const std::size_t old_params = offsetof(mxmoe_request_params, tokens_hint);
+  p.struct_size = old_params;
+  const GuardedBytes params(&p, old_params);
+  mxmoe_checkpoint* c = open_checkpoint();
+  mxmoe_layer* layer = nullptr;
+  ASSERT_EQ(mxmoe_layer_create(
+                c, 1, reinterpret_cast<const mxmoe_request_params*>(params.at(old_params)), &layer),
+            MXMOE_OK)
+      << mxmoe_last_error();
+  // A header before expert_begin and expert_end: get_info writes only what it has.
+  mxmoe_layer_info info = mxmoe_layer_info_default();
+  const std::size_t old_info = offsetof(mxmoe_layer_info, expert_begin);
+  info.struct_size = old_info;
+  const GuardedBytes info_bytes(&info, old_info);
+  auto* old = reinterpret_cast<mxmoe_layer_info*>(info_bytes.at(old_info));
+  ASSERT_EQ(mxmoe_layer_get_info(layer, old), MXMOE_OK) << mxmoe_last_error();
+  EXPECT_EQ(old->hidden, 64);
+  EXPECT_EQ(old->intermediate, 32);
+  mxmoe_layer_destroy(layer);
+
+  // No struct_size (a struct not from the defaults) is refused, naming the init function.
+  mxmoe_request_params zero;
+  std::memset(&zero, 0, sizeof zero);
+  EXPECT_EQ(mxmoe_layer_create(c, 1, &zero, &layer), MXMOE_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(mxmoe_last_error(), HasSubstr("start from mxmoe_request_default_params()"));
+  p = reference_f32();
+  p.struct_size = offsetof(mxmoe_request_params, threads) + 2;
+  EXPECT_EQ(mxmoe_layer_create(c, 1, &p, &layer), MXMOE_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(mxmoe_last_error(), HasSubstr("ends inside the field threads"));
+  mxmoe_communicator comm = communicator(0, 1, exchange_through, nullptr);
+  comm.struct_size = 0;
+  mxmoe_ep_layer* ep = nullptr;
+  p = reference_f32();
+  EXPECT_EQ(mxmoe_ep_layer_create(c, 1, &p, &comm, &ep), MXMOE_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(mxmoe_last_error(), HasSubstr("start from mxmoe_communicator_default()"));
+  mxmoe_layer_info no_size;
+  std::memset(&no_size, 0, sizeof no_size);
+  ASSERT_EQ(mxmoe_layer_create(c, 1, &p, &layer), MXMOE_OK);
+  EXPECT_EQ(mxmoe_layer_get_info(layer, &no_size), MXMOE_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(mxmoe_last_error(), HasSubstr("start from mxmoe_layer_info_default()"));
+  mxmoe_layer_destroy(layer);
   mxmoe_checkpoint_close(c);
 }
 

@@ -146,7 +146,7 @@ TEST(CApiFromTensors, FromCGivesTheCheckpointsBits) {
     const mxmoe_request_params p = params_for(backend);
     mxmoe_layer* layer = nullptr;
     ASSERT_EQ(c_gpt_oss_layer(&t, C_CALLER_CURRENT, &p, &layer), MXMOE_OK) << mxmoe_last_error();
-    mxmoe_layer_info info{};
+    mxmoe_layer_info info = mxmoe_layer_info_default();
     ASSERT_EQ(mxmoe_layer_get_info(layer, &info), MXMOE_OK);
     EXPECT_EQ(info.num_experts, kE);
     EXPECT_EQ(info.top_k, kK);

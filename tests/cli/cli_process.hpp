@@ -4,6 +4,7 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -50,14 +51,44 @@ inline const auto* const kScratchCleanup = ::testing::AddGlobalTestEnvironment(n
 
 // `SHELL_PREFIX env -i PATH=/usr/bin:/bin ENV mxmoe ARGS` through /bin/sh (SHELL_PREFIX may
 // set limits: "ulimit -f 16;"); mxmoe through the emulator when cross-compiled.
+inline std::string shell_command(const std::string& env, const std::string& args,
+                                 const std::string& shell_prefix) {
+  return shell_prefix + " env -i PATH=/usr/bin:/bin " + env + " " + MXMOE_CLI_COMMAND + " " +
+         args + " >" + (scratch_dir() / "out.txt").string() + " 2>" +
+         (scratch_dir() / "err.txt").string();
+}
+
 inline Result run(const std::string& env, const std::string& args,
                   const std::string& shell_prefix = "") {
-  const auto out = scratch_dir() / "out.txt", err = scratch_dir() / "err.txt";
-  const std::string cmd = shell_prefix + " env -i PATH=/usr/bin:/bin " + env + " " +
-                          MXMOE_CLI_COMMAND + " " + args + " >" + out.string() + " 2>" +
-                          err.string();
-  const int status = std::system(cmd.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
+  const int status = std::system(shell_command(env, args, shell_prefix).c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(scratch_dir() / "out.txt"),
+          slurp(scratch_dir() / "err.txt")};
+}
+
+// run() in a child whose peak resident memory (ru_maxrss of it and every process it waited
+// for: the shell, then mxmoe, which env execs) is returned in kB.
+struct MeasuredResult : Result {
+  long max_rss_kb = -1;
+};
+
+inline MeasuredResult run_measured(const std::string& env, const std::string& args,
+                                   const std::string& shell_prefix = "") {
+  const std::string cmd = shell_command(env, args, shell_prefix);
+  MeasuredResult r;
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  int status = 0;
+  struct rusage usage {};
+  if (pid > 0 && ::wait4(pid, &status, 0, &usage) == pid) {
+    r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.max_rss_kb = usage.ru_maxrss;
+  }
+  r.out = slurp(scratch_dir() / "out.txt");
+  r.err = slurp(scratch_dir() / "err.txt");
+  return r;
 }
 
 }  // namespace mxmoe::cli_testing

@@ -4,8 +4,15 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
 
 #include "io_fixtures.hpp"
 #include "mxmoe/npy.hpp"
@@ -26,6 +33,13 @@ std::pair<int, std::string> run_cli(const std::string& args, bool merge_stderr =
   while (pipe && std::fgets(buffer, sizeof buffer, pipe)) out += buffer;
   const int status = pipe ? ::pclose(pipe) : -1;
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+std::string slurp_text(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
 }
 
 class CliModel : public ::testing::Test {
@@ -96,9 +110,41 @@ TEST_F(CliModel, MalformedCheckpointFailsWithTheFileNamed) {
   EXPECT_THAT(out, ::testing::HasSubstr("model.safetensors: file is 4 bytes"));
   // quantize refuses a checkpoint that is already MXFP4.
   const auto [rc2, out2] =
-      run_cli("quantize --model " + dir.path() + " --out " + dir.path(), /*merge_stderr=*/true);
+      run_cli("quantize --model " + dir.path() + " --out " + dir / "q", /*merge_stderr=*/true);
   EXPECT_EQ(rc2, 1);
   EXPECT_THAT(out2, ::testing::HasSubstr("already MXFP4"));
+}
+
+// `run` on the reference backend reads the mapping at every call: a shard truncated while it
+// times its calls ends it with exit 1 and the file named (it was SIGBUS, exit 135).
+TEST_F(CliModel, ShardTruncatedWhileRunRunsIsExit1NamingIt) {
+  TempDir dir, io;
+  Dims d;
+  d.layers = 1;
+  testing_io::write_gpt_oss_checkpoint(dir.path(), d, /*sharded=*/true);
+  const std::string shard = dir.path() + "/model-00001-of-00001.safetensors";
+  const std::string err = (io / "err.txt");
+  const std::string command = std::string(MXMOE_CLI_COMMAND) + " run --model " + dir.path() +
+                              " --layer 0 --tokens 4 --reps 100000 --backend reference "
+                              "--activation f32 --threads 1 >/dev/null 2>" + err;
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ASSERT_GT(pid, 0);
+  // Truncate once the timed calls have begun (the layer is bound and computing).
+  for (int i = 0; i < 3000 && slurp_text(err).find("timing") == std::string::npos; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  std::filesystem::resize_file(shard, 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  const std::string text = slurp_text(err);
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by a signal: " << text;
+  EXPECT_EQ(WEXITSTATUS(status), 1) << text;
+  EXPECT_NE(text.find("model-00001-of-00001.safetensors: the file changed on disk"),
+            std::string::npos)
+      << text;
 }
 
 }  // namespace

@@ -269,5 +269,19 @@ TEST(ModelConfig, SizesAreRangeCheckedBeforeUse) {
   EXPECT_THAT(error_of(v3), HasSubstr("'n_shared_experts'"));
 }
 
+// Text from the file reaches the terminal escaped: an escape sequence in model_type would
+// retitle and clear it, a NUL would cut the message short.
+TEST(ModelConfig, ControlCharactersInValuesAreEscapedInMessages) {
+  json j = gpt_oss_20b();
+  j["model_type"] = std::string("gpt\x1b]0;pwned\x07\x1b[2J");
+  std::string e = error_of(j);
+  EXPECT_THAT(e, HasSubstr("\"gpt\\x1b]0;pwned\\x07\\x1b[2J\" is not supported"));
+  EXPECT_EQ(e.find('\x1b'), std::string::npos) << e;
+  j = gpt_oss_20b();
+  j["model_type"] = std::string("gpt_oss\0junk", 12);
+  e = error_of(j);
+  EXPECT_THAT(e, HasSubstr("gpt_oss\\x00junk"));
+}
+
 }  // namespace
 }  // namespace mxmoe

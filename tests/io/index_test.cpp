@@ -141,5 +141,24 @@ TEST(ShardedCheckpoint, RejectsADirectoryWithoutWeights) {
   EXPECT_THAT(d.error(), HasSubstr("no model.safetensors"));
 }
 
+// A NUL or an escape sequence in a shard or tensor name is shown escaped: a NUL cut the
+// message short (the C API's and Python's text end at it).
+TEST(SafetensorsIndex, NulAndControlCharactersInNamesAreEscaped) {
+  const std::string e =
+      index_error(R"({"weight_map":{"t\u001b[2J":"a\u0000b/c.safetensors"}})");
+  EXPECT_THAT(e, HasSubstr("weight_map[\"t\\x1b[2J\"] = \"a\\x00b/c.safetensors\""));
+  EXPECT_EQ(e.find('\x1b'), std::string::npos) << e;
+}
+
+TEST(SafetensorsIndex, APathWithANulIsRefusedAndShownEscaped) {
+  const std::string dir = fs::temp_directory_path().string();
+  try {
+    (void)Checkpoint::open(dir + std::string("\0junk", 5));
+    FAIL() << "opened a path holding a NUL";
+  } catch (const LoadError& e) {
+    EXPECT_THAT(e.what(), HasSubstr(dir + "\\x00junk: a path cannot contain a NUL byte"));
+  }
+}
+
 }  // namespace
 }  // namespace mxmoe

@@ -2,6 +2,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -149,6 +151,87 @@ TEST(Model, PackingBackendReleasesTheMappedExpertPages) {
   EXPECT_LT(released, touched - expert_kb * 9 / 10)
       << "RssFile " << touched << " kB before binding, " << released << " after";
   EXPECT_EQ(touch(views.w1) ^ (touch(views.w2) << 1), before);  // read back from the file
+}
+
+// A shard truncated after the checkpoint was opened: every read of its lost pages would be a
+// bus error (SIGBUS kills the process). Binding, and computing from the mapping, are instead a
+// LoadError naming the file; a layer whose backend packed its copy never reads the file again.
+std::string shard_of_layer(int n, int layers) {
+  return "model-0000" + std::to_string(n + 1) + "-of-0000" + std::to_string(layers) +
+         ".safetensors";
+}
+
+void truncate_file(const std::string& path) {
+  ASSERT_EQ(::truncate(path.c_str(), 0), 0) << path;
+}
+
+// A gpt-oss checkpoint of d.layers shards in DIR, opened lazily for REQUEST on two threads.
+Model sharded_model(const TempDir& dir, const Dims& d, const Request& request) {
+  testing_io::write_gpt_oss_checkpoint(dir.path(), d, /*sharded=*/true);
+  return Model(dir.path(), test_hardware(), mxmoe::testing::test_runtime(2),
+               ModelOptions{request, false});
+}
+
+TEST(Model, ShardTruncatedAfterOpenIsALoadErrorNamingItAtBind) {
+  TempDir dir;
+  Dims d;
+  d.layers = 2;
+  Model model = sharded_model(dir, d, reference_f32());
+  const std::string shard = shard_of_layer(1, d.layers);
+  truncate_file(dir.path() + "/" + shard);
+  try {
+    (void)model.layer(1);
+    FAIL() << "bound a layer from a truncated shard";
+  } catch (const LoadError& e) {
+    EXPECT_THAT(e.what(), HasSubstr(shard));
+    EXPECT_THAT(e.what(), HasSubstr("changed on disk"));
+  }
+  EXPECT_THROW((void)model.layer(1), LoadError);  // still, not zeros
+  (void)model.layer(0);                            // the other shard is whole
+}
+
+TEST(Model, ReferenceLayerReadingATruncatedShardThrowsAtEveryForward) {
+  TempDir dir;
+  Dims d;
+  d.layers = 1;
+  Model model = sharded_model(dir, d, reference_f32());
+  MoeLayer& layer = model.layer(0);
+  ASSERT_TRUE(layer.reads_weight_views());
+  const std::vector<float> x = testing_io::random_input(3, d.hidden, 4);
+  std::vector<float> y(x.size());
+  layer.forward(x.data(), 3, y.data());
+  const std::string shard = shard_of_layer(0, d.layers);
+  truncate_file(dir.path() + "/" + shard);
+  for (int call = 0; call < 2; ++call) {
+    try {
+      layer.forward(x.data(), 3, y.data());
+      FAIL() << "computed from a truncated shard (call " << call << ")";
+    } catch (const LoadError& e) {
+      EXPECT_THAT(e.what(), HasSubstr(shard));
+    }
+  }
+}
+
+TEST(Model, PackedLayerNeverReadsItsShardAgain) {
+  TempDir dir;
+  Dims d;
+  d.layers = 1;
+  Request request;
+  request.activation = ActivationFormat::f32;
+  Model model = sharded_model(dir, d, request);
+  MoeLayer* layer = nullptr;
+  try {
+    layer = &model.layer(0);
+  } catch (const NoBackendError&) {
+    GTEST_SKIP() << "no packing backend in this build";
+  }
+  if (layer->reads_weight_views()) GTEST_SKIP() << layer->selection().chosen << " reads views";
+  const std::vector<float> x = testing_io::random_input(3, d.hidden, 4);
+  std::vector<float> before(x.size()), after(x.size());
+  layer->forward(x.data(), 3, before.data());
+  truncate_file(dir.path() + "/" + shard_of_layer(0, d.layers));
+  layer->forward(x.data(), 3, after.data());
+  EXPECT_EQ(before, after);
 }
 
 }  // namespace

@@ -99,5 +99,20 @@ TEST(Npy, RejectsMalformedFiles) {
               HasSubstr("overflows"));
 }
 
+// Each header key takes one kind of value: a string where a tuple or a word belongs (or the
+// reverse) is refused, naming the key, never read for what its text looks like.
+TEST(Npy, RejectsHeaderValuesOfTheWrongKind) {
+  const std::string data(16, '\x01');
+  EXPECT_THAT(read_error(npy_image(
+                  "{'descr': '<f4', 'fortran_order': False, 'shape': '(2, 2)', }", data)),
+              HasSubstr("'shape' must be a tuple of integers ((4, 256)), got the string '(2, 2)'"));
+  EXPECT_THAT(read_error(npy_image(
+                  "{'descr': '<f4', 'fortran_order': 'False', 'shape': (2, 2), }", data)),
+              HasSubstr("'fortran_order' must be True or False, unquoted"));
+  EXPECT_THAT(
+      read_error(npy_image("{'descr': f, 'fortran_order': False, 'shape': (2, 2), }", data)),
+      HasSubstr("'descr' must be a quoted dtype string"));
+}
+
 }  // namespace
 }  // namespace mxmoe

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include <filesystem>
+#include <fstream>
 #include <map>
 
 #include "io/mapped_file.hpp"
@@ -210,14 +211,17 @@ struct QuantizeFixture : ::testing::Test {
   std::vector<std::vector<std::uint8_t>> keep;
   std::map<std::string, std::string> previous;
 
-  // OUT from a first conversion, plus a stray file a user left there.
+  // OUT from a first conversion, plus a stale file an earlier mxmoe output left there (a
+  // single-file model.safetensors: listed in the marker, so mxmoe's to replace; a file the
+  // marker does not list is a user's, and --force refuses it: CliLostData).
   void SetUp() override {
     std::filesystem::create_directories(in);
     write_bf16_mixtral(in, keep, 3, 1);
     io::quantize_checkpoint(in, out, {});
     testing_io::write_bytes(out + "/model.safetensors", "stale");
+    std::ofstream(out + "/.mxmoe-checkpoint", std::ios::app) << "model.safetensors\n";
     previous = directory_snapshot(out);
-    ASSERT_EQ(previous.size(), 6u);  // 3 shards, index, config, the stray file
+    ASSERT_EQ(previous.size(), 7u);  // 3 shards, index, config, mxmoe's marker, the stray file
   }
 };
 
@@ -230,7 +234,7 @@ TEST_F(QuantizeFixture, ForceReplacesTheWholeDirectory) {
   io::quantize_checkpoint(in, out, force);
   const auto now = directory_snapshot(out);
   EXPECT_EQ(now.count("model.safetensors"), 0u);
-  EXPECT_EQ(now.size(), 4u);  // 2 shards, index, config
+  EXPECT_EQ(now.size(), 5u);  // 2 shards, index, config, the marker
   EXPECT_EQ(Checkpoint::open(out).num_layers(), 2);
   EXPECT_EQ(temporaries_in(root.path()), 0);
 }
@@ -268,6 +272,30 @@ TEST_F(QuantizeFixture, CancellationLeavesThePreviousOutputIntact) {
   force.progress = [&](const std::string&) { ++layers_done; };
   force.cancelled = [&] { return layers_done >= 1; };
   EXPECT_THROW(io::quantize_checkpoint(in, out, force), io::QuantizeCancelled);
+  EXPECT_EQ(layers_done, 1);
+  EXPECT_EQ(directory_snapshot(out), previous);
+  EXPECT_EQ(temporaries_in(root.path()), 0);
+}
+
+// IN's shards truncated while quantize reads them (after its first layer): reading the lost
+// pages was a bus error that killed the process; it is a LoadError naming the file, and OUT is
+// exactly as it was.
+TEST_F(QuantizeFixture, AnInputTruncatedWhileReadIsALoadErrorNamingIt) {
+  write_bf16_mixtral(in, keep, 3, 2);
+  io::QuantizeOptions force;
+  force.force = true;
+  int layers_done = 0;
+  force.progress = [&](const std::string&) {
+    if (++layers_done != 1) return;
+    for (const auto& entry : std::filesystem::directory_iterator(in))
+      if (entry.path().extension() == ".safetensors") std::filesystem::resize_file(entry, 0);
+  };
+  try {
+    io::quantize_checkpoint(in, out, force);
+    FAIL() << "quantized a truncated input";
+  } catch (const LoadError& e) {
+    EXPECT_THAT(e.what(), HasSubstr(".safetensors: the file changed on disk"));
+  }
   EXPECT_EQ(layers_done, 1);
   EXPECT_EQ(directory_snapshot(out), previous);
   EXPECT_EQ(temporaries_in(root.path()), 0);

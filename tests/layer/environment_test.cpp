@@ -103,5 +103,16 @@ TEST(Environment, LogSettingsKeepTheHostsCallback) {
   set_log_sink(previous);
 }
 
+// A variable's value is shown escaped: control characters (escape sequences) never reach the
+// terminal raw, a NUL never cuts the message.
+TEST(Environment, ControlCharactersInValuesAreEscaped) {
+  for (const char* name : {"MXMOE_THREADS", "MXMOE_BACKEND", "MXMOE_ACTIVATION", "MXMOE_VERBOSE",
+                           "MXMOE_BATCH_INVARIANT", "MXMOE_EP_DEADLINE", "MXMOE_MAX_ISA"}) {
+    const std::string e = error_of({{name, "x\x1b]0;t\x07\x1b[2J"}});
+    EXPECT_THAT(e, HasSubstr(std::string(name) + "=x\\x1b]0;t\\x07\\x1b[2J")) << name;
+    EXPECT_EQ(e.find('\x1b'), std::string::npos) << e;
+  }
+}
+
 }  // namespace
 }  // namespace mxmoe

@@ -1,8 +1,10 @@
 // MoeLayer's runtime behaviour: no allocation after warm-up, thread-count independence,
 // expert parallelism, the forward variants and their input checks.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -11,6 +13,7 @@
 #include "layer/naive_moe.hpp"
 #include "mxmoe/format.hpp"
 #include "mxmoe/routing.hpp"
+#include "mxmoe/runtime.hpp"
 #include "test_runtime.hpp"
 
 // Counts every global allocation of this test binary (a test-only replacement). Not under
@@ -142,6 +145,68 @@ TEST(LayerRuntime, ThreadCountDoesNotChangeBits) {
   }
 }
 
+// A runtime whose interrupt check says stop (Ctrl-C in Python): a long call is cut short and
+// throws Interrupted soon after, from every forward form; a call shorter than the pool's poll
+// interval never asks the check (Python's takes the GIL: a decode call must not pay for it);
+// once the check says go on, the same layer gives the bits of an uninterrupted call.
+TEST(LayerRuntime, AnInterruptedCallThrowsSoonAndTheLayerStaysUsable) {
+  using Clock = std::chrono::steady_clock;
+  const auto seconds = [](Clock::time_point t0) {
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+  };
+  const auto spec = shrink("deepseek-v3", 16, 4, 256, 128);  // shared expert included
+  const auto storage = mxmoe::LayerStorage::random(spec, 11);
+  mxmoe::Runtime runtime(2);
+  std::atomic<bool> stop{false};
+  std::atomic<int> asked{0};
+  runtime.set_interrupt_check([&] {
+    asked.fetch_add(1);
+    return stop.load();
+  });
+  mxmoe::MoeLayer layer(storage.weights(), reference_selection(spec, ActivationFormat::f32),
+                        runtime);
+  // Tokens enough for a call of at least 0.3 s on the reference backend.
+  std::int64_t tokens = 64;
+  std::vector<float> x, expected;
+  double full = 0;
+  for (;; tokens *= 2) {
+    x = layer_test::random_input(spec, tokens, 12);
+    expected.assign(x.size(), 0.0f);
+    const auto t0 = Clock::now();
+    layer.forward(x.data(), tokens, expected.data());
+    full = seconds(t0);
+    if (full >= 0.3 || tokens >= 16384) break;
+  }
+  ASSERT_GE(full, 0.1) << tokens << " tokens took " << full << " s only";
+  std::vector<float> y(x.size());
+  std::vector<std::uint16_t> x16(x.size()), y16(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) x16[i] = mxmoe::f32_to_bf16(x[i]);
+  std::vector<std::int32_t> ids(static_cast<std::size_t>(tokens * spec.top_k));
+  std::vector<float> weights(ids.size(), 0.25f);
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int32_t>(i % 16);
+
+  stop.store(true);
+  const auto cut = [&](const char* what, const auto& call) {
+    SCOPED_TRACE(what);
+    const auto t0 = Clock::now();
+    EXPECT_THROW(call(), mxmoe::Interrupted);
+    EXPECT_LT(seconds(t0), full / 2) << "a " << full << " s call was not cut short";
+  };
+  cut("forward", [&] { layer.forward(x.data(), tokens, y.data()); });
+  cut("forward_bf16", [&] { layer.forward_bf16(x16.data(), tokens, y16.data()); });
+  cut("forward_routed",
+      [&] { layer.forward_routed(x.data(), ids.data(), weights.data(), tokens, y.data()); });
+  // A one-token call ends before the first poll: the check is not asked, the call completes.
+  asked.store(0);
+  layer.forward(x.data(), 1, y.data());
+  EXPECT_EQ(asked.load(), 0);
+  EXPECT_EQ(std::memcmp(y.data(), expected.data(), static_cast<std::size_t>(spec.hidden) * 4), 0);
+
+  stop.store(false);
+  layer.forward(x.data(), tokens, y.data());
+  EXPECT_TRUE(same_bits(y, expected));
+}
+
 TEST(LayerRuntime, TokenAloneEqualsTokenInBatch) {
   const auto spec = shrink("gpt-oss-20b", 6, 2, 96, 64);
   const auto storage = mxmoe::LayerStorage::random(spec, 7);
@@ -223,6 +288,42 @@ TEST(LayerRuntime, ForwardRoutedRejectsBadRouting) {
   const float nan_w[] = {0.5f, 0.5f, std::numeric_limits<float>::quiet_NaN(), 0.3f};
   EXPECT_THROW(layer.forward_routed(x.data(), ok, nan_w, 2, y.data()), std::invalid_argument);
   EXPECT_NO_THROW(layer.forward_routed(x.data(), ok, good_w, 2, y.data()));
+}
+
+// The one input check of every forward form (mxmoe/edge_checks.hpp): NaN/Inf in x is refused
+// naming the token, before any backend sees it (backends would disagree: finite garbage on
+// some, NaN on others); a negative routing weight is refused as a NaN one is.
+TEST(LayerRuntime, EveryForwardRefusesNonFiniteInputNamingTheToken) {
+  const auto spec = shrink("mixtral-8x7b", 4, 2, 64, 32);
+  const auto storage = mxmoe::LayerStorage::random(spec, 15);
+  mxmoe::MoeLayer layer = mxmoe::testing::test_layer(
+      storage.weights(), reference_selection(spec, ActivationFormat::f32));
+  auto x = layer_test::random_input(spec, 2, 16);
+  x[64 + 3] = std::numeric_limits<float>::infinity();
+  std::vector<float> y(x.size());
+  std::vector<std::uint16_t> xb(x.size()), yb(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) xb[i] = mxmoe::f32_to_bf16(x[i]);
+  const std::int32_t ids[] = {0, 1, 2, 3};
+  const float w[] = {0.5f, 0.5f, 0.7f, 0.3f};
+  std::int32_t routed_ids[4];
+  float routed_w[4];
+  const auto names_token_1 = [](const auto& call) {
+    try {
+      call();
+      ADD_FAILURE() << "accepted a non-finite x";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_THAT(e.what(), ::testing::HasSubstr("x: 1 non-finite value (NaN/Inf) in 1 of 2 "
+                                                 "tokens: token 1 (1)"));
+    }
+  };
+  names_token_1([&] { layer.forward(x.data(), 2, y.data()); });
+  names_token_1([&] { layer.forward_routed(x.data(), ids, w, 2, y.data()); });
+  names_token_1([&] { layer.forward_bf16(xb.data(), 2, yb.data()); });
+  names_token_1([&] { layer.forward_routed_bf16(xb.data(), ids, w, 2, yb.data()); });
+  names_token_1([&] { layer.route(x.data(), 2, routed_ids, routed_w); });
+  x[64 + 3] = 0.0f;
+  const float negative_w[] = {0.5f, 0.5f, -0.7f, 0.3f};
+  EXPECT_THROW(layer.forward_routed(x.data(), ids, negative_w, 2, y.data()), std::invalid_argument);
 }
 
 TEST(LayerRuntime, ConstructionChecks) {

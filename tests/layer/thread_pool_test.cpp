@@ -65,5 +65,43 @@ TEST(ThreadPool, DestroyedWhileSpinningOrAsleep) {
   std::this_thread::sleep_for(std::chrono::milliseconds(3));  // workers asleep
 }
 
+// An interrupt check that answers true ends a job of slow tasks soon after (Ctrl-C in Python):
+// the tasks not yet begun are skipped, none runs twice, and the pool serves the next job
+// whole. With one thread the job runs on its caller alone and is polled the same way.
+TEST(ThreadPool, AnInterruptCheckEndsAJobEarlyAndTheNextJobRunsWhole) {
+  using Clock = std::chrono::steady_clock;
+  for (int threads : {1, 2, 3}) {
+    SCOPED_TRACE(threads);
+    ThreadPool pool(threads);
+    std::atomic<bool> stop{false};
+    std::atomic<int> polls{0};
+    pool.set_interrupt_check([&] {
+      polls.fetch_add(1);
+      return stop.load();
+    });
+    EXPECT_FALSE(pool.interrupt_requested());
+    constexpr int kTasks = 4000;  // 2 ms each: 8 s of work on one thread
+    std::vector<std::atomic<int>> runs(kTasks);
+    const auto t0 = Clock::now();
+    pool.parallel_for(kTasks, [&](std::int64_t t, int) {
+      runs[static_cast<std::size_t>(t)].fetch_add(1);
+      if (t == 20) stop.store(true);
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    });
+    const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    int ran = 0;
+    for (const auto& r : runs) {
+      EXPECT_LE(r.load(), 1);
+      ran += r.load();
+    }
+    EXPECT_LT(ran, kTasks / 4) << ran << " tasks ran after the check said stop";
+    EXPECT_LT(seconds, 2.0);
+    EXPECT_GT(polls.load(), 0);
+    EXPECT_TRUE(pool.interrupt_requested());
+    stop.store(false);
+    run_and_check(pool, 500);
+  }
+}
+
 }  // namespace
 }  // namespace mxmoe

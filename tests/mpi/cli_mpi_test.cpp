@@ -306,12 +306,45 @@ TEST_F(CliMpi, RanksLaunchedUnlikeEachOtherAreRefusedPromptly) {
     EXPECT_LT(s, 20.0) << command << " took " << s << " s";
     return r;
   };
-  Result r = timed(kMpirun + " -n 1 " + run + " : -n 1 " + run + " --seed 7");
+  // The same flags, but `ckpt` in each rank's working directory holds other weights.
+  for (const char* seed : {"1", "2"}) {
+    const std::string dir = root() + "/seed" + seed;
+    fs::create_directories(dir);
+    ASSERT_EQ(
+        sh(kMxmoe + " generate --preset tiny --seed " + seed + " --out " + dir + "/ckpt", root())
+            .rc,
+        0);
+  }
+  const std::string from_ckpt = kMxmoe + " run --model ckpt --layer 0 --tokens 3 --reps 1";
+  Result r = timed(kMpirun + " -n 1 --wdir " + root() + "/seed1 " + from_ckpt + " : -n 1 --wdir " +
+                   root() + "/seed2 " + from_ckpt);
   EXPECT_EQ(r.rc, 1) << r.err;
   EXPECT_THAT(r.err, HasSubstr("the ranks hold different weights"));
+  // Flags given unlike rank 0's are named before any collective they would derail (they once
+  // failed with "rank 0 sent 8 bytes where 12 were expected").
+  r = timed(kMpirun + " -n 1 " + run + " : -n 1 " + run + " --seed 7");
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("every rank takes the flags rank 0 was given"));
+  EXPECT_THAT(r.err, HasSubstr("--seed is not given on rank 0 and '7' on rank 1"));
+  // A rank's own thread count (hosts differ) is its own.
+  r = timed(kMpirun + " -n 1 " + run + " --threads 1 : -n 1 " + run + " --threads 2");
+  EXPECT_EQ(r.rc, 0) << r.err;
+  r = timed(kMpirun + " -n 2 " + kMxmoe + " run --preset tiny --tokens 3 --reps 2 : -n 1 " +
+            kMxmoe + " run --preset tiny --tokens 3 --reps 5");
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("--reps is '2' on rank 0 and '5' on rank 2"));
+  r = timed(kMpirun + " -n 1 " + run + " --ep-deadline 5 : -n 1 " + run + " --ep-deadline 9");
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("--ep-deadline is '5' on rank 0 and '9' on rank 1"));
+  r = timed(kMpirun + " -n 1 " + run + " : -n 1 " + kMxmoe +
+            " bench --preset tiny --tokens 3 --reps 1");
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("the command is 'run' on rank 0 and 'bench' on rank 1"));
   r = timed(kMpirun + " -n 1 " + kMxmoe + " run --model " + f.dir + " --layer 0 --tokens 2 " +
-            "--reps 1 : -n 1 " + kMxmoe + " run --model " + f.dir + " --layer 1 --tokens 2 --reps 1");
-  EXPECT_NE(r.rc, 0) << r.err;
+            "--reps 1 : -n 1 " + kMxmoe + " run --model " + f.dir +
+            " --layer 1 --tokens 2 --reps 1");
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("--layer is '0' on rank 0 and '1' on rank 1"));
   r = timed(kMpirun + " -n 1 " + run + " --ep-deadline 30 : -n 1 " + kMxmoe +
             " explain --preset tiny");
   EXPECT_EQ(r.rc, 2) << r.err;

@@ -19,7 +19,10 @@ engine core, workers); :func:`register` then patches five attributes of vLLM's C
 
 ``VLLM_BATCH_INVARIANT=1`` becomes mxmoe's batch-invariant request; when mxmoe's oracle finds
 no backend, the exception raised at load carries every candidate and every reason.
-``MXMOE_VLLM=0`` turns the plugin off (vLLM's own path then runs). docs/VLLM.md has the rest.
+``MXMOE_VLLM=0`` turns the plugin off (vLLM's own path then runs). ``MXMOE_VLLM_MOE_TIMES=PATH``
+(for bench/python/vllm_generate.py, with or without the plugin) times every call of the
+experts' ``apply`` in the process that runs it and keeps the totals in ``PATH.<pid>.json``
+(rewritten whole, at most every 0.1 s). docs/VLLM.md has the rest.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ _lock = threading.Lock()
 def register() -> None:
     """vLLM's general-plugin hook (idempotent: vLLM may call it more than once)."""
     if os.environ.get("MXMOE_VLLM", "1") == "0":
+        _time_experts_apply()  # vLLM's own path, timed when asked
         return
     import vllm  # noqa: PLC0415
     from vllm.platforms import current_platform  # noqa: PLC0415
@@ -86,6 +90,81 @@ def register() -> None:
         experts.apply = _apply
         cpu_moe.prepare_mxfp4_moe_layer_for_cpu = _keep_weights
         experts._mxmoe_patched = True
+    _time_experts_apply()
+
+
+class _ApplyTimes:
+    """The totals of the timed ``apply`` calls of this process, written to PATH.<pid>.json by a
+    daemon thread whenever they changed (at most every 0.1 s), so a benchmark in another process
+    reads them between its timed regions without stopping the engine."""
+
+    def __init__(self, path: str):
+        self.path = f"{path}.{os.getpid()}.json"
+        self.calls = 0
+        self.tokens = 0
+        self.seconds = 0.0
+        self._written = -1
+        threading.Thread(target=self._write_loop, name="mxmoe-vllm-times", daemon=True).start()
+
+    def add(self, tokens: int, seconds: float) -> None:
+        with _lock:
+            self.calls += 1
+            self.tokens += tokens
+            self.seconds += seconds
+
+    def _write_loop(self) -> None:
+        import json  # noqa: PLC0415
+        import time  # noqa: PLC0415
+
+        while True:
+            time.sleep(0.1)
+            with _lock:
+                if self.calls == self._written:
+                    continue
+                self._written = self.calls
+                text = json.dumps({"pid": os.getpid(), "calls": self.calls,
+                                   "tokens": self.tokens, "seconds": self.seconds})
+            tmp = f"{self.path}.tmp"
+            try:
+                with open(tmp, "w", encoding="utf-8") as f:
+                    f.write(text)
+                os.replace(tmp, self.path)
+            except OSError as error:  # the engine goes on; only the timing is lost
+                logger.error("mxmoe-vllm: MXMOE_VLLM_MOE_TIMES: cannot write %s (%s); the "
+                             "MoE times are no longer kept", self.path, error)
+                return
+
+
+def _time_experts_apply() -> None:
+    """With MXMOE_VLLM_MOE_TIMES=PATH, wraps the experts' ``apply`` (mxmoe's or vLLM's own) in
+    a timer: the MoE share of a step inside the running engine."""
+    path = os.environ.get("MXMOE_VLLM_MOE_TIMES")
+    if not path:
+        return
+    from vllm.platforms import current_platform  # noqa: PLC0415
+
+    if not current_platform.is_cpu():
+        return
+    try:
+        from vllm.model_executor.layers.fused_moe.experts import cpu_moe  # noqa: PLC0415
+    except ImportError:
+        return
+    experts = getattr(cpu_moe, "CPUExpertsMxfp4", None)
+    if experts is None or getattr(experts, "_mxmoe_timed", False):
+        return
+    import time  # noqa: PLC0415
+
+    times = _ApplyTimes(path)
+    inner = experts.apply
+
+    def timed_apply(self, output, hidden_states, *args, **kwargs):
+        t0 = time.perf_counter()
+        result = inner(self, output, hidden_states, *args, **kwargs)
+        times.add(int(hidden_states.shape[0]), time.perf_counter() - t0)
+        return result
+
+    experts.apply = timed_apply
+    experts._mxmoe_timed = True
 
 
 def _supports_current_device() -> bool:

@@ -1,4 +1,4 @@
-#include "model/full_model.hpp"
+#include "io/full_model.hpp"
 
 #include <fmt/core.h>
 
