@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The portable build, checked on a second architecture: cross-compiles mxmoe for 64-bit Arm
-# with Debian's cross toolchain (x86 backends are not compiled there; the oracle reports them
-# not_compiled) and runs the core test suite under qemu-user. Used by CI; needs root or sudo
+# The second architecture: cross-compiles mxmoe for 64-bit Arm with Debian's cross toolchain
+# (the x86 backends are not compiled there, the oracle reports them not_compiled; the Arm
+# backends neon_int16 and neon_dotprod_int8 are) and runs under qemu-user the core test suite,
+# then the Arm backends' conformance and invariance suites at each emulated feature level. Used by CI; needs root or sudo
 # the first time (it enables the arm64 multiarch and installs the cross packages).
 #   scripts/cross-aarch64.sh [BUILD_DIR]
 set -euo pipefail
@@ -32,13 +33,31 @@ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "${launcher[@]}
   -DCMAKE_TOOLCHAIN_FILE="$root/cmake/aarch64-linux-gnu.cmake" -DMXMOE_BUILD_BENCH=OFF >/dev/null
 # Only what the core rooms' tests run (the CLI, the C example, their test programs).
 cmake --build "$build" -j "$(nproc)" --target mxmoe_cli example_c_moe_layer test_format test_model \
-  test_hw test_io test_routing test_oracle test_layout test_capi test_cli
+  test_hw test_io test_routing test_oracle test_layout test_capi test_cli test_conformance \
+  test_invariance
 file "$build/mxmoe" | grep -q "ARM aarch64"
-# The oracle on an Arm machine: no x86 kernel is compiled, so only `reference` can run.
-qemu-aarch64 -L / "$build/mxmoe" explain --activation f32 --backend reference | tail -3
+# The oracle on an Arm machine: the NEON backends, every x86 one refused as not compiled.
+qemu-aarch64 -L / "$build/mxmoe" explain | tail -2
 # The core rooms: codecs, model, hardware, io (checkpoints against float64 through the reference
 # backend), routing, oracle, layering, C API and CLI. The numerics-heavy suites (layer families,
 # conformance, invariance, perf) run natively on x86 only: under qemu their float64 loops
 # would take most of the CI budget and test no Arm-specific code (there is none).
 ctest --test-dir "$build" --output-on-failure -j "$(nproc)" \
   -L "^(format|model|hw|io|routing|oracle|layout|capi|cli)$"
+
+# The Arm backends at each feature level qemu emulates: cortex-a57 (Armv8.0, Advanced SIMD
+# only: neon_int16 runs, neon_dotprod_int8 is refused for asimddp), neoverse-n1 (Armv8.2 with
+# the dot product: both) and max (every extension, SVE included). At each: the conformance
+# suite (every runnable backend against the reference and the float64 evaluator), the recorded
+# bits of the integer classes (the same digests as the x86 backends'), and the invariance
+# suite of the backends' claims. Under emulation a test costs ~30x its native time, so the
+# large-shape and V4 conformance runs stay on x86; the paths (tails, tiles, empty experts,
+# both GLUs, the router) are the same ones.
+for cpu in cortex-a57 neoverse-n1 max; do
+  echo "cross-aarch64: the Arm backends under QEMU_CPU=$cpu"
+  QEMU_CPU=$cpu qemu-aarch64 -L / "$build/mxmoe" info --hardware | grep "ISA usable"
+  QEMU_CPU=$cpu qemu-aarch64 -L / "$build/tests/test_conformance" --gtest_brief=1 \
+    --gtest_filter='Conformance.EveryBackendMatchesTheReference:Conformance.RouterPathMatchesTheReference:NumericsClass.*'
+  QEMU_CPU=$cpu qemu-aarch64 -L / "$build/tests/test_invariance" --gtest_brief=1 \
+    --gtest_filter='Claims/Suite.*neon*:Claims.*'
+done

@@ -44,6 +44,7 @@ class DescribedBackend final : public Backend {
             d_.capabilities.isa.end())
           d_.capabilities.isa.push_back(f);
       if (!kernel_isa_compiled(set)) d_.capabilities.uncompiled_kernels.push_back(to_string(set));
+      d_.capabilities.kernels_arch = kernel_isa_arch(set);
     }
   }
   std::string_view name() const noexcept override { return d_.name; }

@@ -8,11 +8,12 @@ namespace {
 
 struct Entry {
   std::string_view name;
+  std::string_view arch;
   std::string_view features;  // space-separated
 };
 
 constexpr std::array kTable = {
-#define MXMOE_KERNEL_ISA(SET, FEATURES) Entry{#SET, FEATURES},
+#define MXMOE_KERNEL_ISA(SET, ARCH, FEATURES) Entry{#SET, #ARCH, FEATURES},
 #include "backends/kernel_isa.inc"
 #undef MXMOE_KERNEL_ISA
 };
@@ -40,6 +41,10 @@ std::vector<std::string_view> split(std::string_view text) {
 
 std::string_view to_string(KernelIsa set) noexcept {
   return kTable[static_cast<std::size_t>(set)].name;
+}
+
+std::string_view kernel_isa_arch(KernelIsa set) noexcept {
+  return kTable[static_cast<std::size_t>(set)].arch;
 }
 
 std::vector<std::string_view> kernel_isa_features(KernelIsa set) {

@@ -38,7 +38,7 @@ void HardwareOptions::add(CLI::App& app) {
   app.add_option("--hardware", file,
                  "Replay a hardware description captured with `mxmoe info --hardware --json` "
                  "(e.g. examples/hardware/) instead of probing this machine (a probe is capped by "
-                 "env MXMOE_MAX_ISA=none|avx2|avx_vnni|avx512|amx)");
+                 "env MXMOE_MAX_ISA=none|avx2|avx_vnni|avx512|amx|neon|dotprod|i8mm|sve)");
 }
 
 Hardware HardwareOptions::live() {

@@ -46,9 +46,10 @@ constexpr const char* kFooter =
     "--json); progress, warnings, the dispatch log and errors go to stderr.\n"
     "Environment (flags win): MXMOE_BACKEND, MXMOE_EXCLUDE_BACKENDS, MXMOE_ACTIVATION, "
     "MXMOE_BATCH_INVARIANT, MXMOE_THREADS, MXMOE_ALLOW_REFERENCE, MXMOE_VERBOSE=dispatch, "
-    "MXMOE_MAX_ISA=none|avx2|avx_vnni|avx512|amx (caps the probed instruction sets, so slower "
-    "paths can be tried on a fast machine; avx_vnni: AVX2 and AVX-VNNI on ymm, no AVX-512, as "
-    "Alder Lake), MXMOE_EP_DEADLINE (seconds a rank waits for the others under mpirun). The C "
+    "MXMOE_MAX_ISA=none|avx2|avx_vnni|avx512|amx|neon|dotprod|i8mm|sve (caps the probed "
+    "instruction sets, so slower paths can be tried on a fast machine; avx_vnni: AVX2 and "
+    "AVX-VNNI on ymm, no AVX-512, as Alder Lake; neon, dotprod, i8mm, sve: the aarch64 levels), "
+    "MXMOE_EP_DEADLINE (seconds a rank waits for the others under mpirun). The C "
     "API and the Python package read them the same way.";
 
 // One rule for every value on the command line, as for the MXMOE_* variables: an integer is

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "hw/amx_permission.hpp"
+#include "hw/arm_hwcap.hpp"
 #include "hw/cpuid.hpp"
 #include "mxmoe/hardware.hpp"
 
@@ -36,6 +37,16 @@ std::string regs_text(std::initializer_list<std::uint32_t> regs) {
     text.append(bytes, 4);
   }
   return text;
+}
+
+std::string fmt_hex(unsigned v) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string text;
+  do {
+    text.insert(text.begin(), kDigits[v % 16]);
+    v /= 16;
+  } while (v != 0);
+  return "0x" + text;
 }
 
 std::string cpu_vendor() {
@@ -160,12 +171,43 @@ void probe_isa(Hardware& h) {
     deny(name, isa_feature(cpu, name).value_or(false), amx_state);
 }
 
+// aarch64: the HWCAP features, and vendor and part from MIDR_EL1 where the kernel shows it.
+void probe_isa_aarch64(Hardware& h) {
+  const hw::ArmHwcaps c = hw::arm_hwcaps();
+  h.isa = IsaFeatures{};
+  h.isa.asimd = c.asimd;
+  h.isa.asimddp = c.asimddp;
+  h.isa.i8mm = c.i8mm;
+  h.isa.bf16 = c.bf16;
+  h.isa.sve = c.sve;
+  h.isa.sve2 = c.sve2;
+  h.sve_vector_bits = c.sve_vector_bits;
+  h.os_denied.clear();
+  const std::uint64_t midr = hw::arm_midr();
+  if (midr == 0) return;
+  const auto implementer = static_cast<unsigned>((midr >> 24) & 0xFFU);
+  const auto part = static_cast<unsigned>((midr >> 4) & 0xFFFU);
+  h.vendor = implementer == 0x41U   ? "ARM"
+             : implementer == 0x4EU ? "NVIDIA"
+             : implementer == 0xC0U ? "Ampere"
+                                    : fmt_hex(implementer);
+  if (implementer == 0x41U && part == 0xD0CU) h.model = "Neoverse-N1";
+  else if (implementer == 0x41U && part == 0xD40U) h.model = "Neoverse-V1";
+  else if (implementer == 0x41U && part == 0xD4FU) h.model = "Neoverse-V2";
+  else h.model = "part " + fmt_hex(part);
+}
+
 }  // namespace
 
 Hardware probe_hardware(std::string_view isa_cap) {
   Hardware h;
-  h.vendor = cpu_vendor();
-  h.model = cpu_brand();
+  if (hw::is_aarch64()) {
+    h.arch = std::string(kArchAarch64);
+    probe_isa_aarch64(h);
+  } else {
+    h.vendor = cpu_vendor();
+    h.model = cpu_brand();
+  }
   h.logical_cpus = std::clamp(logical_cpus(), 1, kMaxThreads);  // the JSON form's bound
   caches_from_sysfs(h);
   if (h.l1d_bytes == 0 && h.l2_bytes == 0 && h.l3_bytes == 0) caches_from_cpuid(h);
@@ -173,6 +215,7 @@ Hardware probe_hardware(std::string_view isa_cap) {
     *bytes = std::min(*bytes, kMaxCacheBytes);
   probe_isa(h);
   h.isa = cap_isa(h.isa, isa_cap);
+  if (!h.isa.sve) h.sve_vector_bits = 0;
   h.isa_cap = std::string(isa_cap);
   h.source = "probe";
   return h;

@@ -95,7 +95,9 @@ std::vector<Rejection> check_capabilities(const BackendCapabilities& caps, const
     out.push_back(
         {ReasonCode::not_compiled, fmt::format("this build of mxmoe has no {} kernels", sets),
          fmt::format("a build with the {} kernels", sets),
-         fmt::format("built for {}", build_info::kTargetArch), "use an x86-64 build of mxmoe"});
+         fmt::format("built for {}", build_info::kTargetArch),
+         fmt::format("use an {} build of mxmoe", caps.kernels_arch.empty() ? "other"
+                                                                           : caps.kernels_arch)});
   }
   check_isa(caps, d.hardware, out);
 

@@ -14,9 +14,11 @@ struct BackendCapabilities {
   // ISA features required (names from isa_feature_names(), e.g. "avx512_vnni"). Missing in
   // Hardware::isa -> unsupported_isa, or os_denied when listed in Hardware::os_denied.
   std::vector<std::string_view> isa;
-  // Kernel folders the backend needs that this build did not compile (a non-x86 target):
-  // not_compiled. Names of kernel_isa.inc sets.
+  // Kernel folders the backend needs that this build did not compile (sets of another
+  // architecture): not_compiled. Names of kernel_isa.inc sets, and the architecture whose
+  // build has them ("x86_64", "aarch64"), which the remedy names.
   std::vector<std::string_view> uncompiled_kernels;
+  std::string_view kernels_arch;
   std::vector<ActivationFormat> activations;  // formats implemented
   // Formats for which the conformance suite (tests/invariance) proves bit-identical
   // per-token outputs whatever the batch; batch_invariant requests need one of these.

@@ -22,7 +22,7 @@ std::string join(const std::vector<std::string>& items, std::string_view sep = "
 
 std::string isa_summary(const Hardware& h) {
   std::vector<std::string> on;
-  for (std::string_view name : isa_feature_names())
+  for (std::string_view name : isa_feature_names(h.arch))
     if (isa_feature(h.isa, name).value_or(false)) on.emplace_back(name);
   std::string text = on.empty() ? "no SIMD features" : join(on, " ");
   if (!h.os_denied.empty()) text += "; os_denied: " + join(h.os_denied, " ");
@@ -172,7 +172,7 @@ std::string join_or_none(const std::vector<std::string>& items) {
 
 std::string format_hardware_report(const Hardware& h) {
   std::vector<std::string> usable, absent;
-  for (std::string_view name : isa_feature_names())
+  for (std::string_view name : isa_feature_names(h.arch))
     (isa_feature(h.isa, name).value_or(false) ? usable : absent).emplace_back(name);
   std::vector<std::string> backends;
   for (const Backend* b : registered_backends()) backends.emplace_back(b->name());

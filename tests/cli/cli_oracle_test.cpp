@@ -101,6 +101,16 @@ bool refused_for(const Json& c, const std::string& code, const std::string& requ
 }
 
 TEST(CliExplain, ExampleProbesAreInTheFormInfoWrites) {
+  for (const char* name : {"graviton3.json", "graviton4.json", "grace.json", "altra.json"}) {
+    SCOPED_TRACE(name);
+    const std::string text = slurp(example_probe(name));
+    const mxmoe::Hardware h = mxmoe::hardware_from_json(text);
+    EXPECT_EQ(mxmoe::to_json(h) + "\n", text);
+    EXPECT_EQ(h.arch, mxmoe::kArchAarch64);
+    EXPECT_TRUE(h.isa.asimd && h.isa.asimddp);  // every Neoverse core
+    EXPECT_FALSE(h.isa.avx2);
+    EXPECT_EQ(h.isa.sve, std::string(name) != "altra.json");
+  }
   for (const char* name : {"zen3.json", "alderlake.json"}) {
     SCOPED_TRACE(name);
     const std::string text = slurp(example_probe(name));
@@ -155,6 +165,50 @@ TEST(CliExplain, AlderLakeProbeRunsTheAvxVnniPath) {
             "avx_vnni_int8");
 }
 
+// The shipped Arm server probes (Neoverse N1: Altra; V1: Graviton 3; V2: Graviton 4, Grace).
+// An aarch64 build runs bf16 (the family default) on the int16 class and int8 on the sdot
+// path, and says for every x86 backend that its kernels are of another build; an x86-64
+// build says the same of the Arm backends, naming the build that has them.
+TEST(CliExplain, ArmServerProbesRunTheNeonBackendsInAnAarch64Build) {
+  for (const char* name : {"altra.json", "graviton3.json", "graviton4.json", "grace.json"}) {
+    SCOPED_TRACE(name);
+    const std::string hw = "--hardware " + example_probe(name).string();
+#if defined(__aarch64__)
+    for (const char* tokens : {"1", "512"}) {
+      const Json bf16 = explain_json("", hw + " --tokens " + tokens);
+      EXPECT_EQ(bf16.at("selected"), "neon_int16");
+      EXPECT_TRUE(refused_for(candidate(bf16, "neon_dotprod_int8"), "activation_format", "int8"));
+      EXPECT_TRUE(refused_for(candidate(bf16, "avx2_int16"), "unsupported_isa", "avx2"));
+      EXPECT_TRUE(refused_for(candidate(bf16, "avx2_int16"), "not_compiled",
+                              "a build with the avx2 kernels"));
+      const Json int8 = explain_json("", hw + " --activation int8 --batch-invariant --tokens " +
+                                             tokens);
+      EXPECT_EQ(int8.at("selected"), "neon_dotprod_int8");
+      EXPECT_TRUE(candidate(int8, "reference").at("supported").get<bool>() == false);
+    }
+#else
+    const Json j = explain_json("", hw, 3);  // only the judge-only reference is left
+    for (const char* arm : {"neon_int16", "neon_dotprod_int8"}) {
+      const Json& c = candidate(j, arm);
+      bool names_the_build = false;
+      for (const Json& r : c.at("reasons"))
+        names_the_build |= r.at("code") == "not_compiled" &&
+                           r.at("remedy").get<std::string>() == "use an aarch64 build of mxmoe";
+      EXPECT_TRUE(names_the_build) << c.dump();
+    }
+#endif
+  }
+#if defined(__aarch64__)
+  // This machine's probe capped below the dot product (MXMOE_MAX_ISA=neon, a cap a replayed
+  // file does not take): int8 has no fast backend left, and the reason names the feature;
+  // bf16 still runs, on baseline Advanced SIMD.
+  const Json capped = explain_json("MXMOE_MAX_ISA=neon", "--activation int8", 3);
+  EXPECT_FALSE(capped.at("deployment").at("hardware").at("isa").at("asimddp").get<bool>());
+  EXPECT_TRUE(refused_for(candidate(capped, "neon_dotprod_int8"), "unsupported_isa", "asimddp"));
+  EXPECT_EQ(explain_json("MXMOE_MAX_ISA=neon", "").at("selected"), "neon_int16");
+#endif
+}
+
 // The cap that reproduces the AVX-VNNI class: AVX-512 is gone, avx_vnni stays where the CPU
 // has it (so on a CPU without it the verdicts are the avx2 cap's).
 TEST(CliExplain, AvxVnniCapDropsAvx512) {
@@ -169,7 +223,8 @@ TEST(CliExplain, AvxVnniCapDropsAvx512) {
             probe.at("isa").at("avx_vnni").get<bool>() ? "avx_vnni_int8" : "avx2_int8");
   const Result bad = run("MXMOE_MAX_ISA=avx9", "explain");
   EXPECT_EQ(bad.rc, 2);
-  EXPECT_THAT(bad.err, HasSubstr("none, avx2, avx_vnni, avx512, amx"));
+  EXPECT_THAT(bad.err, HasSubstr("x86-64: avx2, avx_vnni, avx512, amx"));
+  EXPECT_THAT(bad.err, HasSubstr("aarch64: neon, dotprod, i8mm, sve"));
 }
 
 TEST(CliExplain, NothingFitsExitsThreeWithTheFullMessage) {

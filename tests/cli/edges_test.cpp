@@ -64,7 +64,7 @@ TEST(CliExitCodes, HelpDocumentsTheExitCodesAndStreams) {
                            HasSubstr("130 interrupted"), HasSubstr("stdout"),
                            HasSubstr("MXMOE_ALLOW_REFERENCE")));
   // One footer: the variables' line used to be overwritten by a second footer() call.
-  EXPECT_THAT(r.out, HasSubstr("MXMOE_MAX_ISA=none|avx2|avx_vnni|avx512|amx"));
+  EXPECT_THAT(r.out, HasSubstr("MXMOE_MAX_ISA=none|avx2|avx_vnni|avx512|amx|neon|dotprod|i8mm|sve"));
 }
 
 // Every bad flag or variable is a usage error (2) whose message names it and what is accepted.

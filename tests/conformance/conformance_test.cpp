@@ -13,6 +13,7 @@
 #include "backends/described_backend.hpp"
 #include "mxmoe/hardware.hpp"
 #include "mxmoe/layer.hpp"
+#include "mxmoe/layer_from_tensors.hpp"
 #include "mxmoe/routing.hpp"
 #include "test_runtime.hpp"
 #include "verify/accuracy.hpp"
@@ -246,6 +247,121 @@ TEST(Conformance, DeepSeekV4LayersMatchTheFloat64Evaluator) {
     }
   }
   EXPECT_GE(checked, 8);
+}
+
+// The numerics classes hold across architectures: every backend of a class gives the same bits
+// on x86-64 and on aarch64. The layer is built from integers only (a xorshift stream for the
+// codes, scales, biases, inputs and routing weights, each float a small integer over a power of
+// two), so its bytes are the same on every machine, whatever the C++ library's distributions
+// and libm do; the digest of the output bits is the one recorded here. The x86 build checks the
+// x86 backends against it natively, the aarch64 build the Arm backends under qemu-user
+// (scripts/cross-aarch64.sh, at several emulated CPUs): a kernel that rounded, ordered or
+// clamped one value differently would change the digest.
+struct Xorshift {
+  std::uint32_t state;
+  std::uint32_t operator()() {
+    state ^= state << 13;
+    state ^= state >> 17;
+    state ^= state << 5;
+    return state;
+  }
+};
+
+std::uint64_t fnv1a_bits(const std::vector<float>& v) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (float f : v) {
+    std::uint32_t bits;
+    std::memcpy(&bits, &f, 4);
+    for (int i = 0; i < 4; ++i) {
+      h ^= (bits >> (8 * i)) & 0xFFu;
+      h *= 1099511628211ull;
+    }
+  }
+  return h;
+}
+
+struct ClassCase {
+  const char* name;
+  ActivationFormat format;
+  std::vector<std::string_view> backends;
+  std::uint64_t digest;
+};
+
+TEST(NumericsClass, EveryBackendOfAClassGivesTheRecordedBitsOnEveryArchitecture) {
+  constexpr int E = 4, H = 96, I = 160;
+  constexpr std::int64_t kTokens = 37;  // tiles of 8 and 4 and a tail on every path
+  Xorshift rng{0x9E3779B9u};
+  std::vector<std::uint8_t> w13(E * 2 * I * H / 2), w13s(E * 2 * I * H / 32), w2(E * H * I / 2),
+      w2s(E * H * I / 32);
+  for (auto& b : w13) b = static_cast<std::uint8_t>(rng());
+  for (auto& b : w2) b = static_cast<std::uint8_t>(rng());
+  // 2^-9 .. 2^2: products of every size, some far below the others in a block's sum.
+  for (auto& b : w13s) b = static_cast<std::uint8_t>(118 + rng() % 12);
+  for (auto& b : w2s) b = static_cast<std::uint8_t>(118 + rng() % 12);
+  const auto small = [&](int range, float unit) {
+    return static_cast<float>(static_cast<int>(rng() % static_cast<std::uint32_t>(2 * range + 1)) -
+                              range) *
+           unit;
+  };
+  std::vector<float> b13(E * 2 * I), b2(E * H), x(kTokens * H), route_w(kTokens * 2);
+  for (float& v : b13) v = small(64, 1.0f / 64);
+  for (float& v : b2) v = small(64, 1.0f / 64);
+  for (float& v : x) v = small(1000, 1.0f / 256) * (rng() % 64 == 0 ? 32.0f : 1.0f);
+  std::vector<std::int32_t> ids(kTokens * 2);
+  for (std::size_t t = 0; t < static_cast<std::size_t>(kTokens); ++t) {
+    const std::uint32_t first = rng() % E;
+    ids[2 * t] = static_cast<std::int32_t>(first);
+    ids[2 * t + 1] = static_cast<std::int32_t>((first + 1 + rng() % (E - 1)) % E);
+    route_w[2 * t] = static_cast<float>(1 + rng() % 255) / 256.0f;
+    route_w[2 * t + 1] = 1.0f - route_w[2 * t];
+  }
+  mxmoe::LayerTensors t;
+  t.w13_blocks = {w13.data(), mxmoe::TensorDtype::u8, {E, 2 * I, H / 2}};
+  t.w13_scales = {w13s.data(), mxmoe::TensorDtype::u8, {E, 2 * I, H / 32}};
+  t.w2_blocks = {w2.data(), mxmoe::TensorDtype::u8, {E, H, I / 2}};
+  t.w2_scales = {w2s.data(), mxmoe::TensorDtype::u8, {E, H, I / 32}};
+  t.w13_bias = {b13.data(), mxmoe::TensorDtype::f32, {E, 2 * I}};
+  t.w2_bias = {b2.data(), mxmoe::TensorDtype::f32, {E, H}};
+  LayerSpec math = mxmoe::family_math(mxmoe::Family::gpt_oss);
+  math.top_k = 2;
+  const mxmoe::TensorLayer layer = mxmoe::layer_from_tensors(math, t);
+
+  const std::vector<ClassCase> classes = {
+      {"int8", ActivationFormat::int8,
+       {"amx_int8", "avx512_vnni", "avx_vnni_int8", "avx2_int8", "neon_dotprod_int8"},
+       0x41ca44f725c753e1ull},
+      {"int16", ActivationFormat::bf16, {"avx2_int16", "neon_int16"}, 0x67da957abb23e2c1ull},
+  };
+  const mxmoe::Hardware hw = mxmoe::probe_hardware();
+  int checked = 0;
+  for (const ClassCase& c : classes) {
+    for (std::string_view name : c.backends) {
+      const mxmoe::Backend* b = mxmoe::find_backend(name);
+      ASSERT_NE(b, nullptr) << name;
+      for (const int threads : {1, 2}) {
+        const auto sel = selection(*b, layer.spec, hw, c.format, threads);
+        if (!b->check(sel.deployment).empty()) break;  // not on this machine
+        std::vector<float> out(x.size());
+        for (const std::int64_t tokens : {kTokens, std::int64_t{1}}) {
+          std::vector<float> part(static_cast<std::size_t>(tokens * H));
+          mxmoe::testing::test_layer(layer.weights, sel)
+              .forward_routed(x.data() + (kTokens - tokens) * H,
+                              ids.data() + (kTokens - tokens) * 2,
+                              route_w.data() + (kTokens - tokens) * 2, tokens, part.data());
+          if (tokens == kTokens) out = part;
+          else  // the last token alone: its bits as inside the batch
+            EXPECT_EQ(std::memcmp(part.data(), out.data() + (kTokens - 1) * H, H * sizeof(float)),
+                      0)
+                << name << ": the last token alone differs from it in the batch";
+        }
+        EXPECT_EQ(fnv1a_bits(out), c.digest)
+            << c.name << " class, " << name << ", " << threads << " threads: digest 0x" << std::hex
+            << fnv1a_bits(out);
+        ++checked;
+      }
+    }
+  }
+  if (checked == 0) GTEST_SKIP() << "no backend of an integer class runs on this machine";
 }
 
 }  // namespace

@@ -16,10 +16,18 @@ TEST(Probe, ThisMachineReportsItsFeaturesAndSaneFacts) {
   EXPECT_TRUE(h.isa.fma);
   EXPECT_FALSE(h.vendor.empty());
   EXPECT_GT(h.l1d_bytes, 0u);
-#else
-  // Elsewhere (the aarch64 cross build under qemu-user) no x86 feature may be claimed, and
-  // the cache sizes come from sysfs when it has them.
-  EXPECT_EQ(h.isa, IsaFeatures{});
+  EXPECT_EQ(h.arch, kArchX86_64);
+  for (std::string_view n : isa_feature_names(kArchAarch64)) EXPECT_FALSE(*isa_feature(h.isa, n));
+#elif defined(__aarch64__)
+  // The aarch64 cross build under qemu-user: the emulated CPU's HWCAP features (every
+  // aarch64 CPU has Advanced SIMD), no x86 feature, a vector length exactly with SVE.
+  EXPECT_EQ(h.arch, kArchAarch64);
+  EXPECT_TRUE(h.isa.asimd);
+  for (std::string_view n : isa_feature_names(kArchX86_64)) EXPECT_FALSE(*isa_feature(h.isa, n));
+  EXPECT_EQ(h.isa.sve, h.sve_vector_bits > 0);
+  EXPECT_EQ(h.sve_vector_bits % 128, 0);
+  EXPECT_TRUE(!h.isa.sve2 || h.isa.sve);
+  EXPECT_EQ(hardware_from_json(to_json(h)), h);
 #endif
   EXPECT_GT(h.logical_cpus, 0);
   EXPECT_TRUE(h.cuda_devices.empty());  // no CUDA runtime in this build
@@ -50,22 +58,91 @@ TEST(CapIsa, KeepsExactlyTheFeaturesOfEachLevel) {
   for (std::string_view n : isa_feature_names()) ASSERT_TRUE(set_isa_feature(all, n, true));
   EXPECT_EQ(cap_isa(all, ""), all);
   EXPECT_EQ(cap_isa(all, "amx"), all);
+  EXPECT_EQ(cap_isa(all, "sve"), all);
   EXPECT_EQ(cap_isa(all, "none"), IsaFeatures{});
-  const IsaFeatures avx2 = cap_isa(all, "avx2");
-  const IsaFeatures avx512 = cap_isa(all, "avx512");
-  for (std::string_view n : isa_feature_names()) {
-    const bool is_avx2_level = n == "avx2" || n == "fma" || n == "f16c";
-    const bool is_amx = n.substr(0, 3) == "amx";
-    EXPECT_EQ(*isa_feature(avx2, n), is_avx2_level) << n;
-    EXPECT_EQ(*isa_feature(avx512, n), !is_amx) << n;
+  // Each level: the features it keeps of its own architecture; the other's are untouched.
+  const auto kept = [](std::string_view level, std::string_view n) {
+    const bool arm = isa_feature_arch(n) == kArchAarch64;
+    if (level == "avx2") return arm || n == "avx2" || n == "fma" || n == "f16c";
+    if (level == "avx_vnni") return arm || n == "avx2" || n == "fma" || n == "f16c" || n == "avx_vnni";
+    if (level == "avx512") return arm || n.substr(0, 3) != "amx";
+    if (level == "neon") return !arm || n == "asimd";
+    if (level == "dotprod") return !arm || n == "asimd" || n == "asimddp";
+    if (level == "i8mm") return !arm || (n != "sve" && n != "sve2");
+    return false;
+  };
+  for (std::string_view level : {"avx2", "avx_vnni", "avx512", "neon", "dotprod", "i8mm"}) {
+    const IsaFeatures capped = cap_isa(all, level);
+    for (std::string_view n : isa_feature_names())
+      EXPECT_EQ(*isa_feature(capped, n), kept(level, n)) << level << " " << n;
   }
   // Capping never adds a feature.
-  EXPECT_EQ(cap_isa(IsaFeatures{}, "amx"), IsaFeatures{});
+  for (std::string_view level : {"amx", "avx2", "sve", "neon"})
+    EXPECT_EQ(cap_isa(IsaFeatures{}, level), IsaFeatures{}) << level;
+  EXPECT_THROW((void)cap_isa(all, "sve3"), std::invalid_argument);
+}
+
+// Every feature belongs to one architecture, and a machine's JSON holds only its own.
+TEST(IsaNames, EachArchitectureHasItsOwnFeatures) {
+  const auto x86 = isa_feature_names(kArchX86_64), arm = isa_feature_names(kArchAarch64);
+  EXPECT_EQ(x86.size(), 14u);
+  EXPECT_EQ(arm.size(), 6u);
+  EXPECT_EQ(x86.size() + arm.size(), isa_feature_names().size());
+  for (std::string_view n : x86) EXPECT_EQ(isa_feature_arch(n), kArchX86_64) << n;
+  for (std::string_view n : arm) EXPECT_EQ(isa_feature_arch(n), kArchAarch64) << n;
+  EXPECT_TRUE(isa_feature_names("riscv64").empty());
+  EXPECT_EQ(isa_feature_arch("sse2"), "");
+}
+
+TEST(HardwareJson, AnAarch64ProbeRoundTripsAndRefusesOtherArchitecturesFeatures) {
+  Hardware h;
+  h.arch = std::string(kArchAarch64);
+  h.vendor = "ARM";
+  h.model = "Neoverse-V1";
+  h.logical_cpus = 64;
+  h.isa.asimd = h.isa.asimddp = h.isa.sve = true;
+  h.sve_vector_bits = 256;
+  const std::string text = to_json(h);
+  EXPECT_EQ(hardware_from_json(text), h);
+  EXPECT_EQ(text.find("avx2"), std::string::npos) << "an Arm probe lists no x86 feature";
+  // An x86 feature in an Arm probe, an unknown arch, a vector length that disagrees with sve.
+  const auto refused = [&](const std::string& from, const std::string& to, const char* says) {
+    std::string bad = text;
+    const std::size_t at = bad.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    bad.replace(at, from.size(), to);
+    try {
+      (void)hardware_from_json(bad);
+      ADD_FAILURE() << "accepted: " << to;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+  };
+  refused("\"asimd\": true", "\"asimd\": true, \"avx2\": true", "is of x86_64");
+  refused("\"aarch64\"", "\"riscv64\"", "Hardware.arch");
+  refused("\"sve_vector_bits\": 256", "\"sve_vector_bits\": 200", "multiple of 128");
+  refused("\"sve\": true", "\"sve\": false", "sve_vector_bits");
+  refused("\"asimddp\": true,", "", "missing feature \"asimddp\"");
+}
+
+// A file written before "arch" existed is an x86-64 probe, as every such file was.
+TEST(HardwareJson, AFileWithoutArchIsAnX86Probe) {
+  Hardware h;
+  h.vendor = "AuthenticAMD";
+  h.logical_cpus = 2;
+  h.isa.avx2 = true;
+  std::string text = to_json(h);
+  for (const char* key : {"  \"arch\": \"x86_64\",\n", "  \"sve_vector_bits\": 0,\n"}) {
+    const std::size_t at = text.find(key);
+    ASSERT_NE(at, std::string::npos) << key;
+    text.erase(at, std::string(key).size());
+  }
+  EXPECT_EQ(hardware_from_json(text), h);
 }
 
 TEST(IsaNames, AreUniqueAndAddressEveryField) {
   const auto names = isa_feature_names();
-  EXPECT_EQ(names.size(), 14u);
+  EXPECT_EQ(names.size(), 20u);
   IsaFeatures f;
   for (std::string_view n : names) {
     EXPECT_EQ(std::count(names.begin(), names.end(), n), 1);

@@ -63,8 +63,11 @@ TEST(Claims, EveryCoveredClaimIsAccepted) {
   for (const Claim& c : covered_claims()) {
     const Backend* b = mxmoe::find_backend(c.backend);
     ASSERT_NE(b, nullptr) << c.backend;
-    EXPECT_TRUE(b->check(everything_deployment(c.format, true)).empty())
-        << claim_name(c.backend, c.format);
+    // On a machine with every feature, only this build's architecture may stand in the way
+    // (the other architecture's backends are not compiled here).
+    for (const mxmoe::Rejection& r : b->check(everything_deployment(c.format, true)))
+      EXPECT_EQ(r.code, ReasonCode::not_compiled)
+          << claim_name(c.backend, c.format) << ": " << r.detail;
   }
 }
 

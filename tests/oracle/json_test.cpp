@@ -35,9 +35,16 @@ Deployment random_deployment(std::mt19937& rng) {
   d.layer.gate_up_layout = static_cast<GateUpLayout>(pick(2));
   d.layer.shared_experts = pick(3);
   d.layer.shared_intermediate = 32 * pick(100);
-  for (std::string_view n : isa_feature_names()) set_isa_feature(d.hardware.isa, n, pick(2) == 1);
-  d.hardware.os_denied = {"amx_tile"};
-  d.hardware.isa_cap = "avx512";
+  // A probe of either architecture, with only that architecture's features.
+  const bool arm = pick(2) == 1;
+  d.hardware.arch = std::string(arm ? kArchAarch64 : kArchX86_64);
+  d.hardware.isa = IsaFeatures{};
+  d.hardware.sve_vector_bits = 0;
+  for (std::string_view n : isa_feature_names(d.hardware.arch))
+    set_isa_feature(d.hardware.isa, n, pick(2) == 1);
+  if (d.hardware.isa.sve) d.hardware.sve_vector_bits = 128 * (1 + pick(16));
+  d.hardware.os_denied = {arm ? "sve2" : "amx_tile"};
+  d.hardware.isa_cap = arm ? "i8mm" : "avx512";
   d.hardware.l1d_bytes = 49152;
   d.hardware.l2_bytes = 2ull << 20;
   d.hardware.l3_bytes = 105ull << 20;
@@ -58,10 +65,17 @@ TEST(Json, HardwareRoundTripsIncludingThisMachinesProbe) {
   const Hardware probed = probe_hardware();
   EXPECT_EQ(hardware_from_json(to_json(probed)), probed);
   std::mt19937 rng(7);
-  const Hardware random = random_deployment(rng).hardware;
-  EXPECT_EQ(hardware_from_json(to_json(random)), random);
-  // ISA features are named booleans.
-  EXPECT_THAT(to_json(random), HasSubstr("\"avx512_vnni\": "));
+  int arches[2] = {0, 0};
+  for (int i = 0; i < 16; ++i) {
+    const Hardware random = random_deployment(rng).hardware;
+    EXPECT_EQ(hardware_from_json(to_json(random)), random);
+    // ISA features are named booleans, of the probe's architecture.
+    const bool arm = random.arch == kArchAarch64;
+    EXPECT_THAT(to_json(random), HasSubstr(arm ? "\"asimddp\": " : "\"avx512_vnni\": "));
+    ++arches[arm];
+  }
+  EXPECT_GT(arches[0], 0);
+  EXPECT_GT(arches[1], 0);
 }
 
 // A random deployment whose layer validates (the JSON form refuses an invalid layer).

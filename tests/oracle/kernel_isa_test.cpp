@@ -11,7 +11,7 @@ namespace mxmoe {
 namespace {
 
 const std::vector<KernelIsa> kAllSets = {
-#define MXMOE_KERNEL_ISA(SET, FEATURES) KernelIsa::SET,
+#define MXMOE_KERNEL_ISA(SET, ARCH, FEATURES) KernelIsa::SET,
 #include "backends/kernel_isa.inc"
 #undef MXMOE_KERNEL_ISA
 };
@@ -36,11 +36,29 @@ TEST(KernelIsa, UnionKeepsFirstListedOrderWithoutRepeats) {
     EXPECT_EQ(std::count(both.begin(), both.end(), f), 1) << f;
 }
 
-#if defined(__x86_64__)
-TEST(KernelIsa, AnX86BuildCompilesEverySet) {
-  for (KernelIsa set : kAllSets) EXPECT_TRUE(kernel_isa_compiled(set)) << to_string(set);
+// Every feature of a set is of the set's architecture: a set cannot ask for a mix that no
+// machine has.
+TEST(KernelIsa, EachSetsFeaturesAreOfItsArchitecture) {
+  for (KernelIsa set : kAllSets) {
+    const std::string_view arch = kernel_isa_arch(set);
+    EXPECT_TRUE(arch == kArchX86_64 || arch == kArchAarch64) << to_string(set) << ": " << arch;
+    for (std::string_view f : kernel_isa_features(set))
+      EXPECT_EQ(isa_feature_arch(f), arch) << to_string(set) << " lists " << f;
+  }
 }
+
+// A build compiles exactly the sets of its target's architecture.
+TEST(KernelIsa, ABuildCompilesEverySetOfItsArchitectureAndNoOther) {
+#if defined(__x86_64__)
+  const std::string_view target = kArchX86_64;
+#elif defined(__aarch64__)
+  const std::string_view target = kArchAarch64;
+#else
+  const std::string_view target = "";
 #endif
+  for (KernelIsa set : kAllSets)
+    EXPECT_EQ(kernel_isa_compiled(set), kernel_isa_arch(set) == target) << to_string(set);
+}
 
 // A backend's check() requires every feature of the kernel sets it runs: on a probe with
 // exactly one of them missing it is refused with unsupported_isa naming that feature.

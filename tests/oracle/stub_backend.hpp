@@ -80,7 +80,7 @@ inline Deployment sample_deployment() {
   d.hardware.vendor = "GenuineIntel";
   d.hardware.model = "Test CPU";
   d.hardware.logical_cpus = 8;
-  for (std::string_view n : isa_feature_names()) set_isa_feature(d.hardware.isa, n, true);
+  for (std::string_view n : isa_feature_names(d.hardware.arch)) set_isa_feature(d.hardware.isa, n, true);
   d.request.activation = ActivationFormat::bf16;
   return d;
 }

@@ -1,4 +1,4 @@
-// Kernels of the avx2_int16 backend: bf16 activations carried as int16 with one power-of-two
+// Kernels of the int16 class (the avx2_int16 and neon_int16 backends): bf16 activations carried as int16 with one power-of-two
 // scale per 32-element block, exact int32 block dots by vpmaddwd, the int8 class's packed
 // 16-row groups, an fp32 epilogue of one multiply and one fma per block. Plain functions compiled
 // with the AVX2 flags in kernels/avx2/int16_avx2.cpp (no STL there), called only after the
@@ -47,6 +47,17 @@ void gemm16_int16_avx2(const std::uint8_t* group, int blocks, const QuantRows16&
 // bias). Adds the biases, applies the GLU (simd/glu_math.hpp) and quantizes each row's 32
 // results as one block.
 void glu_quantize_int16_avx2(const float* h, int tokens, const float* gate_bias,
+                             const float* up_bias, const GluParams& p, std::int16_t* q, float* d,
+                             std::int32_t* corr, std::int64_t q_stride,
+                             std::int64_t s_stride) noexcept;
+
+// The same three on aarch64 Advanced SIMD (kernels/neon/int16_neon.cpp, smlal block dots),
+// the same bits: the neon_int16 backend.
+void quantize_int16_neon(const float* x, std::int64_t n, std::int16_t* q, float* d,
+                         std::int32_t* corr) noexcept;
+void gemm16_int16_neon(const std::uint8_t* group, int blocks, const QuantRows16& x, int tokens,
+                       float* out, std::int64_t out_stride) noexcept;
+void glu_quantize_int16_neon(const float* h, int tokens, const float* gate_bias,
                              const float* up_bias, const GluParams& p, std::int16_t* q, float* d,
                              std::int32_t* corr, std::int64_t q_stride,
                              std::int64_t s_stride) noexcept;

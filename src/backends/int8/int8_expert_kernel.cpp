@@ -44,7 +44,10 @@ struct IsaOps {
   bool use_amx;
 };
 
+// Only the kernels of the target's architecture are compiled (CMakeLists.txt); the backends
+// of the other architecture never reach this (their create is null there).
 IsaOps<std::int8_t> isa_ops(Int8Kernels kernels) {
+#if MXMOE_X86_KERNELS
   switch (kernels) {
     case Int8Kernels::avx2:
       return {&k::quantize_int8_avx2, &k::gemm16_avx2, &k::glu_quantize_avx2, false};
@@ -53,9 +56,28 @@ IsaOps<std::int8_t> isa_ops(Int8Kernels kernels) {
     case Int8Kernels::amx_int8:
       return {&k::quantize_int8_avx512, &k::gemm16_vnni, &k::glu_quantize_avx512, true};
     case Int8Kernels::avx512_vnni:
+    case Int8Kernels::neon_dotprod:
       break;
   }
   return {&k::quantize_int8_avx512, &k::gemm16_vnni, &k::glu_quantize_avx512, false};
+#elif MXMOE_AARCH64_KERNELS
+  (void)kernels;
+  return {&k::quantize_int8_neon, &k::gemm16_neon_dotprod, &k::glu_quantize_neon, false};
+#else
+#error "the integer driver is built only where the target has kernels"
+#endif
+}
+
+IsaOps<std::int16_t> isa_ops(Int16Kernels kernels) {
+  namespace k16 = int16_kernels;
+  (void)kernels;
+#if MXMOE_X86_KERNELS
+  return {&k16::quantize_int16_avx2, &k16::gemm16_int16_avx2, &k16::glu_quantize_int16_avx2,
+          false};
+#else
+  return {&k16::quantize_int16_neon, &k16::gemm16_int16_neon, &k16::glu_quantize_int16_neon,
+          false};
+#endif
 }
 
 // Byte offsets of the workspace regions for `positions` slots and `threads` threads.
@@ -67,7 +89,8 @@ struct Layout {
 // The driver of both integer classes; Q = std::int8_t (with the AMX path) or std::int16_t.
 template <class Q>
 class QuantExpertKernel final : public ExpertKernel {
-  static constexpr bool kAmxCapable = std::is_same_v<Q, std::int8_t>;
+  // AMX exists on x86-64 only; elsewhere its branches are not compiled (nor its kernels).
+  static constexpr bool kAmxCapable = std::is_same_v<Q, std::int8_t> && MXMOE_X86_KERNELS;
 
  public:
   QuantExpertKernel(const LayerSpec& spec, const LayerWeights& w, IsaOps<Q> ops)
@@ -276,12 +299,9 @@ std::unique_ptr<ExpertKernel> make_int8_expert_kernel(const LayerSpec& spec,
 }
 
 std::unique_ptr<ExpertKernel> make_int16_expert_kernel(const LayerSpec& spec,
-                                                       const LayerWeights& weights) {
-  namespace k16 = int16_kernels;
-  return std::make_unique<QuantExpertKernel<std::int16_t>>(
-      spec, weights,
-      IsaOps<std::int16_t>{&k16::quantize_int16_avx2, &k16::gemm16_int16_avx2,
-                           &k16::glu_quantize_int16_avx2, false});
+                                                       const LayerWeights& weights,
+                                                       Int16Kernels kernels) {
+  return std::make_unique<QuantExpertKernel<std::int16_t>>(spec, weights, isa_ops(kernels));
 }
 
 }  // namespace mxmoe::int8_backend

@@ -19,6 +19,7 @@ enum class Int8Kernels : std::uint8_t {
   amx_int8,     // the same, and AMX tiles for experts with at least 16 slots
   avx2,         // AVX2 quantizer, GLU and vpmaddubsw + vpmaddwd GEMM (ymm)
   avx_vnni,     // the AVX2 quantizer and GLU, VEX vpdpbusd GEMM (ymm)
+  neon_dotprod, // aarch64: Advanced SIMD quantizer and GLU, sdot GEMM
 };
 
 // The caller made sure the CPU (and for AMX the OS permission) allows the instructions.
@@ -27,9 +28,12 @@ std::unique_ptr<ExpertKernel> make_int8_expert_kernel(const LayerSpec& spec,
                                                       const LayerWeights& weights,
                                                       Int8Kernels kernels);
 
-// The avx2_int16 class (int16_kernels.hpp): the same driver and packing, bf16 activations as
-// int16 per 32-block, vpmaddwd block dots. AVX2 + FMA + F16C.
+// The int16 class (int16_kernels.hpp): the same driver and packing, bf16 activations as
+// int16 per 32-block, exact int32 block dots: vpmaddwd with AVX2 + FMA + F16C (avx2_int16),
+// smlal with Advanced SIMD (neon_int16).
+enum class Int16Kernels : std::uint8_t { avx2, neon };
 std::unique_ptr<ExpertKernel> make_int16_expert_kernel(const LayerSpec& spec,
-                                                       const LayerWeights& weights);
+                                                       const LayerWeights& weights,
+                                                       Int16Kernels kernels);
 
 }  // namespace mxmoe::int8_backend

@@ -1,4 +1,5 @@
-// Kernels of the int8-activation backends (avx512_vnni, amx_int8, avx2_int8, avx_vnni_int8).
+// Kernels of the int8-activation backends (avx512_vnni, amx_int8, avx2_int8, avx_vnni_int8,
+// neon_dotprod_int8).
 // Plain functions, compiled
 // with their ISA flags in kernels/*.cpp (only <immintrin.h> there, no STL: nothing inline is
 // shared with portable TUs); the Backend classes call them only after check() passed.
@@ -76,6 +77,16 @@ void glu_quantize_avx2(const float* h, int tokens, const float* gate_bias, const
 // --- avx_vnni (kernels/avx_vnni/int8_avx_vnni.cpp): gemm16 with VEX vpdpbusd on ymm ---------
 void gemm16_avx_vnni(const std::uint8_t* group, int blocks, const QuantRows& x, int tokens,
                      float* out, std::int64_t out_stride) noexcept;
+
+// --- aarch64 (kernels/neon_dotprod/int8_neon_dotprod.cpp): the three on Advanced SIMD with
+// the dot-product extension (sdot by lane), the same bits ---------------------------------
+void quantize_int8_neon(const float* x, std::int64_t n, std::int8_t* q, float* d,
+                        std::int32_t* corr) noexcept;
+void gemm16_neon_dotprod(const std::uint8_t* group, int blocks, const QuantRows& x, int tokens,
+                         float* out, std::int64_t out_stride) noexcept;
+void glu_quantize_neon(const float* h, int tokens, const float* gate_bias, const float* up_bias,
+                       const GluParams& p, std::int8_t* q, float* d, std::int32_t* corr,
+                       std::int64_t q_stride, std::int64_t s_stride) noexcept;
 
 // --- amx (kernels/amx_int8/int8_amx.cpp) ----------------------------------------------
 // The calling thread must hold the AMX permission (process-wide, see amx_permission.hpp).

@@ -17,6 +17,7 @@
 
 #include "backends/common/simd/glu_avx2.hpp"
 #include "backends/int8/int8_kernels.hpp"
+#include "backends/int8/kernels/token_tiles.hpp"
 
 namespace mxmoe::int8_kernels {
 namespace {
@@ -156,33 +157,12 @@ __attribute__((always_inline)) inline void gemm16_ymm_tokens(const std::uint8_t*
   }
 }
 
-// Token tiles of 8 and 4, then one tile of the 1-3 left (each block is decoded once per tile;
-// 8 rather than 4: 5.4 against 6.8 ns per token and block, docs/perf/BACKENDS_AVX2.md).
-// tile.template operator()<N>(t0) runs the N tokens from t0 (the int8 and int16 GEMMs).
-template <class Tile>
-__attribute__((always_inline)) inline void for_token_tiles(int tokens, Tile&& tile) {
-  int t = 0;
-  for (; t + 8 <= tokens; t += 8) tile.template operator()<8>(t);
-  for (; t + 4 <= tokens; t += 4) tile.template operator()<4>(t);
-  switch (tokens - t) {
-    case 3:
-      tile.template operator()<3>(t);
-      break;
-    case 2:
-      tile.template operator()<2>(t);
-      break;
-    case 1:
-      tile.template operator()<1>(t);
-      break;
-    default:
-      break;
-  }
-}
-
+// Token tiles of 8 and 4, then one tile of the 1-3 left (token_tiles.hpp; 8 rather than 4:
+// 5.4 against 6.8 ns per token and block, docs/perf/BACKENDS_AVX2.md).
 template <class Dot>
 void gemm16_ymm(const std::uint8_t* group, int blocks, const QuantRows& x, int tokens, float* out,
                 std::int64_t out_stride) {
-  for_token_tiles(tokens, [&]<std::size_t N>(int t0) {
+  for_token_tiles<8>(tokens, [&]<std::size_t N>(int t0) {
     gemm16_ymm_tokens<Dot, N>(group, blocks, x, t0, out, out_stride);
   });
 }

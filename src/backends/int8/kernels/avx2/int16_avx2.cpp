@@ -179,7 +179,7 @@ void quantize_int16_avx2(const float* x, std::int64_t n, std::int16_t* q, float*
 
 void gemm16_int16_avx2(const std::uint8_t* group, int blocks, const QuantRows16& x, int tokens,
                        float* out, std::int64_t out_stride) noexcept {
-  int8_kernels::for_token_tiles(tokens, [&]<std::size_t N>(int t0) {
+  int8_kernels::for_token_tiles<8>(tokens, [&]<std::size_t N>(int t0) {
     gemm16_tokens<N>(group, blocks, x, t0, out, out_stride);
   });
 }

@@ -1,0 +1,159 @@
+// aarch64 kernels of the int16 class (int16_kernels.hpp, the numerics of avx2_int16): the
+// bf16 -> int16 block quantizer, the 16-row GEMM with smlal (int16 x int16 -> int32) and the
+// fused GLU + quantization. Baseline Advanced SIMD only, so every aarch64 server runs it; the
+// same bits as the AVX2 kernels: the same integer steps, exact int32 block dots, and the
+// epilogue acc = fma(float(dot) * d, 2^(e-128), acc), blocks in order.
+#include <arm_neon.h>
+
+#include "backends/int8/int16_kernels.hpp"
+#include "backends/int8/kernels/int8_neon.hpp"
+
+namespace mxmoe::int16_kernels {
+namespace {
+
+using int8_kernels::kGroupBlockBytes;
+using int8_kernels::kGroupNibbleBytes;
+
+// f32 -> bf16 -> f32 bits on 4 floats, as bf16_bits_rne of int16_avx2.cpp: round to nearest
+// even on the 16 dropped bits, a NaN becomes the quiet 0x7FC00000.
+__attribute__((always_inline)) inline uint32x4_t bf16_bits_rne(float32x4_t v) {
+  const uint32x4_t bits = vreinterpretq_u32_f32(v);
+  const uint32x4_t odd = vandq_u32(vshrq_n_u32(bits, 16), vdupq_n_u32(1));
+  const uint32x4_t biased = vaddq_u32(bits, vaddq_u32(vdupq_n_u32(0x7FFF), odd));
+  const uint32x4_t rounded = vandq_u32(biased, vdupq_n_u32(0xFFFF0000u));
+  const uint32x4_t nan =
+      vcgtq_u32(vandq_u32(bits, vdupq_n_u32(0x7FFFFFFFu)), vdupq_n_u32(0x7F800000u));
+  return vbslq_u32(nan, vdupq_n_u32(0x7FC00000u), rounded);
+}
+
+// The float with value 2^k for k in [-149, 127], built from bits.
+inline float pow2(int k) {
+  const unsigned bits = k >= -126 ? static_cast<unsigned>(k + 127) << 23 : 1u << (k + 149);
+  return __builtin_bit_cast(float, bits);
+}
+
+// One 32-element block (8 x 4 floats) as defined in int16_kernels.hpp.
+void quantize_block(const float32x4_t (&v)[8], std::int16_t* q, float* d, std::int32_t* corr) {
+  uint32x4_t b[8];
+  // The largest magnitude as integer bits (for non-negative floats the integer order is the
+  // float order; Inf and NaN are above every finite value).
+  uint32x4_t top = vdupq_n_u32(0);
+  for (int i = 0; i < 8; ++i) {
+    b[i] = bf16_bits_rne(v[i]);
+    top = vmaxq_u32(top, vandq_u32(b[i], vdupq_n_u32(0x7FFFFFFFu)));
+  }
+  const unsigned mbits = vmaxvq_u32(top);
+  if (mbits == 0 || mbits >= 0x7F800000u) {
+    for (int i = 0; i < 32; ++i) q[i] = 0;
+    *d = mbits == 0 ? 0.0f : __builtin_nanf("");
+    *corr = 0;
+    return;
+  }
+  const int e = mbits >= 0x00800000u ? static_cast<int>(mbits >> 23) - 127
+                                     : (31 - __builtin_clz(mbits)) - 149;
+  // b * 2^(14-e) as two exact power-of-two products (see int16_avx2.cpp), then RNE.
+  const int k = 14 - e;
+  const int k1 = k >> 1;  // floor
+  const float f1 = pow2(k1), f2 = pow2(k - k1);
+  int32x4_t qi[8];
+  int32x4_t sum = vdupq_n_s32(0);
+  for (int i = 0; i < 8; ++i) {
+    qi[i] = vcvtnq_s32_f32(vmulq_n_f32(vmulq_n_f32(vreinterpretq_f32_u32(b[i]), f1), f2));
+    sum = vaddq_s32(sum, qi[i]);
+  }
+  for (int i = 0; i < 4; ++i)
+    vst1q_s16(q + 8 * i, vcombine_s16(vmovn_s32(qi[2 * i]), vmovn_s32(qi[2 * i + 1])));
+  *d = pow2(e - 14);
+  *corr = -12 * vaddvq_s32(sum);
+}
+
+// The int32 dots of a block's 16 rows for N tokens. Per nibble group h and vector c, the
+// decoded codes (rows 4c .. 4c+3, 4 elements each) are widened to int16 and multiplied by the
+// token's 4 values lane by lane into one accumulator per row; each row's 4 lanes are summed at
+// the end (|sum| < 2^25: exact in int32 at every step).
+template <std::size_t N>
+__attribute__((always_inline)) inline void block_dots(const std::uint8_t* block, int8x16_t table,
+                                                      const std::int16_t* const (&xb)[N],
+                                                      int32x4_t (&dot)[N][4]) {
+  int32x4_t rows[N][16];
+  for (std::size_t j = 0; j < N; ++j)
+    for (int r = 0; r < 16; ++r) rows[j][r] = vdupq_n_s32(0);
+  for (int h = 0; h < 4; ++h) {
+    for (int c = 0; c < 4; ++c) {
+      const int8_kernels::CodePair w = int8_kernels::decode_codes(block, h, c, table);
+      const int16x8_t lo01 = vmovl_s8(vget_low_s8(w.lo)), lo23 = vmovl_high_s8(w.lo);
+      const int16x8_t hi01 = vmovl_s8(vget_low_s8(w.hi)), hi23 = vmovl_high_s8(w.hi);
+      for (std::size_t j = 0; j < N; ++j) {
+        const int16x8_t xs = vld1q_s16(xb[j] + 8 * h);  // elements 8h .. 8h+7
+        const int16x4_t xl = vget_low_s16(xs), xh = vget_high_s16(xs);
+        int32x4_t* r = rows[j] + 4 * c;
+        r[0] = vmlal_s16(r[0], vget_low_s16(lo01), xl);
+        r[1] = vmlal_s16(r[1], vget_high_s16(lo01), xl);
+        r[2] = vmlal_s16(r[2], vget_low_s16(lo23), xl);
+        r[3] = vmlal_s16(r[3], vget_high_s16(lo23), xl);
+        r[0] = vmlal_s16(r[0], vget_low_s16(hi01), xh);
+        r[1] = vmlal_s16(r[1], vget_high_s16(hi01), xh);
+        r[2] = vmlal_s16(r[2], vget_low_s16(hi23), xh);
+        r[3] = vmlal_s16(r[3], vget_high_s16(hi23), xh);
+      }
+    }
+  }
+  for (std::size_t j = 0; j < N; ++j)
+    for (int c = 0; c < 4; ++c) {
+      const int32x4_t* r = rows[j] + 4 * c;
+      dot[j][c] = vpaddq_s32(vpaddq_s32(r[0], r[1]), vpaddq_s32(r[2], r[3]));
+    }
+}
+
+template <std::size_t N>
+__attribute__((always_inline)) inline void gemm16_tokens(const std::uint8_t* group, int blocks,
+                                                         const QuantRows16& x, int t0, float* out,
+                                                         std::int64_t out_stride) {
+  const int8x16_t table = int8_kernels::doubled_code_table_neon();
+  float32x4_t acc[N][4];
+  for (std::size_t j = 0; j < N; ++j)
+    for (int c = 0; c < 4; ++c) acc[j][c] = vdupq_n_f32(0.0f);
+  for (int b = 0; b < blocks; ++b) {
+    const std::uint8_t* gb = group + static_cast<std::size_t>(b) * kGroupBlockBytes;
+    float32x4_t ws[4];
+    int8_kernels::weight_scales_neon(gb + kGroupNibbleBytes, ws);
+    const std::int16_t* xb[N];
+    for (std::size_t j = 0; j < N; ++j)
+      xb[j] = x.q + (t0 + static_cast<std::int64_t>(j)) * x.q_stride + 32 * b;
+    int32x4_t dot[N][4];
+    block_dots<N>(gb, table, xb, dot);
+    for (std::size_t j = 0; j < N; ++j) {
+      const float d = x.d[(t0 + static_cast<std::int64_t>(j)) * x.s_stride + b];
+      for (int c = 0; c < 4; ++c)
+        acc[j][c] = vfmaq_f32(acc[j][c], vmulq_n_f32(vcvtq_f32_s32(dot[j][c]), d), ws[c]);
+    }
+  }
+  for (std::size_t j = 0; j < N; ++j) {
+    float* dst = out + (t0 + static_cast<std::int64_t>(j)) * out_stride;
+    for (int c = 0; c < 4; ++c) vst1q_f32(dst + 4 * c, acc[j][c]);
+  }
+}
+
+}  // namespace
+
+void quantize_int16_neon(const float* x, std::int64_t n, std::int16_t* q, float* d,
+                         std::int32_t* corr) noexcept {
+  int8_kernels::quantize_blocks_neon(x, n, q, d, corr, &quantize_block);
+}
+
+void gemm16_int16_neon(const std::uint8_t* group, int blocks, const QuantRows16& x, int tokens,
+                       float* out, std::int64_t out_stride) noexcept {
+  int8_kernels::for_token_tiles<4>(tokens, [&]<std::size_t N>(int t0) {
+    gemm16_tokens<N>(group, blocks, x, t0, out, out_stride);
+  });
+}
+
+void glu_quantize_int16_neon(const float* h, int tokens, const float* gate_bias,
+                             const float* up_bias, const GluParams& p, std::int16_t* q, float* d,
+                             std::int32_t* corr, std::int64_t q_stride,
+                             std::int64_t s_stride) noexcept {
+  int8_kernels::glu_quantize_rows_neon(h, tokens, gate_bias, up_bias, p, q, d, corr, q_stride,
+                                       s_stride, &quantize_block);
+}
+
+}  // namespace mxmoe::int16_kernels
