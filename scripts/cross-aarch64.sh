@@ -38,6 +38,10 @@ cmake --build "$build" -j "$(nproc)" --target mxmoe_cli example_c_moe_layer test
 file "$build/mxmoe" | grep -q "ARM aarch64"
 # The oracle on an Arm machine: the NEON backends, every x86 one refused as not compiled.
 qemu-aarch64 -L / "$build/mxmoe" explain | tail -2
+# A layer runs on them without --allow-reference: bf16 (the default) and int8.
+qemu-aarch64 -L / "$build/mxmoe" run --preset tiny --tokens 4 | grep "^chosen: neon_int16"
+qemu-aarch64 -L / "$build/mxmoe" run --preset tiny --tokens 4 --activation int8 |
+  grep "^chosen: neon_dotprod_int8"
 # The core rooms: codecs, model, hardware, io (checkpoints against float64 through the reference
 # backend), routing, oracle, layering, C API and CLI. The numerics-heavy suites (layer families,
 # conformance, invariance, perf) run natively on x86 only: under qemu their float64 loops

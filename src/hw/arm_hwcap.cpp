@@ -1,21 +1,49 @@
 #include "hw/arm_hwcap.hpp"
 
 #include <fstream>
+#include <stdexcept>
 #include <string>
 
 #if defined(__aarch64__) && defined(__linux__)
 #include <asm/hwcap.h>
 #include <sys/auxv.h>
 #include <sys/prctl.h>
+// The bits of the kernel's ABI (arch/arm64/include/uapi/asm/hwcap.h, linux/prctl.h), for
+// headers older than the features (SVE2: Linux 5.2; I8MM and BF16: 5.10).
+#ifndef HWCAP_ASIMDDP
+#define HWCAP_ASIMDDP (1UL << 20)
+#endif
+#ifndef HWCAP_SVE
+#define HWCAP_SVE (1UL << 22)
+#endif
+#ifndef HWCAP2_SVE2
+#define HWCAP2_SVE2 (1UL << 1)
+#endif
+#ifndef HWCAP2_I8MM
+#define HWCAP2_I8MM (1UL << 13)
+#endif
+#ifndef HWCAP2_BF16
+#define HWCAP2_BF16 (1UL << 14)
+#endif
+#ifndef PR_SVE_GET_VL
+#define PR_SVE_GET_VL 51
+#endif
+#ifndef PR_SVE_VL_LEN_MASK
+#define PR_SVE_VL_LEN_MASK 0xffff
+#endif
 #endif
 
 namespace mxmoe::hw {
 
-#if defined(__aarch64__) && defined(__linux__)
-
 bool is_aarch64() {
+#if defined(__aarch64__)
   return true;
+#else
+  return false;
+#endif
 }
+
+#if defined(__aarch64__) && defined(__linux__)
 
 ArmHwcaps arm_hwcaps() {
   const unsigned long hwcap = getauxval(AT_HWCAP);
@@ -39,9 +67,7 @@ ArmHwcaps arm_hwcaps() {
 
 #else
 
-bool is_aarch64() {
-  return false;
-}
+// Another OS on aarch64 (or another architecture): no HWCAP to read; no feature is claimed.
 ArmHwcaps arm_hwcaps() {
   return {};
 }

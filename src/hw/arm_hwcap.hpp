@@ -11,7 +11,8 @@ struct ArmHwcaps {
   int sve_vector_bits = 0;  // 0 without SVE
 };
 
-bool is_aarch64();  // false on other architectures: arm_hwcaps() then returns no feature
+bool is_aarch64();  // a build for aarch64 (any OS)
+// Linux on aarch64 only; elsewhere no feature is claimed.
 // The features the kernel reports in AT_HWCAP and AT_HWCAP2. The kernel sets a bit only for a
 // feature it has enabled, so these are usable as they are (no XCR0-like second check).
 ArmHwcaps arm_hwcaps();

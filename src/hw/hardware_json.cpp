@@ -86,8 +86,13 @@ Hardware hardware_from_json(const Json& j) {
 
   h.os_denied = get<std::vector<std::string>>(j, what, "os_denied");
   for (const std::string& name : h.os_denied)
-    if (!isa_feature(h.isa, name))
-      throw std::invalid_argument("Hardware.os_denied: unknown feature \"" + name + "\"");
+    if (isa_feature_arch(name) != h.arch)
+      throw std::invalid_argument("Hardware.os_denied: \"" + name + "\" is not a feature of " +
+                                  h.arch);
+  // The aarch64 extensions the probe reports only with their base (arm_hwcap.cpp).
+  if ((h.isa.asimddp || h.isa.i8mm || h.isa.bf16 || h.isa.sve) && !h.isa.asimd)
+    throw std::invalid_argument("Hardware.isa: asimddp, i8mm, bf16 and sve need asimd");
+  if (h.isa.sve2 && !h.isa.sve) throw std::invalid_argument("Hardware.isa: sve2 needs sve");
   h.isa_cap = get<std::string>(j, what, "isa_cap");
   (void)cap_isa(h.isa, h.isa_cap);  // throws for a cap that is not one of the known names
   if (!j.at("cuda_devices").is_array())

@@ -123,6 +123,8 @@ TEST(HardwareJson, AnAarch64ProbeRoundTripsAndRefusesOtherArchitecturesFeatures)
   refused("\"sve_vector_bits\": 256", "\"sve_vector_bits\": 200", "multiple of 128");
   refused("\"sve\": true", "\"sve\": false", "sve_vector_bits");
   refused("\"asimddp\": true,", "", "missing feature \"asimddp\"");
+  refused("\"asimd\": true", "\"asimd\": false", "need asimd");
+  refused("\"os_denied\": []", "\"os_denied\": [\"amx_tile\"]", "not a feature of aarch64");
 }
 
 // A file written before "arch" existed is an x86-64 probe, as every such file was.

@@ -42,6 +42,10 @@ Deployment random_deployment(std::mt19937& rng) {
   d.hardware.sve_vector_bits = 0;
   for (std::string_view n : isa_feature_names(d.hardware.arch))
     set_isa_feature(d.hardware.isa, n, pick(2) == 1);
+  if (arm) {  // the extensions come with their base, as the probe reports them
+    d.hardware.isa.asimd = true;
+    d.hardware.isa.sve2 = d.hardware.isa.sve2 && d.hardware.isa.sve;
+  }
   if (d.hardware.isa.sve) d.hardware.sve_vector_bits = 128 * (1 + pick(16));
   d.hardware.os_denied = {arm ? "sve2" : "amx_tile"};
   d.hardware.isa_cap = arm ? "i8mm" : "avx512";
