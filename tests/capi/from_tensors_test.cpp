@@ -128,9 +128,9 @@ std::vector<float> checkpoint_outputs(const std::string& dir, const mxmoe_reques
   return y;
 }
 
-// The reference, and the oracle's choice where the build has kernels it may choose (a
-// portable build, e.g. aarch64 under qemu, has only the judge-only reference).
-#if defined(__x86_64__)
+// The reference, and the oracle's choice where the build has kernels it may choose (x86-64,
+// aarch64; a build for another architecture has only the judge-only reference).
+#if defined(__x86_64__) || defined(__aarch64__)
 constexpr const char* kBackendsToTry[] = {"reference", nullptr};
 #else
 constexpr const char* kBackendsToTry[] = {"reference"};
@@ -346,7 +346,7 @@ TEST(CApiFromTensors, FailuresAreStatusesWithTheReason) {
   mxmoe_request_params none = mxmoe_request_default_params();
   none.excluded_backends =
       "reference,amx_int8,amx_bf16,avx512_vnni,avx512_bf16,avx_vnni_int8,"
-      "avx2_int8,avx2_int16,avx2";
+      "avx2_int8,avx2_int16,avx2,neon_dotprod_int8,neon_int16";
   layer = nullptr;
   EXPECT_EQ(mxmoe_layer_create_from_tensors(&good, &none, nullptr, &layer), MXMOE_ERROR_NO_BACKEND);
   EXPECT_THAT(mxmoe_last_error(),
