@@ -8,6 +8,7 @@
 #include <immintrin.h>
 
 #include "backends/int8/int16_kernels.hpp"
+#include "backends/int8/kernels/int16_block_scale.hpp"
 #include "backends/int8/kernels/int8_ymm.hpp"
 
 namespace mxmoe::int16_kernels {
@@ -32,12 +33,6 @@ __attribute__((always_inline)) inline __m256i bf16_bits_rne(__m256 v) {
   return _mm256_blendv_epi8(rounded, _mm256_set1_epi32(0x7FC00000), nan);
 }
 
-// The float with value 2^k for k in [-149, 127], built from bits.
-inline float pow2(int k) {
-  const unsigned bits = k >= -126 ? static_cast<unsigned>(k + 127) << 23 : 1u << (k + 149);
-  return __builtin_bit_cast(float, bits);
-}
-
 // One 32-element block (4 x 8 floats) as defined in int16_kernels.hpp.
 void quantize_block(const __m256 (&v)[4], std::int16_t* q, float* d, std::int32_t* corr) {
   __m256i b[4];
@@ -52,22 +47,15 @@ void quantize_block(const __m256 (&v)[4], std::int16_t* q, float* d, std::int32_
   __m128i m = _mm_max_epu32(_mm256_castsi256_si128(top), _mm256_extracti128_si256(top, 1));
   m = _mm_max_epu32(m, _mm_shuffle_epi32(m, 0x4E));
   m = _mm_max_epu32(m, _mm_shuffle_epi32(m, 0xB1));
-  const auto mbits = static_cast<unsigned>(_mm_cvtsi128_si32(m));
-  if (mbits == 0 || mbits >= 0x7F800000u) {
+  const BlockScale scale = block_scale(static_cast<unsigned>(_mm_cvtsi128_si32(m)));
+  if (scale.special) {
     for (int i = 0; i < 32; ++i) q[i] = 0;
-    *d = mbits == 0 ? 0.0f : __builtin_nanf("");
+    *d = scale.d;
     *corr = 0;
     return;
   }
-  // e = floor(log2 M): from the exponent field, or for a subnormal M from its top set bit.
-  const int e = mbits >= 0x00800000u ? static_cast<int>(mbits >> 23) - 127
-                                     : (31 - __builtin_clz(mbits)) - 149;
-  // b * 2^(14-e) as two exact power-of-two products (14-e is in [-113, 147], each half in
-  // [-57, 74]): for 14-e >= 0 neither rounds; for 14-e < 0 the first rounds only below
-  // 2^-126, where the result rounds to 0 anyway. So q = RNE(b * 2^(14-e)) (vcvtps2dq, RNE).
-  const int k = 14 - e;
-  const int k1 = k >> 1;  // floor
-  const __m256 f1 = _mm256_set1_ps(pow2(k1)), f2 = _mm256_set1_ps(pow2(k - k1));
+  // q = RNE(b * 2^(14-e)) (vcvtps2dq, RNE) through the two exact products.
+  const __m256 f1 = _mm256_set1_ps(scale.f1), f2 = _mm256_set1_ps(scale.f2);
   __m256i qi[4];
   __m256i sum = _mm256_setzero_si256();
   for (int i = 0; i < 4; ++i) {
@@ -83,7 +71,7 @@ void quantize_block(const __m256 (&v)[4], std::int16_t* q, float* d, std::int32_
   __m128i s = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
   s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
   s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
-  *d = pow2(e - 14);
+  *d = scale.d;
   *corr = -12 * _mm_cvtsi128_si32(s);
 }
 

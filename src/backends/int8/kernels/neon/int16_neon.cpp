@@ -6,6 +6,7 @@
 #include <arm_neon.h>
 
 #include "backends/int8/int16_kernels.hpp"
+#include "backends/int8/kernels/int16_block_scale.hpp"
 #include "backends/int8/kernels/int8_neon.hpp"
 
 namespace mxmoe::int16_kernels {
@@ -26,12 +27,6 @@ __attribute__((always_inline)) inline uint32x4_t bf16_bits_rne(float32x4_t v) {
   return vbslq_u32(nan, vdupq_n_u32(0x7FC00000u), rounded);
 }
 
-// The float with value 2^k for k in [-149, 127], built from bits.
-inline float pow2(int k) {
-  const unsigned bits = k >= -126 ? static_cast<unsigned>(k + 127) << 23 : 1u << (k + 149);
-  return __builtin_bit_cast(float, bits);
-}
-
 // One 32-element block (8 x 4 floats) as defined in int16_kernels.hpp.
 void quantize_block(const float32x4_t (&v)[8], std::int16_t* q, float* d, std::int32_t* corr) {
   uint32x4_t b[8];
@@ -42,19 +37,14 @@ void quantize_block(const float32x4_t (&v)[8], std::int16_t* q, float* d, std::i
     b[i] = bf16_bits_rne(v[i]);
     top = vmaxq_u32(top, vandq_u32(b[i], vdupq_n_u32(0x7FFFFFFFu)));
   }
-  const unsigned mbits = vmaxvq_u32(top);
-  if (mbits == 0 || mbits >= 0x7F800000u) {
+  const BlockScale scale = block_scale(vmaxvq_u32(top));
+  if (scale.special) {
     for (int i = 0; i < 32; ++i) q[i] = 0;
-    *d = mbits == 0 ? 0.0f : __builtin_nanf("");
+    *d = scale.d;
     *corr = 0;
     return;
   }
-  const int e = mbits >= 0x00800000u ? static_cast<int>(mbits >> 23) - 127
-                                     : (31 - __builtin_clz(mbits)) - 149;
-  // b * 2^(14-e) as two exact power-of-two products (see int16_avx2.cpp), then RNE.
-  const int k = 14 - e;
-  const int k1 = k >> 1;  // floor
-  const float f1 = pow2(k1), f2 = pow2(k - k1);
+  const float f1 = scale.f1, f2 = scale.f2;
   int32x4_t qi[8];
   int32x4_t sum = vdupq_n_s32(0);
   for (int i = 0; i < 8; ++i) {
@@ -63,7 +53,7 @@ void quantize_block(const float32x4_t (&v)[8], std::int16_t* q, float* d, std::i
   }
   for (int i = 0; i < 4; ++i)
     vst1q_s16(q + 8 * i, vcombine_s16(vmovn_s32(qi[2 * i]), vmovn_s32(qi[2 * i + 1])));
-  *d = pow2(e - 14);
+  *d = scale.d;
   *corr = -12 * vaddvq_s32(sum);
 }
 
