@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The second architecture: cross-compiles mxmoe for 64-bit Arm with Debian's cross toolchain
 # (the x86 backends are not compiled there, the oracle reports them not_compiled; the Arm
-# backends neon_int16 and neon_dotprod_int8 are) and runs under qemu-user the core test suite,
+# backends neon_int16, neon_dotprod_int8, neon_i8mm_int8 and sve_int8 are) and runs under qemu-user the core test suite,
 # then the Arm backends' conformance and invariance suites at each emulated feature level. Used by CI; needs root or sudo
 # the first time (it enables the arm64 multiarch and installs the cross packages).
 #   scripts/cross-aarch64.sh [BUILD_DIR]
@@ -50,18 +50,21 @@ ctest --test-dir "$build" --output-on-failure -j "$(nproc)" \
   -L "^(format|model|hw|io|routing|oracle|layout|capi|cli)$"
 
 # The Arm backends at each feature level qemu emulates: cortex-a57 (Armv8.0, Advanced SIMD
-# only: neon_int16 runs, neon_dotprod_int8 is refused for asimddp), neoverse-n1 (Armv8.2 with
-# the dot product: both) and max (every extension, SVE included). At each: the conformance
-# suite (every runnable backend against the reference and the float64 evaluator), the recorded
-# bits of the integer classes (the same digests as the x86 backends'), and the invariance
-# suite of the backends' claims. Under emulation a test costs ~30x its native time, so the
-# large-shape and V4 conformance runs stay on x86; the paths (tails, tiles, empty experts,
-# both GLUs, the router) are the same ones.
-for cpu in cortex-a57 neoverse-n1 max; do
+# only: neon_int16 runs, the int8 backends are refused for asimddp), neoverse-n1 (Armv8.2 with
+# the dot product: neon_int16 and neon_dotprod_int8) and max (every extension: I8MM's
+# neon_i8mm_int8 and sve_int8 too) at SVE vector lengths of 128, 256, 512 (max's default) and
+# 2048 bits, so the vector-length agnostic kernel proves its bits at each. At each: the
+# conformance suite (every runnable backend against the reference and the float64
+# evaluator), the recorded bits of the integer classes (the same digests as the x86
+# backends'), and the invariance suite of the backends' claims. Under emulation a test costs
+# ~30x its native time, so the large-shape and V4 conformance runs stay on x86; the paths
+# (tails, tiles, empty experts, both GLUs, the router) are the same ones.
+for cpu in cortex-a57 neoverse-n1 max max,sve-default-vector-length=16 \
+    max,sve-default-vector-length=32 max,sve-default-vector-length=256; do
   echo "cross-aarch64: the Arm backends under QEMU_CPU=$cpu"
-  QEMU_CPU=$cpu qemu-aarch64 -L / "$build/mxmoe" info --hardware | grep "ISA usable"
+  QEMU_CPU=$cpu qemu-aarch64 -L / "$build/mxmoe" info --hardware | grep -E "^(ISA usable|SVE):"
   QEMU_CPU=$cpu qemu-aarch64 -L / "$build/tests/test_conformance" --gtest_brief=1 \
     --gtest_filter='Conformance.EveryBackendMatchesTheReference:Conformance.RouterPathMatchesTheReference:NumericsClass.*'
   QEMU_CPU=$cpu qemu-aarch64 -L / "$build/tests/test_invariance" --gtest_brief=1 \
-    --gtest_filter='Claims/Suite.*neon*:Claims.*'
+    --gtest_filter='Claims/Suite.*neon*:Claims/Suite.*sve*:Claims.*'
 done

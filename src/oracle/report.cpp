@@ -184,6 +184,8 @@ std::string format_hardware_report(const Hardware& h) {
                  bytes_text(h.l1d_bytes), bytes_text(h.l2_bytes), bytes_text(h.l3_bytes));
   fmt::format_to(std::back_inserter(out), "ISA usable: {}\n", join_or_none(usable));
   fmt::format_to(std::back_inserter(out), "ISA absent: {}\n", join_or_none(absent));
+  if (h.sve_vector_bits > 0)
+    fmt::format_to(std::back_inserter(out), "SVE:        {}-bit vectors\n", h.sve_vector_bits);
   fmt::format_to(std::back_inserter(out), "OS denied:  {}\n", join_or_none(h.os_denied));
   fmt::format_to(std::back_inserter(out), "ISA cap:    {}\n",
                  h.isa_cap.empty() ? "none (MXMOE_MAX_ISA unset)" : h.isa_cap);

@@ -2,6 +2,9 @@
 
 #if defined(__x86_64__)
 #include <immintrin.h>
+#elif defined(__aarch64__)
+#include <arm_neon.h>
+#include <arm_sve.h>
 #endif
 
 #include <array>
@@ -286,6 +289,115 @@ double maddwd_avx2(std::int64_t) { return 0; }
 double vnni_avx(std::int64_t) { return 0; }
 double amx_int8(std::int64_t) { return 0; }
 double amx_bf16(std::int64_t) { return 0; }
+
+#endif
+
+#if defined(__aarch64__)
+
+namespace {
+
+volatile float g_neon_multiplier = 0.999999f;
+volatile float g_neon_addend = 1e-7f;
+volatile std::int32_t g_neon_pattern = 0x01020304;
+
+double sum_chains(const int32x4_t (&acc)[kChains]) {
+  int32x4_t total = acc[0];
+  for (std::size_t c = 1; c < kChains; ++c) total = vaddq_s32(total, acc[c]);
+  return static_cast<double>(vaddvq_s32(total));
+}
+
+// kChains accumulators, distinct so that no two chains fold together.
+void init_chains(int32x4_t (&acc)[kChains]) {
+  for (std::size_t c = 0; c < kChains; ++c) acc[c] = vdupq_n_s32(static_cast<int>(c));
+}
+
+int8x16_t int8_operand() { return vreinterpretq_s8_s32(vdupq_n_s32(g_neon_pattern)); }
+
+}  // namespace
+
+std::uint64_t read_neon(const std::byte* data, std::size_t bytes) {
+  uint64x2_t acc[8];
+  for (uint64x2_t& a : acc) a = vdupq_n_u64(0);
+  for (std::size_t off = 0; off < bytes; off += 128) {
+    const auto* p = reinterpret_cast<const std::uint64_t*>(data + off);
+    for (std::size_t j = 0; j < 8; ++j) acc[j] = vaddq_u64(acc[j], vld1q_u64(p + 2 * j));
+  }
+  uint64x2_t total = acc[0];
+  for (std::size_t j = 1; j < 8; ++j) total = vaddq_u64(total, acc[j]);
+  return vgetq_lane_u64(total, 0) + vgetq_lane_u64(total, 1);
+}
+
+double fma_neon(std::int64_t iterations) {
+  const float32x4_t a = vdupq_n_f32(g_neon_multiplier), b = vdupq_n_f32(g_neon_addend);
+  float32x4_t acc[kChains];
+  for (std::size_t c = 0; c < kChains; ++c) acc[c] = vdupq_n_f32(static_cast<float>(c));
+  for (std::int64_t i = 0; i < iterations; ++i)
+    for (float32x4_t& v : acc) v = vfmaq_f32(b, v, a);
+  float32x4_t total = acc[0];
+  for (std::size_t c = 1; c < kChains; ++c) total = vaddq_f32(total, acc[c]);
+  return static_cast<double>(vaddvq_f32(total));
+}
+
+// neon_int16's product: smlal of 4 int16 pairs into int32 lanes. Each loop below is written
+// out (not a template over the instruction): an intrinsic of an extension inlines only into a
+// function compiled for it.
+double smlal_neon(std::int64_t iterations) {
+  const int16x8_t a = vreinterpretq_s16_s8(int8_operand());
+  int32x4_t acc[kChains];
+  init_chains(acc);
+  for (std::int64_t i = 0; i < iterations; ++i)
+    for (int32x4_t& v : acc) v = vmlal_s16(v, vget_low_s16(a), vget_high_s16(a));
+  return sum_chains(acc);
+}
+
+__attribute__((target("arch=armv8.2-a+dotprod"))) double sdot_neon(std::int64_t iterations) {
+  const int8x16_t a = int8_operand();
+  int32x4_t acc[kChains];
+  init_chains(acc);
+  for (std::int64_t i = 0; i < iterations; ++i)
+    for (int32x4_t& v : acc) v = vdotq_s32(v, a, a);
+  return sum_chains(acc);
+}
+
+__attribute__((target("arch=armv8.2-a+i8mm"))) double smmla_neon(std::int64_t iterations) {
+  const int8x16_t a = int8_operand();
+  int32x4_t acc[kChains];
+  init_chains(acc);
+  for (std::int64_t i = 0; i < iterations; ++i)
+    for (int32x4_t& v : acc) v = vmmlaq_s32(v, a, a);
+  return sum_chains(acc);
+}
+
+// SVE has no arrays of vectors: 16 named chains.
+__attribute__((target("arch=armv8.2-a+sve"))) double sdot_sve(std::int64_t iterations) {
+  static_assert(kChains == 16);
+  const svint8_t a = svreinterpret_s8_s32(svdup_n_s32(g_neon_pattern));
+  svint32_t c0 = svdup_n_s32(0), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0, c7 = c0;
+  svint32_t c8 = c0, c9 = c0, c10 = c0, c11 = c0, c12 = c0, c13 = c0, c14 = c0, c15 = c0;
+  for (std::int64_t i = 0; i < iterations; ++i) {
+    c0 = svdot_s32(c0, a, a), c1 = svdot_s32(c1, a, a), c2 = svdot_s32(c2, a, a);
+    c3 = svdot_s32(c3, a, a), c4 = svdot_s32(c4, a, a), c5 = svdot_s32(c5, a, a);
+    c6 = svdot_s32(c6, a, a), c7 = svdot_s32(c7, a, a), c8 = svdot_s32(c8, a, a);
+    c9 = svdot_s32(c9, a, a), c10 = svdot_s32(c10, a, a), c11 = svdot_s32(c11, a, a);
+    c12 = svdot_s32(c12, a, a), c13 = svdot_s32(c13, a, a), c14 = svdot_s32(c14, a, a);
+    c15 = svdot_s32(c15, a, a);
+  }
+  const svbool_t all = svptrue_b32();
+  svint32_t t = svadd_s32_x(all, svadd_s32_x(all, svadd_s32_x(all, c0, c1), svadd_s32_x(all, c2, c3)),
+                            svadd_s32_x(all, svadd_s32_x(all, c4, c5), svadd_s32_x(all, c6, c7)));
+  t = svadd_s32_x(all, t, svadd_s32_x(all, svadd_s32_x(all, svadd_s32_x(all, c8, c9), svadd_s32_x(all, c10, c11)),
+                                      svadd_s32_x(all, svadd_s32_x(all, c12, c13), svadd_s32_x(all, c14, c15))));
+  return static_cast<double>(svaddv_s32(all, t));
+}
+
+#else  // not aarch64: stubs, as above.
+
+std::uint64_t read_neon(const std::byte*, std::size_t) { return 0; }
+double fma_neon(std::int64_t) { return 0; }
+double smlal_neon(std::int64_t) { return 0; }
+double sdot_neon(std::int64_t) { return 0; }
+double smmla_neon(std::int64_t) { return 0; }
+double sdot_sve(std::int64_t) { return 0; }
 
 #endif
 

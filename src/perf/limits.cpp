@@ -73,6 +73,7 @@ using ReadLoop = std::uint64_t (*)(const std::byte*, std::size_t);
 ReadLoop widest_read_loop(const IsaFeatures& isa) {
   if (isa.avx512f) return loops::read_avx512;
   if (isa.avx2) return loops::read_avx2;
+  if (isa.asimd) return loops::read_neon;
   return loops::read_scalar;
 }
 
@@ -216,7 +217,7 @@ std::string need(bool ok, const char* what) {
   return ok ? std::string() : std::string("needs ") + what + " (not usable on this Hardware)";
 }
 
-std::vector<PeakLoop> peak_loops() {
+std::vector<PeakLoop> peak_loops(const Hardware& hw) {
   return {
       {"fp32_fma_avx512", "GFLOP/s", loops::kFmaAvx512Ops, loops::fma_avx512,
        [](const IsaFeatures& i) { return need(i.avx512f, "avx512f"); }},
@@ -240,6 +241,16 @@ std::vector<PeakLoop> peak_loops() {
        [](const IsaFeatures& i) {
          return need(i.amx_tile && i.amx_bf16, "amx_tile and amx_bf16");
        }},
+      {"fp32_fma_neon", "GFLOP/s", loops::kFmaNeonOps, loops::fma_neon,
+       [](const IsaFeatures& i) { return need(i.asimd, "asimd"); }},
+      {"int16_smlal_neon", "GOP/s", loops::kSmlalNeonOps, loops::smlal_neon,
+       [](const IsaFeatures& i) { return need(i.asimd, "asimd"); }},
+      {"int8_sdot_neon", "GOP/s", loops::kSdotNeonOps, loops::sdot_neon,
+       [](const IsaFeatures& i) { return need(i.asimd && i.asimddp, "asimddp"); }},
+      {"int8_smmla_neon", "GOP/s", loops::kSmmlaNeonOps, loops::smmla_neon,
+       [](const IsaFeatures& i) { return need(i.asimd && i.i8mm, "i8mm"); }},
+      {"int8_sdot_sve", "GOP/s", loops::sdot_sve_ops(hw.sve_vector_bits), loops::sdot_sve,
+       [](const IsaFeatures& i) { return need(i.sve, "sve"); }},
   };
 }
 
@@ -360,7 +371,16 @@ double MachineLimits::peak(const std::string& name, int thread_count) const {
 }
 
 std::string peak_class_for_backend(const std::string& backend) {
-  if (backend == "reference" || backend == "avx2") return "fp32_fma_avx2";
+#if defined(__aarch64__)
+  if (backend == "reference") return "fp32_fma_neon";  // the build's own architecture
+#else
+  if (backend == "reference") return "fp32_fma_avx2";
+#endif
+  if (backend == "avx2") return "fp32_fma_avx2";
+  if (backend == "neon_int16") return "int16_smlal_neon";
+  if (backend == "neon_dotprod_int8") return "int8_sdot_neon";
+  if (backend == "neon_i8mm_int8") return "int8_smmla_neon";
+  if (backend == "sve_int8") return "int8_sdot_sve";
   if (backend == "avx512_bf16") return "bf16_dp_avx512";
   if (backend == "avx512_vnni") return "int8_vnni_avx512";
   if (backend == "avx2_int8") return "int8_maddubs_avx2";
@@ -388,7 +408,7 @@ void remeasure_peak(const Hardware& hw, MachineLimits& limits, const std::string
   auto it = std::find_if(limits.peaks.begin(), limits.peaks.end(),
                          [&](const Peak& p) { return p.name == name; });
   if (it == limits.peaks.end() || !it->measured) return;
-  const std::vector<PeakLoop> loops = peak_loops();
+  const std::vector<PeakLoop> loops = peak_loops(hw);
   const auto loop = std::find_if(loops.begin(), loops.end(),
                                  [&](const PeakLoop& l) { return name == l.name; });
   if (loop == loops.end() || !loop->missing(hw.isa).empty()) return;
@@ -417,7 +437,7 @@ MachineLimits measure_limits(const Hardware& hw, const LimitsOptions& options) {
   add_bandwidth(limits, measure_bandwidth(hw, options.dram_buffer_bytes, limits.threads,
                                           kDramPasses, sink));
 
-  const std::vector<PeakLoop> loops = peak_loops();
+  const std::vector<PeakLoop> loops = peak_loops(hw);
   std::vector<std::int64_t> iterations(loops.size(), 0);
   for (std::size_t i = 0; i < loops.size(); ++i) {
     const PeakLoop& loop = loops[i];

@@ -11,6 +11,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <string>
+#include <string_view>
 
 #include "cli_process.hpp"
 #include "mxmoe/hardware.hpp"
@@ -166,9 +168,11 @@ TEST(CliExplain, AlderLakeProbeRunsTheAvxVnniPath) {
 }
 
 // The shipped Arm server probes (Neoverse N1: Altra; V1: Graviton 3; V2: Graviton 4, Grace).
-// An aarch64 build runs bf16 (the family default) on the int16 class and int8 on the sdot
-// path, and says for every x86 backend that its kernels are of another build; an x86-64
-// build says the same of the Arm backends, naming the build that has them.
+// An aarch64 build runs bf16 (the family default) on the int16 class, and int8 with smmla
+// where the core has I8MM (V1, V2) and with sdot where it has only the dot product (N1); the
+// SVE backend fits where SVE is, ranked after smmla; every x86 backend's kernels are of
+// another build. An x86-64 build says the same of the Arm backends, naming the build that
+// has them.
 TEST(CliExplain, ArmServerProbesRunTheNeonBackendsInAnAarch64Build) {
   for (const char* name : {"altra.json", "graviton3.json", "graviton4.json", "grace.json"}) {
     SCOPED_TRACE(name);
@@ -183,12 +187,19 @@ TEST(CliExplain, ArmServerProbesRunTheNeonBackendsInAnAarch64Build) {
                               "a build with the avx2 kernels"));
       const Json int8 = explain_json("", hw + " --activation int8 --batch-invariant --tokens " +
                                              tokens);
-      EXPECT_EQ(int8.at("selected"), "neon_dotprod_int8");
+      const bool altra = std::string_view(name) == "altra.json";
+      EXPECT_EQ(int8.at("selected"), altra ? "neon_dotprod_int8" : "neon_i8mm_int8");
+      EXPECT_EQ(candidate(int8, "neon_dotprod_int8").at("supported").get<bool>(), true);
+      EXPECT_EQ(candidate(int8, "sve_int8").at("supported").get<bool>(), !altra);
+      if (altra) {
+        EXPECT_TRUE(refused_for(candidate(int8, "neon_i8mm_int8"), "unsupported_isa", "i8mm"));
+        EXPECT_TRUE(refused_for(candidate(int8, "sve_int8"), "unsupported_isa", "sve"));
+      }
       EXPECT_TRUE(candidate(int8, "reference").at("supported").get<bool>() == false);
     }
 #else
     const Json j = explain_json("", hw, 3);  // only the judge-only reference is left
-    for (const char* arm : {"neon_int16", "neon_dotprod_int8"}) {
+    for (const char* arm : {"neon_int16", "neon_dotprod_int8", "neon_i8mm_int8", "sve_int8"}) {
       const Json& c = candidate(j, arm);
       bool names_the_build = false;
       for (const Json& r : c.at("reasons"))
@@ -205,6 +216,15 @@ TEST(CliExplain, ArmServerProbesRunTheNeonBackendsInAnAarch64Build) {
   const Json capped = explain_json("MXMOE_MAX_ISA=neon", "--activation int8", 3);
   EXPECT_FALSE(capped.at("deployment").at("hardware").at("isa").at("asimddp").get<bool>());
   EXPECT_TRUE(refused_for(candidate(capped, "neon_dotprod_int8"), "unsupported_isa", "asimddp"));
+  // Below SVE (dotprod, i8mm) the SVE backend is refused for it; below I8MM, smmla's too.
+  for (const char* cap : {"dotprod", "i8mm"}) {
+    const Json j = explain_json(std::string("MXMOE_MAX_ISA=") + cap, "--activation int8");
+    EXPECT_TRUE(refused_for(candidate(j, "sve_int8"), "unsupported_isa", "sve")) << cap;
+    EXPECT_EQ(candidate(j, "neon_i8mm_int8").at("supported").get<bool>(),
+              std::string_view(cap) == "i8mm" &&
+                  j.at("deployment").at("hardware").at("isa").at("i8mm").get<bool>())
+        << cap;
+  }
   EXPECT_EQ(explain_json("MXMOE_MAX_ISA=neon", "").at("selected"), "neon_int16");
 #endif
 }

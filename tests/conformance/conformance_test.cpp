@@ -328,7 +328,8 @@ TEST(NumericsClass, EveryBackendOfAClassGivesTheRecordedBitsOnEveryArchitecture)
 
   const std::vector<ClassCase> classes = {
       {"int8", ActivationFormat::int8,
-       {"amx_int8", "avx512_vnni", "avx_vnni_int8", "avx2_int8", "neon_dotprod_int8"},
+       {"amx_int8", "avx512_vnni", "avx_vnni_int8", "avx2_int8", "neon_dotprod_int8",
+        "neon_i8mm_int8", "sve_int8"},
        0x41ca44f725c753e1ull},
       {"int16", ActivationFormat::bf16, {"avx2_int16", "neon_int16"}, 0x67da957abb23e2c1ull},
   };

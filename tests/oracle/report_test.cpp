@@ -180,5 +180,20 @@ TEST(NoBackendReport, EmptyCandidateListIsStillExplained) {
   EXPECT_THAT(format_no_backend_message(s), HasSubstr("no backend is registered"));
 }
 
+// `mxmoe info`'s table names the SVE vector length where there is one: the SVE kernels'
+// rows per instruction follow it, and a report from an Arm machine must say which it ran.
+TEST(HardwareReport, SaysTheSveVectorLength) {
+  Hardware arm;
+  arm.arch = "aarch64";
+  arm.isa.asimd = arm.isa.sve = true;
+  arm.sve_vector_bits = 256;
+  const std::string text = format_hardware_report(arm);
+  EXPECT_THAT(text, HasSubstr("ISA usable: asimd sve\n"));
+  EXPECT_THAT(text, HasSubstr("SVE:        256-bit vectors\n"));
+  arm.isa.sve = false;
+  arm.sve_vector_bits = 0;
+  EXPECT_THAT(format_hardware_report(arm), ::testing::Not(HasSubstr("SVE:")));
+}
+
 }  // namespace
 }  // namespace mxmoe::testing

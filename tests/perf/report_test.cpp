@@ -1,9 +1,11 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "mxmoe/perf.hpp"
 #include "test_platform.hpp"
@@ -196,7 +198,15 @@ TEST(Limits, ThreadCountInterpolation) {
 }
 
 TEST(Limits, BackendClasses) {
+#if defined(__aarch64__)
+  EXPECT_EQ(peak_class_for_backend("reference"), "fp32_fma_neon");
+#else
   EXPECT_EQ(peak_class_for_backend("reference"), "fp32_fma_avx2");
+#endif
+  EXPECT_EQ(peak_class_for_backend("neon_int16"), "int16_smlal_neon");
+  EXPECT_EQ(peak_class_for_backend("neon_dotprod_int8"), "int8_sdot_neon");
+  EXPECT_EQ(peak_class_for_backend("neon_i8mm_int8"), "int8_smmla_neon");
+  EXPECT_EQ(peak_class_for_backend("sve_int8"), "int8_sdot_sve");
   EXPECT_EQ(peak_class_for_backend("avx2"), "fp32_fma_avx2");
   EXPECT_EQ(peak_class_for_backend("avx512_bf16"), "bf16_dp_avx512");
   EXPECT_EQ(peak_class_for_backend("avx512_vnni"), "int8_vnni_avx512");
@@ -221,23 +231,37 @@ TEST(Limits, SkipsWhatTheHardwareLacksAndMeasuresTheRest) {
   EXPECT_EQ(none.dram_buffer_bytes, 8u << 20);
   EXPECT_GT(none.dram_gbps_one_thread, 0);
   EXPECT_GT(none.dram_gbps_all_threads, 0);
-  EXPECT_EQ(none.peaks.size(), 9u);
+  EXPECT_EQ(none.peaks.size(), 14u);  // 9 x86-64 classes, 5 aarch64 ones
   for (const Peak& p : none.peaks) {
     EXPECT_FALSE(p.measured) << p.name;
     EXPECT_NE(p.note.find("needs"), std::string::npos) << p.name;
   }
 
-  const Hardware live = probe_hardware();  // on a non-x86 machine: no feature at all
-  hw.isa.avx2 = live.isa.avx2 && live.isa.fma;
-  hw.isa.fma = hw.isa.avx2;
-  hw.isa.avx512f = live.isa.avx512f;
-  if (!hw.isa.avx2) GTEST_SKIP() << "this CPU has no AVX2";
+  // Some of this machine's own features: exactly their classes are measured.
+  const Hardware live = probe_hardware();
+  hw.arch = live.arch;
+  std::vector<std::string> expected;
+  if (live.arch == "aarch64") {
+    hw.isa.asimd = live.isa.asimd;
+    hw.isa.asimddp = live.isa.asimddp;
+    hw.isa.sve = live.isa.sve;
+    hw.sve_vector_bits = live.sve_vector_bits;
+    if (!hw.isa.asimd) GTEST_SKIP() << "this CPU has no Advanced SIMD";
+    expected = {"fp32_fma_neon", "int16_smlal_neon"};
+    if (hw.isa.asimddp) expected.emplace_back("int8_sdot_neon");
+    if (hw.isa.sve) expected.emplace_back("int8_sdot_sve");
+  } else {
+    hw.isa.avx2 = live.isa.avx2 && live.isa.fma;
+    hw.isa.fma = hw.isa.avx2;
+    hw.isa.avx512f = live.isa.avx512f;
+    if (!hw.isa.avx2) GTEST_SKIP() << "this CPU has no AVX2";
+    expected = {"fp32_fma_avx2", "int8_maddubs_avx2", "int16_madd_avx2"};
+    if (hw.isa.avx512f) expected.emplace_back("fp32_fma_avx512");
+  }
   const MachineLimits some = measure_limits(hw, options);
   for (const Peak& p : some.peaks) {
-    const bool expected = p.name == "fp32_fma_avx2" || p.name == "int8_maddubs_avx2" ||
-                          p.name == "int16_madd_avx2" ||
-                          (p.name == "fp32_fma_avx512" && hw.isa.avx512f);
-    EXPECT_EQ(p.measured, expected) << p.name;
+    EXPECT_EQ(p.measured, std::find(expected.begin(), expected.end(), p.name) != expected.end())
+        << p.name;
     if (p.measured) {
       EXPECT_GT(p.per_core, 0) << p.name;
       EXPECT_GT(p.all_threads, 0) << p.name;
@@ -252,7 +276,8 @@ TEST(Limits, SkipsWhatTheHardwareLacksAndMeasuresTheRest) {
 // factor of 2 or more, a loaded machine reads low but not 10x low on the best of 16 runs).
 TEST(Limits, PeaksComeFromPassesSpreadOverTheRun) {
   const Hardware live = probe_hardware();
-  if (!live.isa.avx2) GTEST_SKIP() << "this CPU has no AVX2";
+  if (!live.isa.avx2 && !live.isa.asimd) GTEST_SKIP() << "this CPU has neither AVX2 nor NEON";
+  const std::string fma_class = live.isa.avx2 ? "fp32_fma_avx2" : "fp32_fma_neon";
   LimitsOptions options;
   options.dram_buffer_bytes = 8u << 20;
   options.peak_passes = 5;
@@ -275,8 +300,8 @@ TEST(Limits, PeaksComeFromPassesSpreadOverTheRun) {
       EXPECT_LT(p.implied_ghz(), 7.0) << p.name << " " << p.rate_source;
     }
   }
-  remeasure_peak(live, m, "fp32_fma_avx2");
-  const Peak* fma = m.find_peak("fp32_fma_avx2");
+  remeasure_peak(live, m, fma_class);
+  const Peak* fma = m.find_peak(fma_class);
   ASSERT_NE(fma, nullptr);
   EXPECT_EQ(fma->passes_per_core.size(), 6u);
   remeasure_peak(live, m, "no_such_class");  // absent: nothing happens

@@ -57,12 +57,28 @@ IsaOps<std::int8_t> isa_ops(Int8Kernels kernels) {
       return {&k::quantize_int8_avx512, &k::gemm16_vnni, &k::glu_quantize_avx512, true};
     case Int8Kernels::avx512_vnni:
     case Int8Kernels::neon_dotprod:
+    case Int8Kernels::neon_i8mm:
+    case Int8Kernels::sve:
       break;
   }
   return {&k::quantize_int8_avx512, &k::gemm16_vnni, &k::glu_quantize_avx512, false};
 #elif MXMOE_AARCH64_KERNELS
-  (void)kernels;
-  return {&k::quantize_int8_neon, &k::gemm16_neon_dotprod, &k::glu_quantize_neon, false};
+  auto gemm16 = &k::gemm16_neon_dotprod;
+  switch (kernels) {
+    case Int8Kernels::neon_i8mm:
+      gemm16 = &k::gemm16_neon_i8mm;
+      break;
+    case Int8Kernels::sve:
+      gemm16 = &k::gemm16_sve;
+      break;
+    case Int8Kernels::avx512_vnni:
+    case Int8Kernels::amx_int8:
+    case Int8Kernels::avx2:
+    case Int8Kernels::avx_vnni:
+    case Int8Kernels::neon_dotprod:
+      break;
+  }
+  return {&k::quantize_int8_neon, gemm16, &k::glu_quantize_neon, false};
 #else
 #error "the integer driver is built only where the target has kernels"
 #endif

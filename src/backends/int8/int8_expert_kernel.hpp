@@ -20,6 +20,8 @@ enum class Int8Kernels : std::uint8_t {
   avx2,         // AVX2 quantizer, GLU and vpmaddubsw + vpmaddwd GEMM (ymm)
   avx_vnni,     // the AVX2 quantizer and GLU, VEX vpdpbusd GEMM (ymm)
   neon_dotprod, // aarch64: Advanced SIMD quantizer and GLU, sdot GEMM
+  neon_i8mm,    // the same quantizer and GLU, smmla GEMM (I8MM)
+  sve,          // the same quantizer and GLU, SVE sdot GEMM (any vector length)
 };
 
 // The caller made sure the CPU (and for AMX the OS permission) allows the instructions.

@@ -1,5 +1,5 @@
 // Kernels of the int8-activation backends (avx512_vnni, amx_int8, avx2_int8, avx_vnni_int8,
-// neon_dotprod_int8).
+// neon_dotprod_int8, neon_i8mm_int8, sve_int8).
 // Plain functions, compiled
 // with their ISA flags in kernels/*.cpp (only <immintrin.h> there, no STL: nothing inline is
 // shared with portable TUs); the Backend classes call them only after check() passed.
@@ -87,6 +87,12 @@ void gemm16_neon_dotprod(const std::uint8_t* group, int blocks, const QuantRows&
 void glu_quantize_neon(const float* h, int tokens, const float* gate_bias, const float* up_bias,
                        const GluParams& p, std::int8_t* q, float* d, std::int32_t* corr,
                        std::int64_t q_stride, std::int64_t s_stride) noexcept;
+// kernels/neon_i8mm/: gemm16 with smmla (two rows by two tokens an instruction).
+void gemm16_neon_i8mm(const std::uint8_t* group, int blocks, const QuantRows& x, int tokens,
+                      float* out, std::int64_t out_stride) noexcept;
+// kernels/sve/: gemm16 with SVE sdot by lane, vector-length agnostic (128 to 2048 bits).
+void gemm16_sve(const std::uint8_t* group, int blocks, const QuantRows& x, int tokens, float* out,
+                std::int64_t out_stride) noexcept;
 
 // --- amx (kernels/amx_int8/int8_amx.cpp) ----------------------------------------------
 // The calling thread must hold the AMX permission (process-wide, see amx_permission.hpp).

@@ -57,71 +57,44 @@ void quantize_block(const float32x4_t (&v)[8], std::int16_t* q, float* d, std::i
   *corr = -12 * vaddvq_s32(sum);
 }
 
-// The int32 dots of a block's 16 rows for N tokens. Per nibble group h and vector c, the
-// decoded codes (rows 4c .. 4c+3, 4 elements each) are widened to int16 and multiplied by the
-// token's 4 values lane by lane into one accumulator per row; each row's 4 lanes are summed at
-// the end (|sum| < 2^25: exact in int32 at every step).
+// The int32 dots of rows 4c .. 4c+3 of a block for N tokens. Per nibble group h, the decoded
+// codes (4 elements of each row) are widened to int16 and multiplied by the token's 4 values
+// lane by lane into one accumulator per row; each row's 4 lanes are summed at the end
+// (|sum| < 2^25: exact in int32 at every step).
 template <std::size_t N>
-__attribute__((always_inline)) inline void block_dots(const std::uint8_t* block, int8x16_t table,
-                                                      const std::int16_t* const (&xb)[N],
-                                                      int32x4_t (&dot)[N][4]) {
-  int32x4_t rows[N][16];
+__attribute__((always_inline)) inline void quad_dots(const std::uint8_t* block, int c,
+                                                     std::int64_t k, int8x16_t table,
+                                                     const std::int16_t* const (&q)[N],
+                                                     int32x4_t (&dot)[N]) {
+  int32x4_t rows[N][4];
   for (std::size_t j = 0; j < N; ++j)
-    for (int r = 0; r < 16; ++r) rows[j][r] = vdupq_n_s32(0);
+    for (int r = 0; r < 4; ++r) rows[j][r] = vdupq_n_s32(0);
   for (int h = 0; h < 4; ++h) {
-    for (int c = 0; c < 4; ++c) {
-      const int8_kernels::CodePair w = int8_kernels::decode_codes(block, h, c, table);
-      const int16x8_t lo01 = vmovl_s8(vget_low_s8(w.lo)), lo23 = vmovl_high_s8(w.lo);
-      const int16x8_t hi01 = vmovl_s8(vget_low_s8(w.hi)), hi23 = vmovl_high_s8(w.hi);
-      for (std::size_t j = 0; j < N; ++j) {
-        const int16x8_t xs = vld1q_s16(xb[j] + 8 * h);  // elements 8h .. 8h+7
-        const int16x4_t xl = vget_low_s16(xs), xh = vget_high_s16(xs);
-        int32x4_t* r = rows[j] + 4 * c;
-        r[0] = vmlal_s16(r[0], vget_low_s16(lo01), xl);
-        r[1] = vmlal_s16(r[1], vget_high_s16(lo01), xl);
-        r[2] = vmlal_s16(r[2], vget_low_s16(lo23), xl);
-        r[3] = vmlal_s16(r[3], vget_high_s16(lo23), xl);
-        r[0] = vmlal_s16(r[0], vget_low_s16(hi01), xh);
-        r[1] = vmlal_s16(r[1], vget_high_s16(hi01), xh);
-        r[2] = vmlal_s16(r[2], vget_low_s16(hi23), xh);
-        r[3] = vmlal_s16(r[3], vget_high_s16(hi23), xh);
-      }
+    const int8_kernels::CodePair w = int8_kernels::decode_codes(block, h, c, table);
+    const int16x8_t lo01 = vmovl_s8(vget_low_s8(w.lo)), lo23 = vmovl_high_s8(w.lo);
+    const int16x8_t hi01 = vmovl_s8(vget_low_s8(w.hi)), hi23 = vmovl_high_s8(w.hi);
+    for (std::size_t j = 0; j < N; ++j) {
+      const int16x8_t xs = vld1q_s16(q[j] + k + 8 * h);  // elements 8h .. 8h+7
+      const int16x4_t xl = vget_low_s16(xs), xh = vget_high_s16(xs);
+      int32x4_t* r = rows[j];
+      r[0] = vmlal_s16(r[0], vget_low_s16(lo01), xl);
+      r[1] = vmlal_s16(r[1], vget_high_s16(lo01), xl);
+      r[2] = vmlal_s16(r[2], vget_low_s16(lo23), xl);
+      r[3] = vmlal_s16(r[3], vget_high_s16(lo23), xl);
+      r[0] = vmlal_s16(r[0], vget_low_s16(hi01), xh);
+      r[1] = vmlal_s16(r[1], vget_high_s16(hi01), xh);
+      r[2] = vmlal_s16(r[2], vget_low_s16(hi23), xh);
+      r[3] = vmlal_s16(r[3], vget_high_s16(hi23), xh);
     }
   }
   for (std::size_t j = 0; j < N; ++j)
-    for (int c = 0; c < 4; ++c) {
-      const int32x4_t* r = rows[j] + 4 * c;
-      dot[j][c] = vpaddq_s32(vpaddq_s32(r[0], r[1]), vpaddq_s32(r[2], r[3]));
-    }
+    dot[j] = vpaddq_s32(vpaddq_s32(rows[j][0], rows[j][1]), vpaddq_s32(rows[j][2], rows[j][3]));
 }
 
-template <std::size_t N>
-__attribute__((always_inline)) inline void gemm16_tokens(const std::uint8_t* group, int blocks,
-                                                         const QuantRows16& x, int t0, float* out,
-                                                         std::int64_t out_stride) {
-  const int8x16_t table = int8_kernels::doubled_code_table_neon();
-  float32x4_t acc[N][4];
-  for (std::size_t j = 0; j < N; ++j)
-    for (int c = 0; c < 4; ++c) acc[j][c] = vdupq_n_f32(0.0f);
-  for (int b = 0; b < blocks; ++b) {
-    const std::uint8_t* gb = group + static_cast<std::size_t>(b) * kGroupBlockBytes;
-    float32x4_t ws[4];
-    int8_kernels::weight_scales_neon(gb + kGroupNibbleBytes, ws);
-    const std::int16_t* xb[N];
-    for (std::size_t j = 0; j < N; ++j)
-      xb[j] = x.q + (t0 + static_cast<std::int64_t>(j)) * x.q_stride + 32 * b;
-    int32x4_t dot[N][4];
-    block_dots<N>(gb, table, xb, dot);
-    for (std::size_t j = 0; j < N; ++j) {
-      const float d = x.d[(t0 + static_cast<std::int64_t>(j)) * x.s_stride + b];
-      for (int c = 0; c < 4; ++c)
-        acc[j][c] = vfmaq_f32(acc[j][c], vmulq_n_f32(vcvtq_f32_s32(dot[j][c]), d), ws[c]);
-    }
-  }
-  for (std::size_t j = 0; j < N; ++j) {
-    float* dst = out + (t0 + static_cast<std::int64_t>(j)) * out_stride;
-    for (int c = 0; c < 4; ++c) vst1q_f32(dst + 4 * c, acc[j][c]);
-  }
+// The int16 class's epilogue: acc = fma(float(dot) * d_x, 2^(e-128), acc).
+__attribute__((always_inline)) inline float32x4_t int16_epilogue(float32x4_t acc, int32x4_t dot,
+                                                                 float32x4_t ws, float d) {
+  return vfmaq_f32(acc, vmulq_n_f32(vcvtq_f32_s32(dot), d), ws);
 }
 
 }  // namespace
@@ -133,9 +106,11 @@ void quantize_int16_neon(const float* x, std::int64_t n, std::int16_t* q, float*
 
 void gemm16_int16_neon(const std::uint8_t* group, int blocks, const QuantRows16& x, int tokens,
                        float* out, std::int64_t out_stride) noexcept {
-  int8_kernels::for_token_tiles<4>(tokens, [&]<std::size_t N>(int t0) {
-    gemm16_tokens<N>(group, blocks, x, t0, out, out_stride);
-  });
+  int8_kernels::gemm16_neon<4>(
+      group, blocks, x, tokens, out, out_stride,
+      [](const std::uint8_t* block, int c, std::int64_t k, int8x16_t table, const auto& q,
+         auto& dot) { quad_dots(block, c, k, table, q, dot); },
+      &int16_epilogue);
 }
 
 void glu_quantize_int16_neon(const float* h, int tokens, const float* gate_bias,

@@ -1,8 +1,8 @@
 // aarch64 kernels of the int8-activation numerics class (int8_kernels.hpp): the per-token
-// quantizer, the 16-row GEMM with sdot (Armv8.2 dot product, by lane) and the fused GLU +
-// requantization. Each gives the bits of its AVX-512 counterpart: the same quantizer
-// arithmetic, exact int32 block dots, and the epilogue acc = fma(float(dot), 2^(e-128) * d,
-// acc), blocks in order.
+// quantizer, the 16-row GEMM with sdot (Armv8.2 dot product, by lane; on the skeleton of
+// int8_neon.hpp) and the fused GLU + requantization. Each gives the bits of its AVX-512
+// counterpart: the same quantizer arithmetic, exact int32 block dots, and the epilogue
+// acc = fma(float(dot), 2^(e-128) * d, acc), blocks in order.
 #include <arm_neon.h>
 
 #include "backends/int8/int8_kernels.hpp"
@@ -43,61 +43,33 @@ void quantize_block(const float32x4_t (&v)[8], std::int8_t* q, float* d, std::in
   *corr = -12 * vaddvq_s32(sum);
 }
 
-// sdot by lane: the 4 rows' dots of one decoded vector with the token's 4 bytes at lane L of x.
-template <int L>
-__attribute__((always_inline)) inline int32x4_t dot_lane(int32x4_t acc, int8x16_t w, int8x16_t x) {
-  return vdotq_laneq_s32(acc, w, x, L);
-}
-
-// Nibble group h of a block for N tokens: its elements 8h .. 8h+7 are bytes 4 (2h%4) .. of
-// the token's first (h < 2) or second 16 bytes.
+// Rows 4c .. 4c+3 of a block against N tokens, sdot by lane: nibble group h's elements
+// 8h .. 8h+7 are the token's 4-byte lanes 2(h%2) (low nibbles) and 2(h%2)+1 (high) of its
+// half h/2.
 template <int H, std::size_t N>
-__attribute__((always_inline)) inline void block_group(const std::uint8_t* block, int8x16_t table,
-                                                       const int8x16_t (&x)[N][2],
-                                                       int32x4_t (&dot)[N][4]) {
-  for (int c = 0; c < 4; ++c) {
-    const CodePair w = decode_codes(block, H, c, table);
-    for (std::size_t j = 0; j < N; ++j) {
-      dot[j][c] = dot_lane<2 * (H % 2)>(dot[j][c], w.lo, x[j][H / 2]);
-      dot[j][c] = dot_lane<2 * (H % 2) + 1>(dot[j][c], w.hi, x[j][H / 2]);
-    }
+__attribute__((always_inline)) inline void group_dots(CodePair w, const int8x16_t (&x)[N][2],
+                                                      int32x4_t (&dot)[N]) {
+  for (std::size_t j = 0; j < N; ++j) {
+    dot[j] = vdotq_laneq_s32(dot[j], w.lo, x[j][H / 2], 2 * (H % 2));
+    dot[j] = vdotq_laneq_s32(dot[j], w.hi, x[j][H / 2], 2 * (H % 2) + 1);
   }
 }
 
 template <std::size_t N>
-__attribute__((always_inline)) inline void gemm16_tokens(const std::uint8_t* group, int blocks,
-                                                         const QuantRows& x, int t0, float* out,
-                                                         std::int64_t out_stride) {
-  const int8x16_t table = doubled_code_table_neon();
-  float32x4_t acc[N][4];
-  for (std::size_t j = 0; j < N; ++j)
-    for (int c = 0; c < 4; ++c) acc[j][c] = vdupq_n_f32(0.0f);
-  for (int b = 0; b < blocks; ++b) {
-    const std::uint8_t* gb = group + static_cast<std::size_t>(b) * kGroupBlockBytes;
-    float32x4_t ws[4];
-    weight_scales_neon(gb + kGroupNibbleBytes, ws);
-    int8x16_t xv[N][2];
-    int32x4_t dot[N][4];
-    for (std::size_t j = 0; j < N; ++j) {
-      const std::int8_t* xb = x.q + (t0 + static_cast<std::int64_t>(j)) * x.q_stride + 32 * b;
-      xv[j][0] = vld1q_s8(xb);
-      xv[j][1] = vld1q_s8(xb + 16);
-      for (int c = 0; c < 4; ++c) dot[j][c] = vdupq_n_s32(0);
-    }
-    block_group<0>(gb, table, xv, dot);
-    block_group<1>(gb, table, xv, dot);
-    block_group<2>(gb, table, xv, dot);
-    block_group<3>(gb, table, xv, dot);
-    for (std::size_t j = 0; j < N; ++j) {
-      const float d = x.d[(t0 + static_cast<std::int64_t>(j)) * x.s_stride + b];
-      for (int c = 0; c < 4; ++c)
-        acc[j][c] = vfmaq_f32(acc[j][c], vcvtq_f32_s32(dot[j][c]), vmulq_n_f32(ws[c], d));
-    }
-  }
+__attribute__((always_inline)) inline void quad_dots(const std::uint8_t* block, int c,
+                                                     std::int64_t k, int8x16_t table,
+                                                     const std::int8_t* const (&q)[N],
+                                                     int32x4_t (&dot)[N]) {
+  int8x16_t xv[N][2];
   for (std::size_t j = 0; j < N; ++j) {
-    float* dst = out + (t0 + static_cast<std::int64_t>(j)) * out_stride;
-    for (int c = 0; c < 4; ++c) vst1q_f32(dst + 4 * c, acc[j][c]);
+    xv[j][0] = vld1q_s8(q[j] + k);
+    xv[j][1] = vld1q_s8(q[j] + k + 16);
+    dot[j] = vdupq_n_s32(0);
   }
+  group_dots<0>(decode_codes(block, 0, c, table), xv, dot);
+  group_dots<1>(decode_codes(block, 1, c, table), xv, dot);
+  group_dots<2>(decode_codes(block, 2, c, table), xv, dot);
+  group_dots<3>(decode_codes(block, 3, c, table), xv, dot);
 }
 
 }  // namespace
@@ -109,9 +81,10 @@ void quantize_int8_neon(const float* x, std::int64_t n, std::int8_t* q, float* d
 
 void gemm16_neon_dotprod(const std::uint8_t* group, int blocks, const QuantRows& x, int tokens,
                          float* out, std::int64_t out_stride) noexcept {
-  for_token_tiles<4>(tokens, [&]<std::size_t N>(int t0) {
-    gemm16_tokens<N>(group, blocks, x, t0, out, out_stride);
-  });
+  gemm16_neon<4>(group, blocks, x, tokens, out, out_stride,
+                 [](const std::uint8_t* block, int c, std::int64_t k, int8x16_t table,
+                    const auto& q, auto& dot) { quad_dots(block, c, k, table, q, dot); },
+                 &int8_epilogue_neon);
 }
 
 void glu_quantize_neon(const float* h, int tokens, const float* gate_bias, const float* up_bias,
