@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The second architecture: cross-compiles mxmoe for 64-bit Arm with Debian's cross toolchain
 # (the x86 backends are not compiled there, the oracle reports them not_compiled; the Arm
-# backends neon_int16, neon_dotprod_int8, neon_i8mm_int8 and sve_int8 are) and runs under qemu-user the core test suite,
+# backends neon_int16, neon_fp32, neon_dotprod_int8, neon_i8mm_int8 and sve_int8 are) and runs under qemu-user the core test suite,
 # then the Arm backends' conformance and invariance suites at each emulated feature level. Used by CI; needs root or sudo
 # the first time (it enables the arm64 multiarch and installs the cross packages).
 #   scripts/cross-aarch64.sh [BUILD_DIR]
@@ -38,10 +38,15 @@ cmake --build "$build" -j "$(nproc)" --target mxmoe_cli example_c_moe_layer test
 file "$build/mxmoe" | grep -q "ARM aarch64"
 # The oracle on an Arm machine: the NEON backends, every x86 one refused as not compiled.
 qemu-aarch64 -L / "$build/mxmoe" explain | tail -2
-# A layer runs on them without --allow-reference: bf16 (the default) and int8.
+# A layer runs on them without --allow-reference: bf16 (the default), f32 and int8 (qemu's
+# default CPU has every extension: smmla).
 qemu-aarch64 -L / "$build/mxmoe" run --preset tiny --tokens 4 | grep "^chosen: neon_int16"
+qemu-aarch64 -L / "$build/mxmoe" run --preset tiny --tokens 4 --activation f32 |
+  grep "^chosen: neon_fp32"
 qemu-aarch64 -L / "$build/mxmoe" run --preset tiny --tokens 4 --activation int8 |
-  grep "^chosen: neon_dotprod_int8"
+  grep "^chosen: neon_i8mm_int8"
+QEMU_CPU=neoverse-n1 qemu-aarch64 -L / "$build/mxmoe" run --preset tiny --tokens 4 \
+  --activation int8 | grep "^chosen: neon_dotprod_int8"
 # The core rooms: codecs, model, hardware, io (checkpoints against float64 through the reference
 # backend), routing, oracle, layering, C API and CLI. The numerics-heavy suites (layer families,
 # conformance, invariance, perf) run natively on x86 only: under qemu their float64 loops
@@ -50,21 +55,29 @@ ctest --test-dir "$build" --output-on-failure -j "$(nproc)" \
   -L "^(format|model|hw|io|routing|oracle|layout|capi|cli)$"
 
 # The Arm backends at each feature level qemu emulates: cortex-a57 (Armv8.0, Advanced SIMD
-# only: neon_int16 runs, the int8 backends are refused for asimddp), neoverse-n1 (Armv8.2 with
-# the dot product: neon_int16 and neon_dotprod_int8) and max (every extension: I8MM's
-# neon_i8mm_int8 and sve_int8 too) at SVE vector lengths of 128, 256, 512 (max's default) and
-# 2048 bits, so the vector-length agnostic kernel proves its bits at each. At each: the
-# conformance suite (every runnable backend against the reference and the float64
-# evaluator), the recorded bits of the integer classes (the same digests as the x86
-# backends'), and the invariance suite of the backends' claims. Under emulation a test costs
-# ~30x its native time, so the large-shape and V4 conformance runs stay on x86; the paths
-# (tails, tiles, empty experts, both GLUs, the router) are the same ones.
-for cpu in cortex-a57 neoverse-n1 max max,sve-default-vector-length=16 \
-    max,sve-default-vector-length=32 max,sve-default-vector-length=256; do
-  echo "cross-aarch64: the Arm backends under QEMU_CPU=$cpu"
-  QEMU_CPU=$cpu qemu-aarch64 -L / "$build/mxmoe" info --hardware | grep -E "^(ISA usable|SVE):"
-  QEMU_CPU=$cpu qemu-aarch64 -L / "$build/tests/test_conformance" --gtest_brief=1 \
+# only: neon_int16 and neon_fp32 run, the int8 backends are refused for asimddp), neoverse-n1
+# (Armv8.2 with the dot product: neon_dotprod_int8 too) and max (every extension: I8MM's
+# neon_i8mm_int8 and sve_int8 too, SVE at 512 bits). At each: the conformance suite (every
+# runnable backend against the reference and the float64 evaluator), the recorded bits of
+# the numerics classes (the same digests as the x86 backends'), and the invariance suite of
+# the backends' claims. Under emulation a test costs ~30x its native time, so the
+# large-shape and V4 conformance runs stay on x86; the paths (tails, tiles, empty experts,
+# both GLUs, the router) are the same ones.
+arm_suites() {  # QEMU_CPU, then the invariance claims to run
+  echo "cross-aarch64: the Arm backends under QEMU_CPU=$1"
+  QEMU_CPU=$1 qemu-aarch64 -L / "$build/mxmoe" info --hardware | grep -E "^(ISA usable|SVE):"
+  QEMU_CPU=$1 qemu-aarch64 -L / "$build/tests/test_conformance" --gtest_brief=1 \
     --gtest_filter='Conformance.EveryBackendMatchesTheReference:Conformance.RouterPathMatchesTheReference:NumericsClass.*'
-  QEMU_CPU=$cpu qemu-aarch64 -L / "$build/tests/test_invariance" --gtest_brief=1 \
-    --gtest_filter='Claims/Suite.*neon*:Claims/Suite.*sve*:Claims.*'
+  QEMU_CPU=$1 qemu-aarch64 -L / "$build/tests/test_invariance" --gtest_brief=1 \
+    --gtest_filter="$2"
+}
+for cpu in cortex-a57 neoverse-n1 max; do
+  arm_suites "$cpu" 'Claims/Suite.*neon*:Claims/Suite.*sve*:Claims.*'
+done
+# The vector-length agnostic SVE kernel at 128, 256 and 2048 bits besides max's 512: the same
+# recorded bits and its invariance claims at each.
+for bytes in 16 32 256; do
+  QEMU_CPU=max,sve-default-vector-length=$bytes qemu-aarch64 -L / "$build/mxmoe" info --hardware |
+    grep -x "SVE:        $((8 * bytes))-bit vectors"
+  arm_suites "max,sve-default-vector-length=$bytes" 'Claims/Suite.*sve*'
 done

@@ -21,7 +21,7 @@ Preferences preferences_for(Family family) {
       p.order = {"amx_int8",       "amx_bf16",   "avx512_vnni", "avx512_bf16",
                  "avx_vnni_int8",  "avx2_int8",  "avx2_int16",  "avx2",
                  "neon_i8mm_int8", "sve_int8",   "neon_dotprod_int8", "neon_int16",
-                 "reference"};
+                 "neon_fp32",      "reference"};
       break;
   }
   return p;

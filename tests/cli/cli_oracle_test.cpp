@@ -168,11 +168,11 @@ TEST(CliExplain, AlderLakeProbeRunsTheAvxVnniPath) {
 }
 
 // The shipped Arm server probes (Neoverse N1: Altra; V1: Graviton 3; V2: Graviton 4, Grace).
-// An aarch64 build runs bf16 (the family default) on the int16 class, and int8 with smmla
-// where the core has I8MM (V1, V2) and with sdot where it has only the dot product (N1); the
-// SVE backend fits where SVE is, ranked after smmla; every x86 backend's kernels are of
-// another build. An x86-64 build says the same of the Arm backends, naming the build that
-// has them.
+// An aarch64 build runs bf16 (the family default) on the int16 class, f32 on the float path
+// (neon_fp32), and int8 with smmla where the core has I8MM (V1, V2) and with sdot where it
+// has only the dot product (N1); the SVE backend fits where SVE is, ranked after smmla; every
+// x86 backend's kernels are of another build. An x86-64 build says the same of the Arm
+// backends, naming the build that has them.
 TEST(CliExplain, ArmServerProbesRunTheNeonBackendsInAnAarch64Build) {
   for (const char* name : {"altra.json", "graviton3.json", "graviton4.json", "grace.json"}) {
     SCOPED_TRACE(name);
@@ -185,6 +185,10 @@ TEST(CliExplain, ArmServerProbesRunTheNeonBackendsInAnAarch64Build) {
       EXPECT_TRUE(refused_for(candidate(bf16, "avx2_int16"), "unsupported_isa", "avx2"));
       EXPECT_TRUE(refused_for(candidate(bf16, "avx2_int16"), "not_compiled",
                               "a build with the avx2 kernels"));
+      EXPECT_EQ(candidate(bf16, "neon_fp32").at("supported").get<bool>(), true);  // ranked after
+      // f32 activations: the float path, the one Arm backend for them.
+      EXPECT_EQ(explain_json("", hw + " --activation f32 --tokens " + tokens).at("selected"),
+                "neon_fp32");
       const Json int8 = explain_json("", hw + " --activation int8 --batch-invariant --tokens " +
                                              tokens);
       const bool altra = std::string_view(name) == "altra.json";
@@ -199,7 +203,8 @@ TEST(CliExplain, ArmServerProbesRunTheNeonBackendsInAnAarch64Build) {
     }
 #else
     const Json j = explain_json("", hw, 3);  // only the judge-only reference is left
-    for (const char* arm : {"neon_int16", "neon_dotprod_int8", "neon_i8mm_int8", "sve_int8"}) {
+    for (const char* arm :
+         {"neon_int16", "neon_fp32", "neon_dotprod_int8", "neon_i8mm_int8", "sve_int8"}) {
       const Json& c = candidate(j, arm);
       bool names_the_build = false;
       for (const Json& r : c.at("reasons"))

@@ -332,6 +332,10 @@ TEST(NumericsClass, EveryBackendOfAClassGivesTheRecordedBitsOnEveryArchitecture)
         "neon_i8mm_int8", "sve_int8"},
        0x41ca44f725c753e1ull},
       {"int16", ActivationFormat::bf16, {"avx2_int16", "neon_int16"}, 0x67da957abb23e2c1ull},
+      // The float path (strips of decoded floats, FMA, the scale once per block and token).
+      {"fp32", ActivationFormat::f32, {"avx2", "neon_fp32"}, 0xbb28227f27ec7ef7ull},
+      {"fp32 with bf16 activations", ActivationFormat::bf16, {"avx2", "neon_fp32"},
+       0x4ea86bda11b9dabdull},
   };
   const mxmoe::Hardware hw = mxmoe::probe_hardware();
   int checked = 0;

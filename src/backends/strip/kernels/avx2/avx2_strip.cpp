@@ -14,6 +14,7 @@
 #include <cstddef>
 
 #include "backends/strip/avx2_ops.hpp"
+#include "backends/strip/kernels/half_scales.hpp"
 
 namespace mxmoe::avx2_kernels {
 namespace {
@@ -22,20 +23,7 @@ using strip::kBlockElems;
 using strip::kStepNibbleBytes;
 using strip::kStripRows;
 
-// 2^(code-128), the E8M0 scale halved because the weights are the doubled E2M1 values; built
-// from bits (codes 0 and 1 give the float32 subnormals 2^-128 and 2^-127).
-struct HalfScales {
-  float value[256];
-};
-constexpr HalfScales make_half_scales() {
-  HalfScales t{};
-  for (unsigned code = 0; code < 256; ++code) {
-    const unsigned bits = code >= 2 ? (code - 1) << 23 : 0x00200000u << code;
-    t.value[code] = __builtin_bit_cast(float, bits);
-  }
-  return t;
-}
-constexpr HalfScales kHalfScales = make_half_scales();
+using strip::kHalfScales;  // kernels/half_scales.hpp
 
 // fp16 bits of the doubled E2M1 values (0, 1, 2, 3, 4, 6, 8, 12 and their negatives) have a
 // zero low byte, so one byte-shuffle lookup of the high bytes and an unpack with zeros give
