@@ -63,9 +63,19 @@ MXMOE_API void quantize_mxfp4(std::span<const float> x, ScaleRule rule,
 // Dequantizes n = scales.size()*32 elements (scalar reference decoder).
 MXMOE_API void dequantize_mxfp4(std::span<const std::uint8_t> packed,
                                 std::span<const std::uint8_t> scales, std::span<float> out);
-// Same result bit for bit as dequantize_mxfp4, vectorized where the CPU allows.
+// The MXFP4 decoders of dequantize_mxfp4_fast; every one gives dequantize_mxfp4's bits.
+enum class Mxfp4Decoder : std::uint8_t {
+  portable,  // any CPU
+  avx2,      // x86-64 AVX2 + FMA
+  avx512,    // x86-64 AVX-512 F
+};
+// Same result bit for bit as dequantize_mxfp4, with `decoder`: pick it from the probed and
+// capped Hardware with fastest_mxfp4_decoder (hardware.hpp), so MXMOE_MAX_ISA holds here as
+// for the backends. Throws std::invalid_argument for a decoder this build or this CPU lacks
+// (never an illegal instruction).
 MXMOE_API void dequantize_mxfp4_fast(std::span<const std::uint8_t> packed,
-                                     std::span<const std::uint8_t> scales, std::span<float> out);
+                                     std::span<const std::uint8_t> scales, std::span<float> out,
+                                     Mxfp4Decoder decoder);
 // Nibble-order permutations of one 16-byte block (inverse of each other).
 MXMOE_API void mxfp4_block_to_ggml(const std::uint8_t* gpt_oss_order,
                                    std::uint8_t* ggml_order) noexcept;

@@ -85,6 +85,9 @@ struct MXMOE_API Hardware {
 MXMOE_API Hardware probe_hardware(std::string_view isa_cap = "");
 // Clears the features above the cap (pure; used by probe_hardware and by tests).
 MXMOE_API IsaFeatures cap_isa(IsaFeatures isa, std::string_view cap);
+// The fastest decoder of dequantize_mxfp4_fast (format.hpp) that `isa` allows.
+enum class Mxfp4Decoder : std::uint8_t;
+MXMOE_API Mxfp4Decoder fastest_mxfp4_decoder(const IsaFeatures& isa) noexcept;
 
 MXMOE_API std::string to_json(const Hardware&);
 MXMOE_API Hardware hardware_from_json(std::string_view);  // strict; throws std::invalid_argument

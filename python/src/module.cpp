@@ -613,10 +613,11 @@ nb::object dequantize_mxfp4_py(U8Array packed, U8Array scales) {
     shape.push_back(scales.shape(i) * (i + 1 == nd ? kMxBlock : 1));
   NewArray<float> out(shape);
   const std::size_t n = scales.size() * kMxBlock;
+  const Mxfp4Decoder decoder = fastest_mxfp4_decoder(probe().isa);  // MXMOE_MAX_ISA holds
   {
     nb::gil_scoped_release release;
     dequantize_mxfp4_fast({packed.data(), n / 2}, {scales.data(), n / kMxBlock},
-                          {out.data.get(), n});
+                          {out.data.get(), n}, decoder);
   }
   return out.wrap();
 }

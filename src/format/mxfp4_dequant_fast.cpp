@@ -1,5 +1,7 @@
 // Vectorized MXFP4 decoding. The library is built for the baseline x86-64 ISA, so the AVX2
-// and AVX-512 bodies carry target attributes and are chosen at run time. They live only in
+// and AVX-512 bodies carry target attributes; the caller names the one to run
+// (fastest_mxfp4_decoder of its capped probe), and the CPU query here only refuses one the
+// processor lacks. They live only in
 // this .cpp file: an ISA-targeted inline function in a header could be merged (ODR) with a
 // baseline copy and run on the wrong CPU.
 #include <cstddef>
@@ -118,18 +120,32 @@ void dequantize_mxfp4_rows_avx512(const std::uint8_t* packed, const std::uint8_t
 namespace mxmoe {
 
 void dequantize_mxfp4_fast(std::span<const std::uint8_t> packed,
-                           std::span<const std::uint8_t> scales, std::span<float> out) {
+                           std::span<const std::uint8_t> scales, std::span<float> out,
+                           Mxfp4Decoder decoder) {
   const std::size_t blocks = scales.size();
   format_detail::require(
       packed.size() == blocks * kMxfp4BlockBytes && out.size() == blocks * kMxBlock,
       "dequantize_mxfp4_fast: packed/out sizes do not match scales");
-  // Reading the CPU features here is a pure query of the processor (no state of ours); the
-  // choice cannot change the result, every variant gives the scalar decoder's bits.
+  // The caller chose from its (capped) probe; the CPU query here only refuses a decoder the
+  // processor cannot run, so a wrong choice is an error and not an illegal instruction.
   format_detail::Mxfp4DequantFn decode = format_detail::dequantize_mxfp4_rows_portable;
-  if (format_detail::cpu_has_avx512()) {
-    decode = format_detail::dequantize_mxfp4_rows_avx512;
-  } else if (format_detail::cpu_has_avx2()) {
-    decode = format_detail::dequantize_mxfp4_rows_avx2;
+  switch (decoder) {
+    case Mxfp4Decoder::portable:
+      break;
+    case Mxfp4Decoder::avx2:
+      format_detail::require(format_detail::cpu_has_avx2(),
+                             "dequantize_mxfp4_fast: the avx2 decoder needs AVX2 and FMA, which "
+                             "this CPU or build lacks");
+      decode = format_detail::dequantize_mxfp4_rows_avx2;
+      break;
+    case Mxfp4Decoder::avx512:
+      format_detail::require(format_detail::cpu_has_avx512(),
+                             "dequantize_mxfp4_fast: the avx512 decoder needs AVX-512 F, which "
+                             "this CPU or build lacks");
+      decode = format_detail::dequantize_mxfp4_rows_avx512;
+      break;
+    default:
+      format_detail::require(false, "dequantize_mxfp4_fast: unknown decoder");
   }
   decode(packed.data(), scales.data(), blocks, out.data());
 }

@@ -3,6 +3,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "mxmoe/format.hpp"
 #include "mxmoe/hardware.hpp"
 
 namespace mxmoe {
@@ -76,6 +77,12 @@ bool set_isa_feature(IsaFeatures& isa, std::string_view name, bool value) {
   if (f == nullptr) return false;
   isa.*(f->field) = value;
   return true;
+}
+
+Mxfp4Decoder fastest_mxfp4_decoder(const IsaFeatures& isa) noexcept {
+  if (isa.avx512f) return Mxfp4Decoder::avx512;
+  if (isa.avx2 && isa.fma) return Mxfp4Decoder::avx2;
+  return Mxfp4Decoder::portable;
 }
 
 // A level of one architecture leaves the other's features as they are (a machine has only

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "format/mxfp4_dequant_kernels.hpp"
@@ -73,7 +75,8 @@ RandomRow random_row(std::mt19937_64& rng, std::size_t blocks) {
   return row;
 }
 
-void expect_bit_identical_to_scalar(format_detail::Mxfp4DequantFn decode) {
+template <class Decode>  // (packed, scales, blocks, out), as format_detail::Mxfp4DequantFn
+void expect_bit_identical_to_scalar(Decode decode) {
   std::mt19937_64 rng(52);
   for (std::size_t blocks : {1u, 2u, 3u, 7u, 16u, 90u, 91u, 1000u}) {
     const RandomRow row = random_row(rng, blocks);
@@ -85,12 +88,30 @@ void expect_bit_identical_to_scalar(format_detail::Mxfp4DequantFn decode) {
   }
 }
 
-TEST(Mxfp4FastDequant, DispatchedMatchesScalarBitForBit) {
-  expect_bit_identical_to_scalar(
-      [](const std::uint8_t* packed, const std::uint8_t* scales, std::size_t blocks, float* out) {
-        dequantize_mxfp4_fast({packed, blocks * kMxfp4BlockBytes}, {scales, blocks},
-                              {out, blocks * kMxBlock});
-      });
+// The public entry with each decoder this CPU runs gives the scalar bits; one it cannot run
+// is refused with a message, never executed (MXMOE_MAX_ISA's choice is the caller's:
+// fastest_mxfp4_decoder, tests/hw).
+TEST(Mxfp4FastDequant, EveryDecoderOfThePublicEntryMatchesScalarBitForBit) {
+  const std::pair<Mxfp4Decoder, bool> decoders[] = {
+      {Mxfp4Decoder::portable, true},
+      {Mxfp4Decoder::avx2, format_detail::cpu_has_avx2()},
+      {Mxfp4Decoder::avx512, format_detail::cpu_has_avx512()}};
+  std::vector<std::uint8_t> packed(16), scales(1, 127);
+  std::vector<float> out(32);
+  for (const auto& [decoder, runs] : decoders) {
+    SCOPED_TRACE(static_cast<int>(decoder));
+    if (!runs) {
+      EXPECT_THROW(dequantize_mxfp4_fast(packed, scales, out, decoder), std::invalid_argument);
+      continue;
+    }
+    expect_bit_identical_to_scalar([decoder](const std::uint8_t* p, const std::uint8_t* s,
+                                             std::size_t blocks, float* o) {
+      dequantize_mxfp4_fast({p, blocks * kMxfp4BlockBytes}, {s, blocks}, {o, blocks * kMxBlock},
+                            decoder);
+    });
+  }
+  EXPECT_THROW(dequantize_mxfp4_fast(packed, scales, out, static_cast<Mxfp4Decoder>(7)),
+               std::invalid_argument);
 }
 
 TEST(Mxfp4FastDequant, Avx2MatchesScalarBitForBit) {
@@ -106,7 +127,7 @@ TEST(Mxfp4FastDequant, Avx512MatchesScalarBitForBit) {
 TEST(Mxfp4FastDequant, EmptyRowIsFine) {
   std::vector<std::uint8_t> none;
   std::vector<float> out;
-  EXPECT_NO_THROW(dequantize_mxfp4_fast(none, none, out));
+  EXPECT_NO_THROW(dequantize_mxfp4_fast(none, none, out, Mxfp4Decoder::portable));
 }
 
 }  // namespace

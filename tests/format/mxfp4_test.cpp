@@ -199,8 +199,9 @@ TEST(Mxfp4, SizeMismatchesThrow) {
   EXPECT_THROW(dequantize_mxfp4(short_packed, scales, out), std::invalid_argument);
   EXPECT_THROW(dequantize_mxfp4(packed, scales, std::span<float>(out).first(32)),
                std::invalid_argument);
-  EXPECT_THROW(dequantize_mxfp4_fast(short_packed, scales, out), std::invalid_argument);
-  EXPECT_NO_THROW(dequantize_mxfp4_fast(packed, scales, out));
+  EXPECT_THROW(dequantize_mxfp4_fast(short_packed, scales, out, Mxfp4Decoder::portable),
+               std::invalid_argument);
+  EXPECT_NO_THROW(dequantize_mxfp4_fast(packed, scales, out, Mxfp4Decoder::portable));
 }
 
 }  // namespace

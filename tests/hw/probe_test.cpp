@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "mxmoe/format.hpp"
 #include "mxmoe/hardware.hpp"
 
 namespace mxmoe {
@@ -83,6 +84,24 @@ TEST(CapIsa, KeepsExactlyTheFeaturesOfEachLevel) {
 }
 
 // Every feature belongs to one architecture, and a machine's JSON holds only its own.
+// The MXFP4 decoder of dequantize_mxfp4_fast follows the capped features, so MXMOE_MAX_ISA
+// holds there as for the backends (it once read the CPU directly and ran AVX-512 under an
+// avx2 cap).
+TEST(CapIsa, PicksTheMxfp4DecoderTheCapAllows) {
+  mxmoe::IsaFeatures all;
+  all.avx2 = all.fma = all.f16c = all.avx512f = all.avx512bw = all.avx512vl = all.avx512dq = true;
+  EXPECT_EQ(mxmoe::fastest_mxfp4_decoder(all), mxmoe::Mxfp4Decoder::avx512);
+  EXPECT_EQ(mxmoe::fastest_mxfp4_decoder(mxmoe::cap_isa(all, "avx2")), mxmoe::Mxfp4Decoder::avx2);
+  EXPECT_EQ(mxmoe::fastest_mxfp4_decoder(mxmoe::cap_isa(all, "none")),
+            mxmoe::Mxfp4Decoder::portable);
+  mxmoe::IsaFeatures arm;
+  arm.asimd = arm.asimddp = arm.sve = true;
+  EXPECT_EQ(mxmoe::fastest_mxfp4_decoder(arm), mxmoe::Mxfp4Decoder::portable);
+  // The probe of this machine capped at avx2 never picks the AVX-512 decoder.
+  EXPECT_NE(mxmoe::fastest_mxfp4_decoder(mxmoe::probe_hardware("avx2").isa),
+            mxmoe::Mxfp4Decoder::avx512);
+}
+
 TEST(IsaNames, EachArchitectureHasItsOwnFeatures) {
   const auto x86 = isa_feature_names(kArchX86_64), arm = isa_feature_names(kArchAarch64);
   EXPECT_EQ(x86.size(), 14u);
