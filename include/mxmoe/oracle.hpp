@@ -76,7 +76,9 @@ class MXMOE_API Backend {
 struct MXMOE_API Preferences {
   std::string source = "default";  // "gpt_oss family", for reports
   ActivationFormat default_activation = ActivationFormat::bf16;
-  std::vector<std::string> order;  // backend names, preferred first
+  // Backend names, preferred first; ties between unlisted ones (all of them when empty, as
+  // for every family today) follow the candidates' order, the registry's best-known-first.
+  std::vector<std::string> order;
 };
 MXMOE_API Preferences preferences_for(Family family);
 

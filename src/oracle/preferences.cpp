@@ -1,6 +1,6 @@
 // Model families' wishes, as data for the one select(). Orderings only break ties between
-// equal cost estimates; they name every backend that exists or is planned, and names not
-// registered in this build are ignored by judge().
+// equal cost estimates; a family without one of its own takes the registry's order
+// (backends.inc), and names not registered in this build are ignored by judge().
 #include "mxmoe/oracle.hpp"
 
 namespace mxmoe {
@@ -12,18 +12,10 @@ Preferences preferences_for(Family family) {
   // implements them; int8/mxfp8 stay opt-in (--activation) until per-family accuracy data
   // says otherwise. Same for the ordering: one ladder until measurements differ per family.
   p.default_activation = ActivationFormat::bf16;
-  switch (family) {
-    case Family::gpt_oss:
-    case Family::mixtral:
-    case Family::qwen3_moe:
-    case Family::deepseek_v3:
-    case Family::deepseek_v4:
-      p.order = {"amx_int8",       "amx_bf16",   "avx512_vnni", "avx512_bf16",
-                 "avx_vnni_int8",  "avx2_int8",  "avx2_int16",  "avx2",
-                 "neon_i8mm_int8", "sve_int8",   "neon_dotprod_int8", "neon_int16",
-                 "neon_fp32",      "reference"};
-      break;
-  }
+  // The tie-break is the registry's order (src/backends/backends.inc, best-known-first), so
+  // no second list of backend names is kept here: a family's own order goes in p.order when
+  // measurements say it should differ.
+  static_cast<void>(family);
   return p;
 }
 

@@ -95,9 +95,11 @@ void choose(Selection& s, const Preferences& prefs, std::string_view group = "")
                         cost_text(best, req));
   } else {
     const Verdict& next = s.candidates[ranked[1]];
+    const bool listed = preference_rank(prefs, best.name) < prefs.order.size();
     if (next.estimated_us == best.estimated_us)
       s.why = fmt::format("lowest estimated cost: {} (tied with {}; first in the {} order)",
-                          cost_text(best, req), next.name, prefs.source);
+                          cost_text(best, req), next.name,
+                          listed ? prefs.source : std::string("registered backends'"));
     else
       s.why = fmt::format("lowest estimated cost: {} (next: {} {:.1f} us)", cost_text(best, req),
                           next.name, next.estimated_us);
