@@ -66,6 +66,11 @@ class MXMOE_API Backend {
   // A judge of the others (obviously correct, hundreds of times slower): the oracle chooses
   // it only when the Request forces it by name or sets allow_judge_only.
   virtual bool judge_only() const noexcept { return false; }
+  // Its numerics class: the backends of one class give identical bits for the same input
+  // (docs/INVARIANCE.md). "int8_block32", "int16_block32" (bf16 activations carried as int16
+  // per 32-block), "fp32_strips", "bf16_dpbf16_strips", "bf16_amx_tiles",
+  // "float64_reference"; explain and docs/BACKENDS.md report it.
+  virtual std::string_view numerics_class() const noexcept = 0;
   // Packs the weights into the backend's layout. Only called when check(d) passed.
   virtual std::unique_ptr<ExpertKernel> create(const Deployment& d,
                                                const LayerWeights& weights) const = 0;
@@ -84,6 +89,7 @@ MXMOE_API Preferences preferences_for(Family family);
 
 struct MXMOE_API Verdict {
   std::string name;
+  std::string numerics_class;  // Backend::numerics_class()
   bool supported = false;
   std::vector<Rejection> reasons;  // all of them; empty when supported
   // When supported: the estimate that ranks it, microseconds per call of the whole layer

@@ -168,7 +168,7 @@ def explain(
 
     Returns the report of ``mxmoe explain --json`` as a dict: ``selected`` (None when no
     backend fits), ``why``, ``preferences``, ``deployment``, ``candidates`` (``name``,
-    ``supported``, ``estimated_us``, ``reasons``), ``error`` (the text NoBackendError would
+    ``numerics_class``, ``supported``, ``estimated_us``, ``reasons``), ``error`` (the text NoBackendError would
     carry, or None) and ``suggestions``. Never raises for lack of a backend.
     """
     return _judge(preset, model, layer, activation, batch_invariant, backend, exclude, tokens,

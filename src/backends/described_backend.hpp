@@ -20,6 +20,7 @@ namespace mxmoe {
 struct BackendDescription {
   std::string_view name;
   std::string_view description;
+  std::string_view numerics_class;  // required: Backend::numerics_class()
   // The kernel folders its code calls (kernel_isa.inc). Their features become
   // capabilities.isa; a set this build left out makes check() say not_compiled.
   std::vector<KernelIsa> kernels;
@@ -38,6 +39,8 @@ struct BackendDescription {
 class DescribedBackend final : public Backend {
  public:
   explicit DescribedBackend(BackendDescription d) : d_(std::move(d)) {
+    if (d_.numerics_class.empty())  // a registry test builds every backend: caught there
+      throw std::logic_error(std::string(d_.name) + ": the description names no numerics class");
     for (KernelIsa set : d_.kernels) {
       for (std::string_view f : kernel_isa_features(set))
         if (std::find(d_.capabilities.isa.begin(), d_.capabilities.isa.end(), f) ==
@@ -50,6 +53,7 @@ class DescribedBackend final : public Backend {
   std::string_view name() const noexcept override { return d_.name; }
   std::string_view description() const noexcept override { return d_.description; }
   bool judge_only() const noexcept override { return d_.judge_only; }
+  std::string_view numerics_class() const noexcept override { return d_.numerics_class; }
   std::vector<Rejection> check(const Deployment& d) const override {
     return check_capabilities(d_.capabilities, d);
   }
@@ -71,12 +75,13 @@ class DescribedBackend final : public Backend {
   BackendDescription d_;
 };
 
-// True for a backend whose MXFP4 experts round their GEMM inputs to int16 blocks
-// (BackendCapabilities::int16_block_inputs): `mxmoe verify` and the conformance tests evaluate
-// the float64 reference with that rounding for it.
+// The class whose MXFP4 experts round their GEMM inputs beyond the Request's format: the bf16
+// values carried as int16 with a power-of-two scale per 32-block (avx2_int16, neon_int16).
+inline constexpr std::string_view kInt16Block32 = "int16_block32";
+// True for such a backend: `mxmoe verify` and the conformance tests evaluate the float64
+// reference with that rounding for it (round_activations_int16_blocks).
 inline bool rounds_to_int16_blocks(const Backend& b) noexcept {
-  const auto* described = dynamic_cast<const DescribedBackend*>(&b);
-  return described != nullptr && described->capabilities().int16_block_inputs;
+  return b.numerics_class() == kInt16Block32;
 }
 
 }  // namespace mxmoe

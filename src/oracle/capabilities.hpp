@@ -32,10 +32,6 @@ struct BackendCapabilities {
       RoutingMethod::topk_softmax, RoutingMethod::softmax_topk, RoutingMethod::sigmoid_group_topk,
       RoutingMethod::sqrtsoftplus_topk, RoutingMethod::hash};
   std::vector<WeightFormat> weight_formats{WeightFormat::mxfp4};
-  // Its MXFP4 experts' GEMM inputs are rounded beyond the Request's format: the bf16 values
-  // carried as int16 with a power-of-two scale per 32-block (avx2_int16). The float64
-  // evaluator rounds the same way for it (round_activations_int16_blocks).
-  bool int16_block_inputs = false;
   int dim_multiple = 32;    // H and I must be multiples of this
   bool needs_cuda = false;  // no_device when Hardware has no CUDA device
 };

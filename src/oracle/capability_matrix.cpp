@@ -68,6 +68,7 @@ CapabilityRow row_for(const Backend& b, const Hardware& base) {
   CapabilityRow row;
   row.backend = std::string(b.name());
   row.description = std::string(b.description());
+  row.numerics_class = std::string(b.numerics_class());
 
   std::vector<Cell> cells;
   for (ActivationFormat f : all_activation_formats())
@@ -158,7 +159,7 @@ CapabilityRow row_for(const Backend& b, const Hardware& base) {
 }
 
 std::vector<std::string> header() {
-  std::vector<std::string> h = {"backend", "ISA required"};
+  std::vector<std::string> h = {"backend", "numerics class", "ISA required"};
   for (ActivationFormat f : all_activation_formats()) h.emplace_back(to_string(f));
   for (const char* s : {"activation functions", "routing", "H, I alignment", "notes"})
     h.emplace_back(s);
@@ -166,7 +167,7 @@ std::vector<std::string> header() {
 }
 
 std::vector<std::string> cells_of(const CapabilityRow& r) {
-  std::vector<std::string> c = {r.backend, r.isa};
+  std::vector<std::string> c = {r.backend, r.numerics_class, r.isa};
   c.insert(c.end(), r.formats.begin(), r.formats.end());
   for (const std::string* s : {&r.activation_fns, &r.routing_methods, &r.alignment, &r.notes})
     c.push_back(*s);
@@ -191,7 +192,8 @@ std::string format_capability_markdown(const std::vector<CapabilityRow>& rows) {
       "alignment column a layer with H = I = 32. Do not edit: a test fails when this file\n"
       "differs from the command's output.\n\n"
       "`yes, invariant`: supported, and batch invariance is proven for that format; `yes`:\n"
-      "supported without batch invariance; `no`: refused (see docs/REASON_CODES.md).\n\n";
+      "supported without batch invariance; `no`: refused (see docs/REASON_CODES.md). Backends\n"
+      "of one numerics class give identical bits for the same input (docs/INVARIANCE.md).\n\n";
   out += "| " + join(header(), " | ") + " |\n|";
   for (std::size_t i = 0; i < header().size(); ++i) out += "---|";
   out += "\n";

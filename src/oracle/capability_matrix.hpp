@@ -13,6 +13,7 @@ namespace mxmoe {
 struct CapabilityRow {
   std::string backend;
   std::string description;
+  std::string numerics_class;        // Backend::numerics_class()
   std::string isa;                   // features required (from a run with every feature off)
   std::vector<std::string> formats;  // per all_activation_formats(): "yes", "yes, invariant", "no"
   std::string activation_fns;        // those accepted for some format and routing

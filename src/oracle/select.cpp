@@ -124,6 +124,7 @@ Selection judge_candidates(const Deployment& d, const Preferences& prefs,
   for (const Backend* b : candidates) {
     Verdict v;
     v.name = std::string(b->name());
+    v.numerics_class = std::string(b->numerics_class());
     v.reasons = b->check(s.deployment);
     if (contains(req.excluded_backends, v.name))
       v.reasons.push_back({ReasonCode::user_excluded, "the request excludes this backend",
@@ -284,7 +285,7 @@ Selection agree(std::span<const Selection> ranks, int self, const Preferences& p
     for (const Verdict& v : rank.candidates)
       if (std::none_of(s.candidates.begin(), s.candidates.end(),
                        [&](const Verdict& c) { return c.name == v.name; }))
-        s.candidates.push_back(Verdict{v.name, true, {}, 0});
+        s.candidates.push_back(Verdict{v.name, v.numerics_class, true, {}, 0});
   for (Verdict& merged : s.candidates) {
     std::vector<std::vector<Rejection>> per_rank;
     for (std::size_t r = 0; r < ranks.size(); ++r) {

@@ -26,6 +26,7 @@ Json verdict_to_json(const Verdict& v) {
   Json reasons = Json::array();
   for (const Rejection& r : v.reasons) reasons.push_back(rejection_to_json(r));
   return Json{{"name", v.name},
+              {"numerics_class", v.numerics_class},
               {"supported", v.supported},
               {"estimated_us", v.estimated_us},
               {"reasons", reasons}};
@@ -33,9 +34,13 @@ Json verdict_to_json(const Verdict& v) {
 
 Verdict verdict_from_json(const Json& j) {
   constexpr std::string_view what = "Verdict";
-  json::expect_keys(j, what, {"name", "supported", "estimated_us", "reasons"});
+  // numerics_class came later: a selection written before it still parses.
+  json::expect_keys(j, what, {"name", "supported", "estimated_us", "reasons"},
+                    {"numerics_class"});
   Verdict v;
   v.name = get<std::string>(j, what, "name");
+  if (j.contains("numerics_class"))
+    v.numerics_class = get<std::string>(j, what, "numerics_class");
   v.supported = get<bool>(j, what, "supported");
   v.estimated_us = get<double>(j, what, "estimated_us");
   if (!j.at("reasons").is_array())

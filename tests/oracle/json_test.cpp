@@ -194,7 +194,14 @@ TEST(Json, SelectionRoundTripsWithReasonsAndSuggestions) {
   d.hardware.isa.amx_int8 = true;
   const Selection chosen = judge(d, preferences_for(Family::deepseek_v4), candidates(a, b));
   ASSERT_EQ(chosen.chosen, "a");
+  EXPECT_EQ(chosen.candidates.front().numerics_class, "stub");  // the backend's own
   EXPECT_EQ(selection_from_json(to_json(chosen)), chosen);  // 1/3 survives the text form
+  // A selection written before verdicts named their numerics class still reads.
+  std::string older = to_json(chosen);
+  for (std::size_t at; (at = older.find("\"numerics_class\": \"stub\",")) != std::string::npos;)
+    older.erase(at, std::string("\"numerics_class\": \"stub\",").size());
+  ASSERT_EQ(older.find("numerics_class"), std::string::npos) << older;
+  EXPECT_EQ(selection_from_json(older).candidates.front().numerics_class, "");
 }
 
 TEST(Json, UnknownAndMissingKeysAreNamed) {

@@ -22,6 +22,7 @@ std::unique_ptr<ExpertKernel> create_amx_bf16(const Deployment& d, const LayerWe
 BackendDescription amx_bf16_description() {
   BackendDescription b;
   b.name = "amx_bf16";
+  b.numerics_class = "bf16_amx_tiles";
   b.description =
       "AMX bf16 tiles (TDPBF16PS, fp32 accumulators resident over K), MXFP4 decoded to bf16 "
       "tiles; bf16 or MXFP8 activations";

@@ -22,6 +22,7 @@ std::unique_ptr<ExpertKernel> create_amx_int8(const Deployment& d, const LayerWe
 BackendDescription amx_int8_description() {
   BackendDescription b;
   b.name = "amx_int8";
+  b.numerics_class = "int8_block32";
   b.description =
       "AMX int8 tiles for experts with >= 16 slots, AVX-512 VNNI below (same bits); int8 "
       "activations per 32-block";

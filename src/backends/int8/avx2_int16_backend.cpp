@@ -21,6 +21,7 @@ std::unique_ptr<ExpertKernel> create_avx2_int16(const Deployment& d, const Layer
 BackendDescription avx2_int16_description() {
   BackendDescription b;
   b.name = "avx2_int16";
+  b.numerics_class = "int16_block32";
   b.description =
       "AVX2: bf16 activations as int16 per 32-block (power-of-two scale), exact int32 block "
       "dots (vpmaddwd)";
@@ -32,7 +33,6 @@ BackendDescription avx2_int16_description() {
   // Per token: the quantizer reads only the token's block; the dots are exact and the
   // epilogue runs blocks in order on every tile size (tests/backends_int8, tests/invariance).
   b.capabilities.batch_invariant_activations = {ActivationFormat::bf16};
-  b.capabilities.int16_block_inputs = true;
   // Measured here under MXMOE_MAX_ISA=avx2 (docs/perf/BACKENDS_AVX2.md): the kernel alone
   // reads 16.3 GB/s per core from L2 at 1 token (avx2_int8: 23), the layer 74-96% of the DRAM
   // bandwidth at 1 token, 87 GFLOP per CPU-second at 512 tokens. Side by side it is faster

@@ -18,6 +18,7 @@ std::unique_ptr<ExpertKernel> create_avx2_int8(const Deployment& d, const LayerW
 BackendDescription avx2_int8_description() {
   BackendDescription b;
   b.name = "avx2_int8";
+  b.numerics_class = "int8_block32";
   b.description =
       "AVX2: int8 activations per 32-block, exact int32 block dots (vpmaddubsw + vpmaddwd); the "
       "bits of avx512_vnni";

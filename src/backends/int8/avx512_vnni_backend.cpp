@@ -18,6 +18,7 @@ std::unique_ptr<ExpertKernel> create_avx512_vnni(const Deployment& d, const Laye
 BackendDescription avx512_vnni_description() {
   BackendDescription b;
   b.name = "avx512_vnni";
+  b.numerics_class = "int8_block32";
   b.description = "AVX-512 VNNI: int8 activations per 32-block, exact int32 block dots (vpdpbusd)";
 #if MXMOE_X86_KERNELS
   b.create = &create_avx512_vnni;

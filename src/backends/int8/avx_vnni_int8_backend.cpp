@@ -19,6 +19,7 @@ std::unique_ptr<ExpertKernel> create_avx_vnni_int8(const Deployment& d,
 BackendDescription avx_vnni_int8_description() {
   BackendDescription b;
   b.name = "avx_vnni_int8";
+  b.numerics_class = "int8_block32";
   b.description =
       "AVX-VNNI: int8 activations per 32-block, exact int32 block dots (vpdpbusd on ymm); the "
       "bits of avx512_vnni";

@@ -21,6 +21,7 @@ std::unique_ptr<ExpertKernel> create_neon_dotprod_int8(const Deployment& d,
 BackendDescription neon_dotprod_int8_description() {
   BackendDescription b;
   b.name = "neon_dotprod_int8";
+  b.numerics_class = "int8_block32";
   b.description =
       "aarch64 Advanced SIMD + dot product: int8 activations per 32-block, exact int32 block "
       "dots (sdot)";

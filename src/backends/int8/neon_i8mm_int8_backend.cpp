@@ -21,6 +21,7 @@ std::unique_ptr<ExpertKernel> create_neon_i8mm_int8(const Deployment& d,
 BackendDescription neon_i8mm_int8_description() {
   BackendDescription b;
   b.name = "neon_i8mm_int8";
+  b.numerics_class = "int8_block32";
   b.description =
       "aarch64 Advanced SIMD + int8 matrix multiply: int8 activations per 32-block, exact "
       "int32 block dots (smmla, 2 rows x 2 tokens)";

@@ -20,6 +20,7 @@ std::unique_ptr<ExpertKernel> create_neon_int16(const Deployment& d, const Layer
 BackendDescription neon_int16_description() {
   BackendDescription b;
   b.name = "neon_int16";
+  b.numerics_class = "int16_block32";
   b.description =
       "aarch64 Advanced SIMD: bf16 activations as int16 per 32-block (power-of-two scale), "
       "exact int32 block dots (smlal)";
@@ -31,7 +32,6 @@ BackendDescription neon_int16_description() {
   // As avx2_int16: the quantizer reads only the token's block, the dots are exact and the
   // epilogue runs blocks in order on every tile size (tests/invariance under qemu-user).
   b.capabilities.batch_invariant_activations = {ActivationFormat::bf16};
-  b.capabilities.int16_block_inputs = true;
   // Predicted, not measured (docs/PERFORMANCE.md "Arm servers"): 128 smlal per 16 rows x 32
   // elements and token, about 4x the sdot path's instructions.
   b.throughput = {.weight_gb_per_s_per_thread = 6.0, .gflop_per_s_per_thread = 20.0};

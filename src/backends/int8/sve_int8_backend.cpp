@@ -19,6 +19,7 @@ std::unique_ptr<ExpertKernel> create_sve_int8(const Deployment& d, const LayerWe
 BackendDescription sve_int8_description() {
   BackendDescription b;
   b.name = "sve_int8";
+  b.numerics_class = "int8_block32";
   b.description =
       "aarch64 SVE (any vector length): int8 activations per 32-block, exact int32 block dots "
       "(sdot by lane)";

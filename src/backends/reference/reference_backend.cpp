@@ -16,6 +16,7 @@ std::unique_ptr<ExpertKernel> create_reference(const Deployment& d, const LayerW
 BackendDescription reference_description() {
   BackendDescription b;
   b.name = "reference";
+  b.numerics_class = "float64_reference";
   b.description = "plain C++ (no SIMD), double accumulation; every format; the judge of the others";
   b.create = &create_reference;
   b.judge_only = true;  // ~1.6 s per gpt-oss-20b call: never chosen unless asked for

@@ -29,6 +29,7 @@ std::unique_ptr<ExpertKernel> create_avx2(const Deployment& d, const LayerWeight
 BackendDescription avx2_description() {
   BackendDescription b;
   b.name = "avx2";
+  b.numerics_class = "fp32_strips";
   b.description =
       "AVX2+FMA: MXFP4 decoded to float in registers, scale once per block, f32/bf16 "
       "activations";

@@ -26,6 +26,7 @@ std::unique_ptr<ExpertKernel> create_avx512_bf16(const Deployment& d, const Laye
 BackendDescription avx512_bf16_description() {
   BackendDescription b;
   b.name = "avx512_bf16";
+  b.numerics_class = "bf16_dpbf16_strips";
   b.description =
       "AVX-512 BF16: MXFP4 decoded to bf16 in registers, vdpbf16ps, bf16 or MXFP8 activations";
 #if MXMOE_X86_KERNELS

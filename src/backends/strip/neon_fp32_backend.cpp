@@ -28,6 +28,7 @@ std::unique_ptr<ExpertKernel> create_neon_fp32(const Deployment& d, const LayerW
 BackendDescription neon_fp32_description() {
   BackendDescription b;
   b.name = "neon_fp32";
+  b.numerics_class = "fp32_strips";
   b.description =
       "aarch64 Advanced SIMD: MXFP4 decoded to float, FMA, scale once per block, f32/bf16 "
       "activations (avx2's bits)";
