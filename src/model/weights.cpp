@@ -13,6 +13,7 @@
 #include <string_view>
 #include <utility>
 
+#include "format/e4m3_blocks.hpp"
 #include "model/dense_view.hpp"
 #include "model/generation_poll.hpp"
 #include "model/random_weights.hpp"
@@ -286,25 +287,10 @@ class Builder {
         v.scale_e8m0 = true;
         auto* d = alloc<std::uint8_t>(seg_rows * cols);
         auto* sc = alloc<std::uint8_t>(v.scale_rows() * v.scale_cols());
-        const std::int64_t b = DenseMatrixView::kScaleBlock;
-        for (std::int64_t br = 0; br < v.scale_rows(); ++br) {
-          for (std::int64_t bc = 0; bc < v.scale_cols(); ++bc) {
-            const std::int64_t r1 = std::min(seg_rows, (br + 1) * b);
-            const std::int64_t c1 = std::min(cols, (bc + 1) * b);
-            float amax = 0;
-            for (std::int64_t r = br * b; r < r1; ++r)
-              for (std::int64_t c = bc * b; c < c1; ++c)
-                amax = std::max(amax, std::fabs(values[static_cast<std::size_t>(r * cols + c)]));
-            int exp2 = 0;  // the smallest 2^k with amax <= 448 * 2^k
-            while (std::ldexp(448.0, exp2) < static_cast<double>(amax)) ++exp2;
-            while (exp2 > -127 && std::ldexp(448.0, exp2 - 1) >= static_cast<double>(amax)) --exp2;
-            sc[br * v.scale_cols() + bc] = static_cast<std::uint8_t>(127 + exp2);
-            for (std::int64_t r = br * b; r < r1; ++r)
-              for (std::int64_t c = bc * b; c < c1; ++c)
-                d[r * cols + c] = e4m3_encode(static_cast<float>(std::ldexp(
-                    static_cast<double>(values[static_cast<std::size_t>(r * cols + c)]), -exp2)));
-          }
-        }
+        format::quantize_e4m3_blocks(
+            values, seg_rows, cols, DenseMatrixView::kScaleBlock,
+            {d, static_cast<std::size_t>(seg_rows * cols)},
+            {sc, static_cast<std::size_t>(v.scale_rows() * v.scale_cols())});
         g.data = d;
         g.scales = sc;
       }
