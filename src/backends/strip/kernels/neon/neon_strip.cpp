@@ -84,9 +84,16 @@ template <int T, bool kFused>
 void strip_tile(const void* source, std::int64_t kblocks, const float* const* x,
                 float* out) noexcept {
   const int8x16_t table = doubled_code_table();
-  const auto* packed = static_cast<const strip::PackedStrip*>(source);
-  const auto* decoded = static_cast<const float*>(source);
-  const float* scales = decoded + kblocks * kStripRows * kBlockElems;
+  // The source is a PackedStrip (fused) or a decoded strip: its floats, then its scales.
+  const strip::PackedStrip* packed = nullptr;
+  const float* decoded = nullptr;
+  const float* scales = nullptr;
+  if constexpr (kFused) {
+    packed = static_cast<const strip::PackedStrip*>(source);
+  } else {
+    decoded = static_cast<const float*>(source);
+    scales = decoded + kblocks * kStripRows * kBlockElems;
+  }
   Acc8 acc[kStripRows][static_cast<std::size_t>(T)];
   for (auto& row : acc)
     for (Acc8& a : row) a = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
