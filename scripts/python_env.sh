@@ -10,11 +10,18 @@ venv=${1:?usage: python_env.sh VENV_DIR}
 requirements=$root/python/requirements-test.txt
 stamp=$venv/.mxmoe-requirements
 
+source "$root/scripts/pip_install.sh"
+
+if ! cmp -s "$requirements" "$stamp"; then
+  # Measured: 5.6 GiB installed, torch with its CUDA libraries (PyPI's only Linux build) most
+  # of it, plus the wheels while they unpack.
+  require_free_space "$venv" 8 "the test venv ($venv: numpy, torch, transformers)"
+fi
 if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv" >&2
 fi
 if ! cmp -s "$requirements" "$stamp"; then
-  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$requirements" >&2
+  pip_install "$venv" -r "$requirements"
   cp "$requirements" "$stamp"
 fi
 echo "$venv/bin/python"

