@@ -67,6 +67,38 @@ MXMOE_API Hardware probe_hardware_from_environment();
 // Sets the log sink's categories to config.log_categories, keeping its callback.
 MXMOE_API void apply_log_settings(const EnvironmentConfig& config);
 
+// A host's explicit choices, each unset one leaving the environment's value: the command line's
+// flags, the C API's mxmoe_request_params fields, the Python keyword arguments. All three edges
+// apply them through apply_request_overrides(), so they accept the same values and refuse the
+// others in the same words.
+struct MXMOE_API RequestOverrides {
+  std::optional<std::string> forced_backend;                  // a registered name ("": none forced)
+  std::optional<std::vector<std::string>> excluded_backends;  // registered names
+  std::optional<std::string> activation;                      // parse_activation_format's keys
+  std::optional<bool> batch_invariant;
+  std::optional<bool> allow_judge_only;
+  std::optional<int> threads;      // 0 (all logical CPUs) .. kMaxThreads
+  std::optional<int> tokens_hint;  // 1 .. kMaxTokensPerCall
+  std::optional<int> ep_size;      // 1 .. kMaxExperts
+  std::optional<int> ep_rank;      // 0 .. ep_size - 1 (of the result)
+};
+
+// What an edge calls a field of Request in its messages: given "threads", the command line says
+// "--threads", the C API "params.threads", Python "threads". The fields are Request's names:
+// forced_backend, excluded_backends, activation, batch_invariant, allow_judge_only, threads,
+// tokens_hint, ep_size, ep_rank.
+using RequestFieldName = std::function<std::string(std::string_view field)>;
+
+// BASE (the environment's Request, config_from_environment().request) with OVERRIDES applied.
+// Throws ConfigError "NAME: problem" (NAME from name()) for a number out of its range, an unknown
+// backend or activation name, or an ep_rank outside [0, ep_size) once both are applied.
+MXMOE_API Request apply_request_overrides(Request base, const RequestOverrides& overrides,
+                                          const RequestFieldName& name);
+
+// The items of a comma-separated list, empty ones skipped ("a,,b," is {a, b}): the syntax of
+// MXMOE_EXCLUDE_BACKENDS and of the C API's excluded_backends.
+MXMOE_API std::vector<std::string> split_comma_list(std::string_view list);
+
 // Strict parsers shared by the variables and the CLI's flags; the message names WHAT.
 MXMOE_API bool parse_bool_setting(std::string_view what, std::string_view value);
 MXMOE_API int parse_thread_count(std::string_view what, std::string_view value);  // 0..kMaxThreads

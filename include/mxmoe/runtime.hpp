@@ -8,7 +8,9 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <vector>
 
@@ -63,6 +65,29 @@ class MXMOE_API Runtime {
  private:
   RuntimeOptions options_;
   std::unique_ptr<ThreadPool> pool_;
+};
+
+// The runtimes of one host, one per thread count, made on first use and shared: every layer
+// the host binds with the same thread count runs on one pool. A runtime lives while a holder
+// of its shared_ptr does (the layers that run on it), so the last layer of a thread count
+// takes its workers with it. The C API's machine and the Python package each keep one.
+// Thread-safe.
+class MXMOE_API RuntimeCache {
+ public:
+  // CONFIGURE (optional) runs once on each runtime made, before anyone else sees it: Python's
+  // sets its interrupt check there.
+  explicit RuntimeCache(std::function<void(Runtime&)> configure = {});
+  RuntimeCache(const RuntimeCache&) = delete;
+  RuntimeCache& operator=(const RuntimeCache&) = delete;
+
+  // The runtime of THREADS workers (0: default_thread_count(), the same runtime as that
+  // count); throws std::invalid_argument outside [0, kMaxThreads].
+  std::shared_ptr<Runtime> get(int threads);
+
+ private:
+  std::function<void(Runtime&)> configure_;
+  std::mutex mutex_;  // guards runtimes_
+  std::map<int, std::weak_ptr<Runtime>> runtimes_;
 };
 
 }  // namespace mxmoe

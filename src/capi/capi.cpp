@@ -40,23 +40,22 @@ namespace {
 // the calling thread's last failure.
 thread_local std::string last_error_text;
 
-// This machine's probe and one runtime per thread count, shared by the layers made on it (so
-// layers created alike share a pool): a checkpoint handle's, or layers from tensors created to
-// share one.
+// This machine's probe and one runtime per thread count (mxmoe::RuntimeCache), shared by the
+// layers made on it (so layers created alike share a pool): a checkpoint handle's, or layers
+// from tensors created to share one.
 struct Machine {
-  std::mutex mutex;  // guards hardware and runtimes
+  std::mutex mutex;  // guards hardware
   std::optional<mxmoe::Hardware> hardware;
-  std::map<int, std::unique_ptr<mxmoe::Runtime>> runtimes;
+  mxmoe::RuntimeCache runtimes;
 
-  // What a new layer runs on: the probe and the runtime of its thread count.
-  std::pair<mxmoe::Hardware, mxmoe::Runtime*> get(int threads) {
+  // What a new layer runs on: the probe and the runtime of its thread count, shared with the
+  // machine's other layers of that count (the layer holds it).
+  std::pair<mxmoe::Hardware, std::shared_ptr<mxmoe::Runtime>> get(int threads) {
     const std::lock_guard lock(mutex);
     // The C API is an edge of the flow: the probe is capped by MXMOE_MAX_ISA, read by the
     // library's one parser of the MXMOE_* variables (config.hpp), as in the CLI.
     if (!hardware) hardware = mxmoe::probe_hardware_from_environment();
-    std::unique_ptr<mxmoe::Runtime>& r = runtimes[threads];
-    if (!r) r = std::make_unique<mxmoe::Runtime>(threads);
-    return {*hardware, r.get()};
+    return {*hardware, runtimes.get(threads)};
   }
 };
 
@@ -151,33 +150,25 @@ std::optional<mxmoe::ActivationFormat> activation(const mxmoe_activation& field)
 // The request of PARAMS over the MXMOE_* variables, read by the library's one parser
 // (config_from_environment, as the CLI and the Python package do): a field left at its
 // mxmoe_request_default_params() value takes the variable's value where one is set, a field
-// the caller set wins (as a flag does over a variable). A bad variable is a ConfigError:
+// the caller set wins (as a flag does over a variable), applied and checked by the edges' one
+// function (apply_request_overrides). A bad variable or field is a ConfigError:
 // MXMOE_ERROR_INVALID_ARGUMENT, as it is exit code 2 for the command.
 mxmoe::Request request_of(const mxmoe_request_params& p) {
   const mxmoe_request_params d = mxmoe_request_default_params();
-  mxmoe::Request r = mxmoe::config_from_environment().request;
-  if (const auto a = activation(p.activation)) r.activation = a;  // DEFAULT leaves the variable's
-  if (p.batch_invariant) r.batch_invariant = true;
-  require(p.threads >= 0 && p.threads <= mxmoe::kMaxThreads,
-          "params.threads must be 0 (every logical CPU) or 1..1024");
-  if (p.threads != d.threads) r.threads = p.threads;
-  require(p.tokens_hint >= 1 && p.tokens_hint <= mxmoe::kMaxTokensPerCall,
-          "params.tokens_hint must be in 1..1048576");
-  r.tokens_hint = p.tokens_hint;
-  require(p.ep_size >= 1 && p.ep_rank >= 0 && p.ep_rank < p.ep_size,
-          "params.ep_rank must be in [0, params.ep_size) and params.ep_size at least 1");
-  r.ep_size = p.ep_size;
-  r.ep_rank = p.ep_rank;
-  if (p.backend != nullptr && *p.backend != '\0') {
-    if (mxmoe::find_backend(p.backend) == nullptr)
-      throw std::invalid_argument(std::string("params.backend: unknown backend '") + p.backend +
-                                  "'; valid backends: " + mxmoe::backend_names());
-    r.forced_backend = p.backend;
-  }
+  mxmoe::RequestOverrides o;
+  if (const auto a = activation(p.activation)) o.activation = std::string(mxmoe::to_string(*a));
+  if (p.batch_invariant) o.batch_invariant = true;  // false: the variable's
+  if (p.threads != d.threads) o.threads = p.threads;
+  o.tokens_hint = p.tokens_hint;
+  o.ep_size = p.ep_size;
+  o.ep_rank = p.ep_rank;
+  if (p.backend != nullptr && *p.backend != '\0') o.forced_backend = std::string(p.backend);
   if (p.excluded_backends != nullptr)
-    r.excluded_backends =
-        mxmoe::parse_backend_list("params.excluded_backends", p.excluded_backends);
-  return r;
+    o.excluded_backends = mxmoe::split_comma_list(p.excluded_backends);
+  return mxmoe::apply_request_overrides(
+      mxmoe::config_from_environment().request, o, [](std::string_view field) {
+        return "params." + std::string(field == "forced_backend" ? "backend" : field);
+      });
 }
 
 // ---- Layers from tensors.
@@ -460,11 +451,13 @@ struct mxmoe_layer {
   // mapping the layer reads (null for a layer from tensors: those are the caller's).
   std::shared_ptr<State> state;
   std::shared_ptr<Machine> machine;
+  std::shared_ptr<mxmoe::Runtime> runtime;  // the pool it runs on (the machine's, shared)
   mxmoe::MoeLayer layer;
 };
 
 struct mxmoe_ep_layer {
   std::shared_ptr<State> state;  // declared first: destroyed after the layer that uses it
+  std::shared_ptr<mxmoe::Runtime> runtime;
   mxmoe::LayerWeights weights;
   std::unique_ptr<CallbackCommunicator> comm;
   std::optional<mxmoe::ExpertParallelLayer> layer;
@@ -612,7 +605,7 @@ mxmoe_status mxmoe_layer_create(mxmoe_checkpoint* checkpoint, int32_t layer,
     const mxmoe::LayerSpec spec = state->checkpoint.layer_spec(layer);
     const mxmoe::LayerWeights weights = state->checkpoint.layer_weights(layer);
     const auto [hw, runtime] = state->machine->get(request.threads);
-    *out = new mxmoe_layer{state, state->machine,
+    *out = new mxmoe_layer{state, state->machine, runtime,
                            mxmoe::make_layer(spec, weights, hw, request, *runtime)};
   });
 }
@@ -641,7 +634,7 @@ mxmoe_status mxmoe_layer_create_from_tensors(const mxmoe_layer_tensors* tensors,
     const std::shared_ptr<Machine> machine =
         share_pool_with != nullptr ? share_pool_with->machine : std::make_shared<Machine>();
     const auto [hw, runtime] = machine->get(request.threads);
-    *out = new mxmoe_layer{nullptr, machine,
+    *out = new mxmoe_layer{nullptr, machine, runtime,
                            mxmoe::make_layer(from.spec, from.weights, hw, request, *runtime)};
   });
 }
@@ -672,6 +665,7 @@ mxmoe_status mxmoe_ep_layer_create(mxmoe_checkpoint* checkpoint, int32_t layer,
     const mxmoe::Placement placement = mxmoe::Placement::contiguous(spec.num_experts, size);
     handle->weights = handle->state->checkpoint.layer_weights(layer, placement.runs(rank));
     const auto [hw, runtime] = handle->state->machine->get(request.threads);
+    handle->runtime = runtime;
     handle->layer.emplace(mxmoe::ExpertParallelLayer::create(spec, handle->weights, hw, request,
                                                              placement, *runtime, *handle->comm));
     *out = handle.release();

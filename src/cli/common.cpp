@@ -80,30 +80,34 @@ void RequestOptions::add(CLI::App& app, bool with_tokens) {
                  "each expert]} (default: contiguous ranges; sets --ep-size to N)");
 }
 
+namespace {
+
+// A Request field as the flag that sets it (apply_request_overrides' messages).
+std::string flag_of(std::string_view field) {
+  if (field == "forced_backend") return "--backend";
+  if (field == "excluded_backends") return "--exclude";
+  if (field == "allow_judge_only") return "--allow-reference";
+  if (field == "tokens_hint") return "--tokens";
+  std::string flag = "--" + std::string(field);
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  return flag;
+}
+
+}  // namespace
+
 Request RequestOptions::resolve(CLI::App& app) const {
-  Request r = environment().request;
   const auto given = [&](const char* flag) { return app.count(flag) > 0; };
-  if (given("--backend")) {
-    require_backend_name(backend, "--backend");
-    r.forced_backend = backend;
-  }
-  if (given("--exclude")) {
-    for (const std::string& name : exclude) require_backend_name(name, "--exclude");
-    r.excluded_backends = exclude;
-  }
-  if (given("--activation")) {
-    try {
-      r.activation = parse_activation_format(activation);
-    } catch (const std::invalid_argument& e) {
-      throw UsageError(std::string("--activation: ") + e.what());
-    }
-  }
-  if (given("--batch-invariant")) r.batch_invariant = batch_invariant;
-  if (given("--allow-reference")) r.allow_judge_only = allow_reference;
-  if (given("--threads")) r.threads = threads;
-  if (tokens > 0) r.tokens_hint = tokens;
-  r.ep_size = ep_size;
-  r.ep_rank = ep_rank;
+  RequestOverrides o;
+  if (given("--backend")) o.forced_backend = backend;
+  if (given("--exclude")) o.excluded_backends = exclude;
+  if (given("--activation")) o.activation = activation;
+  if (given("--batch-invariant")) o.batch_invariant = batch_invariant;
+  if (given("--allow-reference")) o.allow_judge_only = allow_reference;
+  if (given("--threads")) o.threads = threads;
+  if (tokens > 0) o.tokens_hint = tokens;
+  o.ep_size = ep_size;
+  o.ep_rank = ep_rank;
+  std::vector<int> owners;
   if (!placement.empty()) {
     // Like --hardware: a file that cannot be read or parsed is an input error (exit 1).
     const Placement p = [&] {
@@ -119,12 +123,12 @@ Request RequestOptions::resolve(CLI::App& app) const {
     if (given("--ep-size") && ep_size != p.ranks())
       throw UsageError(fmt::format("--placement {} places experts on {} ranks, --ep-size is {}",
                                    placement, p.ranks(), ep_size));
-    r.ep_size = p.ranks();
-    r.placement = p.owners();
+    o.ep_size = p.ranks();
+    owners = p.owners();
   }
-  if (r.ep_rank >= r.ep_size)
-    throw UsageError(
-        fmt::format("--ep-rank {} is outside [0, --ep-size {})", r.ep_rank, r.ep_size));
+  // A bad value is a ConfigError: exit code 2, as for a bad variable.
+  Request r = apply_request_overrides(environment().request, o, flag_of);
+  r.placement = std::move(owners);
   return r;
 }
 
@@ -178,8 +182,8 @@ void check_output(const std::string& flag, const std::string& output, const Comm
                   bool directory) {
   if (const auto input = files::input_destroyed_by(output, inputs.list()))
     throw UsageError(fmt::format("{} {}: {} {}, which this command reads; write elsewhere", flag,
-                                 files::printable(output),
-                                 directory ? "is or contains" : "is", input->what));
+                                 files::printable(output), directory ? "is or contains" : "is",
+                                 input->what));
   if (!directory) files::check_can_create(output);
 }
 
@@ -253,8 +257,8 @@ std::string bytes_text(double bytes) {
 }
 
 double require_memory(const std::string& what,
-                    const std::vector<std::pair<std::string, double>>& parts,
-                    const std::string& remedy) {
+                      const std::vector<std::pair<std::string, double>>& parts,
+                      const std::string& remedy) {
   const std::uint64_t available = available_memory_bytes();
   double need = 0;
   std::string list;
@@ -308,8 +312,8 @@ CLI::Validator finite_in(double low, double high) {
       [low, high](std::string& value) {
         char* end = nullptr;
         const double v = std::strtod(value.c_str(), &end);
-        if (value.empty() || end != value.c_str() + value.size() || !std::isfinite(v) ||
-            v < low || v > high)
+        if (value.empty() || end != value.c_str() + value.size() || !std::isfinite(v) || v < low ||
+            v > high)
           return fmt::format("'{}' is not a finite number in [{}, {}]", files::printable(value),
                              low, high);
         return std::string();

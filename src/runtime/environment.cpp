@@ -14,7 +14,32 @@ namespace mxmoe {
 
 namespace {
 
-std::vector<std::string> split_commas(std::string_view s) {
+std::string checked_backend(std::string_view variable, const std::string& name) {
+  if (find_backend(name) == nullptr)
+    throw ConfigError(fmt::format("{}={}: unknown backend '{}' (valid: {})", variable,
+                                  printable(name), printable(name), backend_names()));
+  return name;
+}
+
+// WHAT: "unknown backend ..." unless BACKEND is registered.
+void require_registered(const std::string& what, const std::string& backend) {
+  if (find_backend(backend) == nullptr)
+    throw ConfigError(fmt::format("{}: unknown backend '{}'; valid backends: {}", what,
+                                  printable(backend), backend_names()));
+}
+
+// WHAT: "expected LO..HI, got V" unless V is in [LO, HI] (LO_MEANING: what LO stands for).
+void require_in(const std::string& what, int v, int lo, int hi, std::string_view lo_meaning = {}) {
+  if (v < lo || v > hi)
+    throw ConfigError(lo_meaning.empty()
+                          ? fmt::format("{}: expected {}..{}, got {}", what, lo, hi, v)
+                          : fmt::format("{}: expected {} ({}) or {}..{}, got {}", what, lo,
+                                        lo_meaning, lo + 1, hi, v));
+}
+
+}  // namespace
+
+std::vector<std::string> split_comma_list(std::string_view s) {
   std::vector<std::string> out;
   std::size_t start = 0;
   while (start <= s.size()) {
@@ -25,15 +50,47 @@ std::vector<std::string> split_commas(std::string_view s) {
   return out;
 }
 
-std::string checked_backend(std::string_view variable, const std::string& name) {
-  if (find_backend(name) == nullptr)
-    throw ConfigError(fmt::format("{}={}: unknown backend '{}' (valid: {})", variable, printable(name),
-                                  printable(name),
-                                  backend_names()));
-  return name;
+Request apply_request_overrides(Request r, const RequestOverrides& o,
+                                const RequestFieldName& name) {
+  if (o.forced_backend) {
+    if (!o.forced_backend->empty()) require_registered(name("forced_backend"), *o.forced_backend);
+    r.forced_backend = *o.forced_backend;
+  }
+  if (o.excluded_backends) {
+    for (const std::string& b : *o.excluded_backends)
+      require_registered(name("excluded_backends"), b);
+    r.excluded_backends = *o.excluded_backends;
+  }
+  if (o.activation) {
+    try {
+      r.activation = parse_activation_format(*o.activation);
+    } catch (const std::invalid_argument& e) {
+      throw ConfigError(fmt::format("{}: {}", name("activation"), printable(e.what())));
+    }
+  }
+  if (o.batch_invariant) r.batch_invariant = *o.batch_invariant;
+  if (o.allow_judge_only) r.allow_judge_only = *o.allow_judge_only;
+  if (o.threads) {
+    require_in(name("threads"), *o.threads, 0, kMaxThreads, "every logical CPU");
+    r.threads = *o.threads;
+  }
+  if (o.tokens_hint) {
+    require_in(name("tokens_hint"), *o.tokens_hint, 1, kMaxTokensPerCall);
+    r.tokens_hint = *o.tokens_hint;
+  }
+  if (o.ep_size) {
+    require_in(name("ep_size"), *o.ep_size, 1, kMaxExperts);
+    r.ep_size = *o.ep_size;
+  }
+  if (o.ep_rank) {
+    require_in(name("ep_rank"), *o.ep_rank, 0, kMaxExperts - 1);
+    r.ep_rank = *o.ep_rank;
+  }
+  if (r.ep_rank >= r.ep_size)
+    throw ConfigError(fmt::format("{} {} is outside [0, {} {})", name("ep_rank"), r.ep_rank,
+                                  name("ep_size"), r.ep_size));
+  return r;
 }
-
-}  // namespace
 
 std::vector<std::string_view> environment_variable_names() {
   return {"MXMOE_BACKEND",         "MXMOE_EXCLUDE_BACKENDS", "MXMOE_EXCLUDE",
@@ -43,7 +100,7 @@ std::vector<std::string_view> environment_variable_names() {
 }
 
 std::vector<std::string> parse_backend_list(std::string_view what, std::string_view list) {
-  std::vector<std::string> names = split_commas(list);
+  std::vector<std::string> names = split_comma_list(list);
   for (const std::string& name : names) checked_backend(what, name);
   return names;
 }
@@ -51,8 +108,8 @@ std::vector<std::string> parse_backend_list(std::string_view what, std::string_v
 bool parse_bool_setting(std::string_view what, std::string_view v) {
   if (v == "1" || v == "true" || v == "yes" || v == "on") return true;
   if (v == "0" || v == "false" || v == "no" || v == "off" || v.empty()) return false;
-  throw ConfigError(
-      fmt::format("{}={}: not a boolean (use 1/0, true/false, yes/no, on/off)", what, printable(v)));
+  throw ConfigError(fmt::format("{}={}: not a boolean (use 1/0, true/false, yes/no, on/off)", what,
+                                printable(v)));
 }
 
 int parse_thread_count(std::string_view what, std::string_view v) {
@@ -113,13 +170,12 @@ EnvironmentConfig config_from_environment(const EnvironmentLookup& lookup) {
   if (const auto v = get("MXMOE_EP_DEADLINE"); v && !v->empty())
     c.ep_deadline_s = parse_deadline_seconds("MXMOE_EP_DEADLINE", *v);
   if (const auto v = get("MXMOE_VERBOSE")) {
-    for (const std::string& mode : split_commas(*v)) {
+    for (const std::string& mode : split_comma_list(*v)) {
       if (mode == "dispatch")
         c.log_categories |= static_cast<unsigned>(LogCategory::dispatch);
       else
-        throw ConfigError(
-            fmt::format("MXMOE_VERBOSE={}: unknown category '{}' (valid: dispatch)", printable(*v),
-                        printable(mode)));
+        throw ConfigError(fmt::format("MXMOE_VERBOSE={}: unknown category '{}' (valid: dispatch)",
+                                      printable(*v), printable(mode)));
     }
   }
   return c;

@@ -56,4 +56,23 @@ ThreadPool& Runtime::pool() const noexcept {
   return *pool_;
 }
 
+RuntimeCache::RuntimeCache(std::function<void(Runtime&)> configure)
+    : configure_(std::move(configure)) {}
+
+std::shared_ptr<Runtime> RuntimeCache::get(int threads) {
+  if (threads < 0 || threads > kMaxThreads)
+    throw std::invalid_argument("threads: expected 0 (every logical CPU) or 1.." +
+                                std::to_string(kMaxThreads) + ", got " + std::to_string(threads));
+  if (threads == 0) threads = default_thread_count();
+  const std::lock_guard lock(mutex_);
+  std::weak_ptr<Runtime>& slot = runtimes_[threads];
+  std::shared_ptr<Runtime> r = slot.lock();
+  if (!r) {
+    r = std::make_shared<Runtime>(threads);
+    if (configure_) configure_(*r);
+    slot = r;
+  }
+  return r;
+}
+
 }  // namespace mxmoe

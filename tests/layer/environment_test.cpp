@@ -83,9 +83,9 @@ TEST(Environment, BadValuesNameTheVariableAndTheAcceptedValues) {
   // A deadline of zero, below it, not a number or over a day is refused: a rank must give up
   // on a silent peer, and never at once.
   for (const char* bad : {"0", "-1", "1e-9", "0.0009", "abc", "1e9", "nan", "inf", "30s", " 5"})
-    EXPECT_THAT(error_of({{"MXMOE_EP_DEADLINE", bad}}),
-                HasSubstr(std::string("MXMOE_EP_DEADLINE=") + bad +
-                          ": expected seconds in [0.001, 86400]"))
+    EXPECT_THAT(
+        error_of({{"MXMOE_EP_DEADLINE", bad}}),
+        HasSubstr(std::string("MXMOE_EP_DEADLINE=") + bad + ": expected seconds in [0.001, 86400]"))
         << bad;
   EXPECT_EQ(parse({{"MXMOE_EP_DEADLINE", "0.001"}}).ep_deadline_s, kMinEpDeadlineSeconds);
   EXPECT_EQ(parse({{"MXMOE_EP_DEADLINE", "0.25"}}).ep_deadline_s, 0.25);
@@ -112,6 +112,108 @@ TEST(Environment, ControlCharactersInValuesAreEscaped) {
     EXPECT_THAT(e, HasSubstr(std::string(name) + "=x\\x1b]0;t\\x07\\x1b[2J")) << name;
     EXPECT_EQ(e.find('\x1b'), std::string::npos) << e;
   }
+}
+
+// The edges' one override function (apply_request_overrides): each override set replaces the
+// environment's value, each unset one leaves it, and every refusal names the field in the
+// edge's own words.
+std::string edge_name(std::string_view field) {
+  return "<" + std::string(field) + ">";
+}
+
+Request overridden(const Request& base, const RequestOverrides& o) {
+  return apply_request_overrides(base, o, edge_name);
+}
+
+std::string override_error(const RequestOverrides& o) {
+  try {
+    (void)overridden(Request{}, o);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(RequestOverrides, UnsetOverridesLeaveTheEnvironmentsValues) {
+  const Request env = parse({{"MXMOE_BACKEND", "avx2"},
+                             {"MXMOE_EXCLUDE", "reference"},
+                             {"MXMOE_ACTIVATION", "bf16"},
+                             {"MXMOE_BATCH_INVARIANT", "1"},
+                             {"MXMOE_THREADS", "3"},
+                             {"MXMOE_ALLOW_REFERENCE", "1"}})
+                          .request;
+  EXPECT_EQ(overridden(env, RequestOverrides{}), env);
+}
+
+TEST(RequestOverrides, EachOverrideReplacesItsField) {
+  const Request env = parse({{"MXMOE_BACKEND", "avx2"},
+                             {"MXMOE_EXCLUDE", "reference"},
+                             {"MXMOE_ACTIVATION", "bf16"},
+                             {"MXMOE_BATCH_INVARIANT", "1"},
+                             {"MXMOE_THREADS", "3"}})
+                          .request;
+  RequestOverrides o;
+  o.forced_backend = "";  // a forced backend cleared
+  o.excluded_backends = std::vector<std::string>{"avx2", "avx512_vnni"};
+  o.activation = "int8";
+  o.batch_invariant = false;
+  o.allow_judge_only = true;
+  o.threads = 7;
+  o.tokens_hint = 64;
+  o.ep_size = 4;
+  o.ep_rank = 3;
+  const Request r = overridden(env, o);
+  EXPECT_EQ(r.forced_backend, "");
+  EXPECT_EQ(r.excluded_backends, (std::vector<std::string>{"avx2", "avx512_vnni"}));
+  EXPECT_EQ(r.activation, ActivationFormat::int8);
+  EXPECT_FALSE(r.batch_invariant);
+  EXPECT_TRUE(r.allow_judge_only);
+  EXPECT_EQ(r.threads, 7);
+  EXPECT_EQ(r.tokens_hint, 64);
+  EXPECT_EQ(r.ep_size, 4);
+  EXPECT_EQ(r.ep_rank, 3);
+}
+
+TEST(RequestOverrides, RefusalsNameTheFieldInTheEdgesWords) {
+  RequestOverrides o;
+  o.threads = kMaxThreads + 1;
+  EXPECT_EQ(override_error(o), "<threads>: expected 0 (every logical CPU) or 1..1024, got 1025");
+  o = {};
+  o.threads = -1;
+  EXPECT_THAT(override_error(o), HasSubstr("<threads>: expected 0"));
+  o = {};
+  o.tokens_hint = 0;
+  EXPECT_EQ(override_error(o), "<tokens_hint>: expected 1..1048576, got 0");
+  o.tokens_hint = kMaxTokensPerCall + 1;
+  EXPECT_THAT(override_error(o), HasSubstr("<tokens_hint>: expected 1..1048576, got 1048577"));
+  o = {};
+  o.forced_backend = "cuda_marlin";
+  EXPECT_THAT(override_error(o),
+              HasSubstr("<forced_backend>: unknown backend 'cuda_marlin'; valid backends: "));
+  EXPECT_THAT(override_error(o), HasSubstr("reference"));
+  o = {};
+  o.excluded_backends = std::vector<std::string>{"avx2", "nope\x1b"};
+  EXPECT_THAT(override_error(o), HasSubstr("<excluded_backends>: unknown backend 'nope\\x1b'"));
+  o = {};
+  o.activation = "fp7";
+  EXPECT_THAT(override_error(o), HasSubstr("<activation>: "));
+  EXPECT_THAT(override_error(o), HasSubstr("bf16"));
+  o = {};
+  o.ep_size = 0;
+  EXPECT_EQ(override_error(o), "<ep_size>: expected 1..65536, got 0");
+  o = {};
+  o.ep_size = 2;
+  o.ep_rank = 2;
+  EXPECT_EQ(override_error(o), "<ep_rank> 2 is outside [0, <ep_size> 2)");
+  o = {};
+  o.ep_rank = 1;  // against the environment's ep_size of 1
+  EXPECT_EQ(override_error(o), "<ep_rank> 1 is outside [0, <ep_size> 1)");
+}
+
+TEST(RequestOverrides, CommaListsSkipEmptyItems) {
+  EXPECT_EQ(split_comma_list("a,,b,"), (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(split_comma_list(""), std::vector<std::string>{});
+  EXPECT_EQ(split_comma_list(",,"), std::vector<std::string>{});
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <limits>
+#include <memory>
 #include <numeric>
 #include <set>
 #include <thread>
@@ -148,6 +149,33 @@ TEST(LayerBounds, MoreThreadsThanCpusIsAllowedAndWarned) {
             std::string::npos)
       << seen.text;
   EXPECT_EQ(std::count(seen.text.begin(), seen.text.end(), '\n'), 1);
+}
+
+// The hosts' one cache of runtimes (the C API's machine, the Python package): one runtime per
+// thread count while someone holds it, 0 meaning the default count, each configured once.
+TEST(RuntimeCache, SharesOneRuntimePerThreadCountWhileHeld) {
+  const int d = mxmoe::default_thread_count();
+  const int n = d == 1 ? 2 : 1;  // a count other than the default (on one CPU, 2 only warns)
+  int configured = 0;
+  mxmoe::RuntimeCache cache([&](mxmoe::Runtime&) { ++configured; });
+  std::shared_ptr<mxmoe::Runtime> some = cache.get(n);
+  EXPECT_EQ(some->threads(), n);
+  EXPECT_EQ(cache.get(n), some);
+  EXPECT_EQ(configured, 1);
+  const std::shared_ptr<mxmoe::Runtime> all = cache.get(0);
+  EXPECT_NE(all, some);
+  EXPECT_EQ(all->threads(), d);
+  EXPECT_EQ(cache.get(d), all);
+  EXPECT_EQ(configured, 2);
+
+  const std::weak_ptr<mxmoe::Runtime> released = some;
+  some.reset();
+  EXPECT_TRUE(released.expired());        // the cache does not keep it alive
+  EXPECT_EQ(cache.get(n)->threads(), n);  // made again on the next use
+  EXPECT_EQ(configured, 3);
+
+  EXPECT_THROW((void)cache.get(-1), std::invalid_argument);
+  EXPECT_THROW((void)cache.get(mxmoe::kMaxThreads + 1), std::invalid_argument);
 }
 
 }  // namespace
