@@ -285,8 +285,8 @@ void route(std::int64_t tokens, int top_k, int experts, std::mt19937& rng, Route
 }
 
 void layer(benchmark::State& state) {
-  static constexpr const char* kNames[] = {"avx2_int8", "avx2", "avx512_vnni", "avx2",
-                                           "avx2_int16"};
+  static constexpr const char* kNames[] = {"avx2_int8", "avx2_fp32", "avx512_vnni_int8",
+                                           "avx2_fp32", "avx2_int16"};
   static constexpr ActivationFormat kFormats[] = {ActivationFormat::int8, ActivationFormat::bf16,
                                                   ActivationFormat::int8, ActivationFormat::f32,
                                                   ActivationFormat::bf16};

@@ -145,9 +145,9 @@ MXMOE_FLOAT_BENCH(amx_bf16_bf16_streamed, "amx_bf16", bf16, true);
 MXMOE_FLOAT_BENCH(amx_bf16_bf16_cached, "amx_bf16", bf16, false);
 MXMOE_FLOAT_BENCH(avx512_bf16_bf16_streamed, "avx512_bf16", bf16, true);
 MXMOE_FLOAT_BENCH(avx512_bf16_bf16_cached, "avx512_bf16", bf16, false);
-MXMOE_FLOAT_BENCH(avx2_f32_streamed, "avx2", f32, true);
-MXMOE_FLOAT_BENCH(avx2_f32_cached, "avx2", f32, false);
-MXMOE_FLOAT_BENCH(avx2_bf16_streamed, "avx2", bf16, true);
+MXMOE_FLOAT_BENCH(avx2_f32_streamed, "avx2_fp32", f32, true);
+MXMOE_FLOAT_BENCH(avx2_f32_cached, "avx2_fp32", f32, false);
+MXMOE_FLOAT_BENCH(avx2_bf16_streamed, "avx2_fp32", bf16, true);
 
 }  // namespace
 }  // namespace mxmoe

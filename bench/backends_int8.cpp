@@ -122,7 +122,7 @@ void run_backend(benchmark::State& state, const char* backend) {
 }
 
 void BM_avx512_vnni(benchmark::State& state) {
-  run_backend(state, "avx512_vnni");
+  run_backend(state, "avx512_vnni_int8");
 }
 void BM_amx_int8(benchmark::State& state) {
   run_backend(state, "amx_int8");

@@ -102,7 +102,8 @@ MXMOE_API std::vector<std::string> split_comma_list(std::string_view list);
 // Strict parsers shared by the variables and the CLI's flags; the message names WHAT.
 MXMOE_API bool parse_bool_setting(std::string_view what, std::string_view value);
 MXMOE_API int parse_thread_count(std::string_view what, std::string_view value);  // 0..kMaxThreads
-// A comma-separated list of registered backend names (empty items skipped); ConfigError
+// A comma-separated list of registered backend names (empty items skipped; a former name comes
+// back as the current one, Backend::former_names); ConfigError
 // naming WHAT and the valid names for an unknown one.
 MXMOE_API std::vector<std::string> parse_backend_list(std::string_view what, std::string_view list);
 // Seconds in [kMinEpDeadlineSeconds, kMaxEpDeadlineSeconds], decimal ("2.5").

@@ -71,6 +71,10 @@ class MXMOE_API Backend {
   // per 32-block), "fp32_strips", "bf16_dpbf16_strips", "bf16_amx_tiles",
   // "float64_reference"; explain and docs/BACKENDS.md report it.
   virtual std::string_view numerics_class() const noexcept = 0;
+  // Names this backend was registered under before (docs/ARCHITECTURE.md, "Backend names"):
+  // accepted wherever a name is read (--backend, MXMOE_BACKEND, exclusions, params.backend,
+  // a deployment's JSON) and reported by name(). Empty for most.
+  virtual std::span<const std::string_view> former_names() const noexcept { return {}; }
   // Packs the weights into the backend's layout. Only called when check(d) passed.
   virtual std::unique_ptr<ExpertKernel> create(const Deployment& d,
                                                const LayerWeights& weights) const = 0;
@@ -127,7 +131,11 @@ MXMOE_API std::string explain_json(const Selection&);
 
 // The registered backends (the list in src/backends/backends.inc), immutable.
 MXMOE_API std::span<const Backend* const> registered_backends();
-MXMOE_API const Backend* find_backend(std::string_view name);  // nullptr when unknown
+// The candidate that answers to NAME: its name, or one of its former_names(); nullptr when
+// none does. The one-argument form looks among the registered backends.
+MXMOE_API const Backend* find_backend(std::string_view name,
+                                      std::span<const Backend* const> candidates);
+MXMOE_API const Backend* find_backend(std::string_view name);
 // The candidates' names, comma-separated, for messages listing the valid ones.
 MXMOE_API std::string backend_names(
     std::span<const Backend* const> candidates = registered_backends());

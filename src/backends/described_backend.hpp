@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -20,7 +21,8 @@ namespace mxmoe {
 struct BackendDescription {
   std::string_view name;
   std::string_view description;
-  std::string_view numerics_class;  // required: Backend::numerics_class()
+  std::string_view numerics_class;             // required: Backend::numerics_class()
+  std::vector<std::string_view> former_names;  // Backend::former_names(): names it had before
   // The kernel folders its code calls (kernel_isa.inc). Their features become
   // capabilities.isa; a set this build left out makes check() say not_compiled.
   std::vector<KernelIsa> kernels;
@@ -51,6 +53,9 @@ class DescribedBackend final : public Backend {
     }
   }
   std::string_view name() const noexcept override { return d_.name; }
+  std::span<const std::string_view> former_names() const noexcept override {
+    return d_.former_names;
+  }
   std::string_view description() const noexcept override { return d_.description; }
   bool judge_only() const noexcept override { return d_.judge_only; }
   std::string_view numerics_class() const noexcept override { return d_.numerics_class; }

@@ -21,9 +21,7 @@ std::span<const Backend* const> registered_backends() {
 }
 
 const Backend* find_backend(std::string_view name) {
-  for (const Backend* b : registered_backends())
-    if (b->name() == name) return b;
-  return nullptr;
+  return find_backend(name, registered_backends());
 }
 
 }  // namespace mxmoe

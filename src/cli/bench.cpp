@@ -172,10 +172,9 @@ LayerSet build_stack_from_model(const BenchOptions& o, const Hardware& hw) {
       perf::layer_weight_bytes(set.layers.spec) * static_cast<std::uint64_t>(wanted.size());
   set.layers.layers_per_step = static_cast<int>(wanted.size());
   set.layers.streaming = streams(total, hw);
-  set.layers.mode = stack_mode(static_cast<int>(wanted.size()), total, hw) + " (layers of " +
-                    o.layer.model +
-                    (mixed ? "; hash-routed layers timed as routed: the bench routes at random" : "") +
-                    ")";
+  set.layers.mode =
+      stack_mode(static_cast<int>(wanted.size()), total, hw) + " (layers of " + o.layer.model +
+      (mixed ? "; hash-routed layers timed as routed: the bench routes at random" : "") + ")";
   return set;
 }
 
@@ -254,8 +253,8 @@ LayerSet build_layers(const BenchOptions& o, const Hardware& hw) {
 
 std::vector<std::string> backend_list(const std::string& text, const std::string& what) {
   std::vector<std::string> names = perf::parse_name_list(text, what);
-  for (const std::string& n : names)
-    if (n != "auto") require_backend_name(n, what);
+  for (std::string& n : names)
+    if (n != "auto") n = require_backend_name(n, what);
   return names;
 }
 
@@ -283,8 +282,7 @@ int run_bench_command(const BenchOptions& o, CLI::App& sub) {
             "{} {}: under mpirun, one value per run (the group agrees on one backend and one "
             "activation format)",
             flag, *value));
-    if (world->rank() == 0 && !o.output.empty())
-      check_output_file(o);
+    if (world->rank() == 0 && !o.output.empty()) check_output_file(o);
     EpBenchOptions e;
     e.layer = o.layer;
     try {
@@ -302,12 +300,13 @@ int run_bench_command(const BenchOptions& o, CLI::App& sub) {
     } catch (const std::invalid_argument& error) {
       throw UsageError(error.what());
     }
-    if (o.backends != "auto") {
-      require_backend_name(o.backends, "--backend");
-      e.backend = o.backends;
+    if (o.backends != "auto") e.backend = require_backend_name(o.backends, "--backend");
+    e.excluded = environment().request.excluded_backends;
+    if (sub.count("--exclude") > 0) {
+      e.excluded.clear();
+      for (const std::string& n : o.exclude)
+        e.excluded.push_back(require_backend_name(n, "--exclude"));
     }
-    for (const std::string& n : o.exclude) require_backend_name(n, "--exclude");
-    e.excluded = sub.count("--exclude") > 0 ? o.exclude : environment().request.excluded_backends;
     e.batch_invariant = o.batch_invariant;
     e.reps = o.reps;
     e.tokens_on_every_rank = o.ep_tokens == "all";
@@ -321,8 +320,7 @@ int run_bench_command(const BenchOptions& o, CLI::App& sub) {
         fmt::format("--output takes a file name; for the {} format use --format {} "
                     "(or --json)",
                     o.output, o.output));
-  if (!o.output.empty())
-    check_output_file(o);
+  if (!o.output.empty()) check_output_file(o);
   perf::BenchConfig config;
   try {
     config.tokens = perf::parse_int_list(o.tokens, "--tokens", 1, kMaxTokensPerCall);
@@ -339,10 +337,12 @@ int run_bench_command(const BenchOptions& o, CLI::App& sub) {
     throw UsageError(e.what());
   }
   config.backends = backend_list(o.backends, "--backend");
-  config.excluded_backends = o.exclude;
-  for (const std::string& n : o.exclude) require_backend_name(n, "--exclude");
-  if (sub.count("--exclude") == 0)
-    config.excluded_backends = environment().request.excluded_backends;
+  config.excluded_backends = environment().request.excluded_backends;
+  if (sub.count("--exclude") > 0) {
+    config.excluded_backends.clear();
+    for (const std::string& n : o.exclude)
+      config.excluded_backends.push_back(require_backend_name(n, "--exclude"));
+  }
   config.batch_invariant = o.batch_invariant;
   config.reps = o.reps;
   config.row_seconds = o.row_seconds;
@@ -388,7 +388,7 @@ int run_bench_command(const BenchOptions& o, CLI::App& sub) {
   // measure_limits reads a buffer of its own first (freed before any layer is built).
   check("bench: the DRAM bandwidth buffer",
         {{"buffer", static_cast<double>(perf::dram_buffer_bytes(hw, o.dram_buffer_mb << 20,
-                                                                 std::max(1, hw.logical_cpus)))}});
+                                                                std::max(1, hw.logical_cpus)))}});
   say("measuring machine limits...");
   perf::LimitsOptions limits_options;
   limits_options.dram_buffer_bytes = o.dram_buffer_mb << 20;

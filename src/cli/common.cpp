@@ -28,10 +28,12 @@ const EnvironmentConfig& environment() {
   return config;
 }
 
-void require_backend_name(const std::string& name, const std::string& what) {
-  if (find_backend(name) == nullptr)
+std::string require_backend_name(const std::string& name, const std::string& what) {
+  const Backend* b = find_backend(name);
+  if (b == nullptr)
     throw UsageError(
         fmt::format("{}: unknown backend '{}'; valid backends: {}", what, name, backend_names()));
+  return std::string(b->name());
 }
 
 void HardwareOptions::add(CLI::App& app) {

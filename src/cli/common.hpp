@@ -88,8 +88,9 @@ struct LayerOptions {
 // for a bad dtype or shape or an id outside [0, 2^31); the layer checks [0, vocab).
 std::vector<std::int32_t> read_token_ids(const std::string& path, std::int64_t tokens);
 
-// Throws UsageError unless NAME is a registered backend (WHAT names the flag).
-void require_backend_name(const std::string& name, const std::string& what);
+// NAME as the registered backend that answers to it calls itself now (a former name
+// resolved); throws UsageError when none does (WHAT names the flag).
+std::string require_backend_name(const std::string& name, const std::string& what);
 
 // A selection judged on replayed hardware runs only if this machine can run its backend too:
 // a probe captured elsewhere is for explain and selection, never for executing a kernel the
@@ -123,8 +124,8 @@ std::uint64_t available_memory_bytes();
 // bytes of each PART ("input 11.5 GB, output 11.5 GB, workspace 2.1 GB") and ending with
 // REMEDY. Returns the sum of the parts (the estimate).
 double require_memory(const std::string& what,
-                    const std::vector<std::pair<std::string, double>>& parts,
-                    const std::string& remedy = "use fewer tokens");
+                      const std::vector<std::pair<std::string, double>>& parts,
+                      const std::string& remedy = "use fewer tokens");
 
 // "1.23 GB" / "456.7 MB" / "12.0 KB".
 std::string bytes_text(double bytes);

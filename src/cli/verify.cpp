@@ -277,8 +277,7 @@ int verify(const VerifyOptions& o) {
   if (o.backend == "all") {
     for (const Backend* b : registered_backends()) backends.push_back(b);
   } else {
-    require_backend_name(o.backend, "--backend");
-    backends.push_back(find_backend(o.backend));
+    backends.push_back(find_backend(require_backend_name(o.backend, "--backend")));
   }
   std::vector<ActivationFormat> formats = all_activation_formats();
   if (o.activation != "all") {

@@ -18,10 +18,10 @@ bool contains(const std::vector<std::string>& names, std::string_view name) {
   return std::find(names.begin(), names.end(), name) != names.end();
 }
 
-void check_known_name(const std::string& name, std::span<const Backend* const> candidates,
-                      std::string_view role) {
-  for (const Backend* b : candidates)
-    if (b->name() == name) return;
+// NAME as the candidate that answers to it calls itself now (a former name resolved).
+std::string current_name(const std::string& name, std::span<const Backend* const> candidates,
+                         std::string_view role) {
+  if (const Backend* b = find_backend(name, candidates)) return std::string(b->name());
   const std::string valid = backend_names(candidates);
   throw std::invalid_argument(fmt::format("unknown backend '{}' ({}); valid backends: {}", name,
                                           role, valid.empty() ? "none registered" : valid));
@@ -110,14 +110,17 @@ void choose(Selection& s, const Preferences& prefs, std::string_view group = "")
 // Judges every candidate and chooses; no suggestions (those re-run this function).
 Selection judge_candidates(const Deployment& d, const Preferences& prefs,
                            std::span<const Backend* const> candidates) {
-  const Request& req = d.request;
-  if (!req.forced_backend.empty())
-    check_known_name(req.forced_backend, candidates, "forced by --backend / MXMOE_BACKEND");
-  for (const std::string& name : req.excluded_backends)
-    check_known_name(name, candidates, "excluded by --exclude / MXMOE_EXCLUDE_BACKENDS");
-
   Selection s;
   s.deployment = d;
+  // The request's names as the candidates call themselves (a former name resolved), so the
+  // verdicts and the report speak of one name.
+  Request& named = s.deployment.request;
+  if (!named.forced_backend.empty())
+    named.forced_backend =
+        current_name(named.forced_backend, candidates, "forced by --backend / MXMOE_BACKEND");
+  for (std::string& name : named.excluded_backends)
+    name = current_name(name, candidates, "excluded by --exclude / MXMOE_EXCLUDE_BACKENDS");
+  const Request& req = s.deployment.request;
   if (!s.deployment.request.activation) s.deployment.request.activation = prefs.default_activation;
   s.preferences_source = prefs.source;
 
@@ -215,6 +218,15 @@ std::vector<Suggestion> suggest(const Selection& failed, const Preferences& pref
 }
 
 }  // namespace
+
+const Backend* find_backend(std::string_view name, std::span<const Backend* const> candidates) {
+  for (const Backend* b : candidates) {
+    if (b->name() == name) return b;
+    for (std::string_view former : b->former_names())
+      if (former == name) return b;
+  }
+  return nullptr;
+}
 
 std::string backend_names(std::span<const Backend* const> candidates) {
   std::string names;

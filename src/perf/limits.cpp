@@ -376,13 +376,13 @@ std::string peak_class_for_backend(const std::string& backend) {
 #else
   if (backend == "reference") return "fp32_fma_avx2";
 #endif
-  if (backend == "avx2") return "fp32_fma_avx2";
+  if (backend == "avx2_fp32") return "fp32_fma_avx2";
   if (backend == "neon_int16") return "int16_smlal_neon";
   if (backend == "neon_dotprod_int8") return "int8_sdot_neon";
   if (backend == "neon_i8mm_int8") return "int8_smmla_neon";
   if (backend == "sve_int8") return "int8_sdot_sve";
   if (backend == "avx512_bf16") return "bf16_dp_avx512";
-  if (backend == "avx512_vnni") return "int8_vnni_avx512";
+  if (backend == "avx512_vnni_int8") return "int8_vnni_avx512";
   if (backend == "avx2_int8") return "int8_maddubs_avx2";
   if (backend == "avx2_int16") return "int16_madd_avx2";
   if (backend == "avx_vnni_int8") return "int8_vnni_avx";

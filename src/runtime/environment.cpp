@@ -14,18 +14,23 @@ namespace mxmoe {
 
 namespace {
 
+// NAME as the backend that answers to it calls itself now (a former name resolved).
 std::string checked_backend(std::string_view variable, const std::string& name) {
-  if (find_backend(name) == nullptr)
+  const Backend* b = find_backend(name);
+  if (b == nullptr)
     throw ConfigError(fmt::format("{}={}: unknown backend '{}' (valid: {})", variable,
                                   printable(name), printable(name), backend_names()));
-  return name;
+  return std::string(b->name());
 }
 
-// WHAT: "unknown backend ..." unless BACKEND is registered.
-void require_registered(const std::string& what, const std::string& backend) {
-  if (find_backend(backend) == nullptr)
+// BACKEND as the registered backend that answers to it calls itself now (a former name
+// resolved); WHAT: "unknown backend ..." when none does.
+std::string registered_name(const std::string& what, const std::string& backend) {
+  const Backend* b = find_backend(backend);
+  if (b == nullptr)
     throw ConfigError(fmt::format("{}: unknown backend '{}'; valid backends: {}", what,
                                   printable(backend), backend_names()));
+  return std::string(b->name());
 }
 
 // WHAT: "expected LO..HI, got V" unless V is in [LO, HI] (LO_MEANING: what LO stands for).
@@ -52,14 +57,14 @@ std::vector<std::string> split_comma_list(std::string_view s) {
 
 Request apply_request_overrides(Request r, const RequestOverrides& o,
                                 const RequestFieldName& name) {
-  if (o.forced_backend) {
-    if (!o.forced_backend->empty()) require_registered(name("forced_backend"), *o.forced_backend);
-    r.forced_backend = *o.forced_backend;
-  }
+  if (o.forced_backend)
+    r.forced_backend = o.forced_backend->empty()
+                           ? std::string()
+                           : registered_name(name("forced_backend"), *o.forced_backend);
   if (o.excluded_backends) {
+    r.excluded_backends.clear();
     for (const std::string& b : *o.excluded_backends)
-      require_registered(name("excluded_backends"), b);
-    r.excluded_backends = *o.excluded_backends;
+      r.excluded_backends.push_back(registered_name(name("excluded_backends"), b));
   }
   if (o.activation) {
     try {
@@ -101,7 +106,7 @@ std::vector<std::string_view> environment_variable_names() {
 
 std::vector<std::string> parse_backend_list(std::string_view what, std::string_view list) {
   std::vector<std::string> names = split_comma_list(list);
-  for (const std::string& name : names) checked_backend(what, name);
+  for (std::string& name : names) name = checked_backend(what, name);
   return names;
 }
 

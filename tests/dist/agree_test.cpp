@@ -103,8 +103,8 @@ TEST(Agree, AForcedBackendOneRankCannotRunGivesEveryRanksReasons) {
   EXPECT_THAT(report, Not(HasSubstr("rank 0: avx512_bf16")));
   EXPECT_THAT(report, Not(HasSubstr("rank 1: avx512_bf16")));
   // A reason every rank gives appears once.
-  EXPECT_THAT(report, HasSubstr("every rank: avx2 rejected: not_forced"));
-  EXPECT_THAT(report, Not(HasSubstr("rank 0: avx2 rejected: not_forced")));
+  EXPECT_THAT(report, HasSubstr("every rank: avx2_fp32 rejected: not_forced"));
+  EXPECT_THAT(report, Not(HasSubstr("rank 0: avx2_fp32 rejected: not_forced")));
   // Not forcing would let some backend run on every rank.
   ASSERT_FALSE(s.suggestions.empty());
   EXPECT_EQ(s.suggestions[0].change, "not forcing backend avx512_bf16");

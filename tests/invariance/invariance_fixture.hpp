@@ -23,16 +23,16 @@ inline const std::vector<Claim>& covered_claims() {
   using mxmoe::ActivationFormat;
   static const std::vector<Claim> claims{
       {"amx_int8", ActivationFormat::int8},    {"amx_bf16", ActivationFormat::bf16},
-      {"amx_bf16", ActivationFormat::mxfp8},   {"avx512_vnni", ActivationFormat::int8},
+      {"amx_bf16", ActivationFormat::mxfp8},   {"avx512_vnni_int8", ActivationFormat::int8},
       {"avx512_bf16", ActivationFormat::bf16}, {"avx512_bf16", ActivationFormat::mxfp8},
       {"avx2_int8", ActivationFormat::int8},   {"avx_vnni_int8", ActivationFormat::int8},
-      {"avx2_int16", ActivationFormat::bf16},   {"neon_dotprod_int8", ActivationFormat::int8},
-      {"neon_int16", ActivationFormat::bf16},   {"neon_i8mm_int8", ActivationFormat::int8},
-      {"sve_int8", ActivationFormat::int8},      {"neon_fp32", ActivationFormat::f32},
-      {"neon_fp32", ActivationFormat::bf16},
-      {"avx2", ActivationFormat::f32},         {"avx2", ActivationFormat::bf16},
-      {"reference", ActivationFormat::f32},    {"reference", ActivationFormat::bf16},
-      {"reference", ActivationFormat::int8},   {"reference", ActivationFormat::mxfp8},
+      {"avx2_int16", ActivationFormat::bf16},  {"neon_dotprod_int8", ActivationFormat::int8},
+      {"neon_int16", ActivationFormat::bf16},  {"neon_i8mm_int8", ActivationFormat::int8},
+      {"sve_int8", ActivationFormat::int8},    {"neon_fp32", ActivationFormat::f32},
+      {"neon_fp32", ActivationFormat::bf16},   {"avx2_fp32", ActivationFormat::f32},
+      {"avx2_fp32", ActivationFormat::bf16},   {"reference", ActivationFormat::f32},
+      {"reference", ActivationFormat::bf16},   {"reference", ActivationFormat::int8},
+      {"reference", ActivationFormat::mxfp8},
   };
   return claims;
 }

@@ -285,7 +285,7 @@ TEST_F(CliMpi, ARankWhoseProbeLacksTheBackendGivesOneGatheredReport) {
   const Result refused =
       sh(kMpirun + " -n 2 " + run + " : -n 1 env MXMOE_MAX_ISA=none " + run, root());
   EXPECT_EQ(refused.rc, 3) << refused.err;
-  EXPECT_THAT(refused.out + refused.err, HasSubstr("rank 2: avx2 rejected: unsupported_isa"));
+  EXPECT_THAT(refused.out + refused.err, HasSubstr("rank 2: avx2_fp32 rejected: unsupported_isa"));
   const Result agreed = sh(kMpirun + " -n 2 " + run + " --allow-reference : -n 1 env " +
                                "MXMOE_MAX_ISA=none " + run + " --allow-reference",
                            root());

@@ -326,5 +326,42 @@ TEST(Selection, DeepSeekV4FlashMxfp8BatchInvariantPicksAFastBackend) {
   }
 }
 
+// A renamed backend answers to its former name wherever a request names it
+// (Backend::former_names), and the selection speaks of it by its name now: a request naming
+// the old name is judged exactly as one naming the new.
+TEST(FormerNames, ARequestNamingAFormerNameIsJudgedAsTheNameNow) {
+  EXPECT_EQ(find_backend("avx2")->name(), "avx2_fp32");
+  EXPECT_EQ(find_backend("avx512_vnni")->name(), "avx512_vnni_int8");
+  int renamed = 0;
+  for (const Backend* b : registered_backends()) {
+    for (std::string_view former : b->former_names()) {
+      SCOPED_TRACE(former);
+      ++renamed;
+      EXPECT_EQ(find_backend(former), b);
+      for (const Backend* other : registered_backends()) {  // one backend per name
+        if (other == b) continue;
+        EXPECT_NE(other->name(), former);
+        for (std::string_view f : other->former_names()) EXPECT_NE(f, former);
+      }
+      Deployment by_former = sample_deployment();
+      by_former.request.forced_backend = std::string(former);
+      Deployment by_name = by_former;
+      by_name.request.forced_backend = std::string(b->name());
+      const Selection old_name = judge(by_former, Preferences{}, registered_backends());
+      const Selection new_name = judge(by_name, Preferences{}, registered_backends());
+      EXPECT_EQ(explain_json(old_name), explain_json(new_name));
+      EXPECT_EQ(old_name.deployment.request.forced_backend, b->name());
+
+      by_former.request.forced_backend.clear();
+      by_former.request.excluded_backends = {std::string(former)};
+      by_name.request.forced_backend.clear();
+      by_name.request.excluded_backends = {std::string(b->name())};
+      EXPECT_EQ(explain_json(judge(by_former, Preferences{}, registered_backends())),
+                explain_json(judge(by_name, Preferences{}, registered_backends())));
+    }
+  }
+  EXPECT_EQ(renamed, 2);
+}
+
 }  // namespace
 }  // namespace mxmoe::testing

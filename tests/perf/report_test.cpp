@@ -207,9 +207,9 @@ TEST(Limits, BackendClasses) {
   EXPECT_EQ(peak_class_for_backend("neon_dotprod_int8"), "int8_sdot_neon");
   EXPECT_EQ(peak_class_for_backend("neon_i8mm_int8"), "int8_smmla_neon");
   EXPECT_EQ(peak_class_for_backend("sve_int8"), "int8_sdot_sve");
-  EXPECT_EQ(peak_class_for_backend("avx2"), "fp32_fma_avx2");
+  EXPECT_EQ(peak_class_for_backend("avx2_fp32"), "fp32_fma_avx2");
   EXPECT_EQ(peak_class_for_backend("avx512_bf16"), "bf16_dp_avx512");
-  EXPECT_EQ(peak_class_for_backend("avx512_vnni"), "int8_vnni_avx512");
+  EXPECT_EQ(peak_class_for_backend("avx512_vnni_int8"), "int8_vnni_avx512");
   EXPECT_EQ(peak_class_for_backend("avx2_int8"), "int8_maddubs_avx2");
   EXPECT_EQ(peak_class_for_backend("avx2_int16"), "int16_madd_avx2");
   EXPECT_EQ(peak_class_for_backend("avx_vnni_int8"), "int8_vnni_avx");

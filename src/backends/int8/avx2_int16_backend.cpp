@@ -13,8 +13,7 @@ namespace {
 
 #if MXMOE_X86_KERNELS
 std::unique_ptr<ExpertKernel> create_avx2_int16(const Deployment& d, const LayerWeights& weights) {
-  return int8_backend::make_int16_expert_kernel(d.layer, weights,
-                                                 int8_backend::Int16Kernels::avx2);
+  return int8_backend::make_int16_expert_kernel(d.layer, weights, int8_backend::Int16Kernels::avx2);
 }
 #endif
 

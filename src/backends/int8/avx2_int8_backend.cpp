@@ -21,7 +21,7 @@ BackendDescription avx2_int8_description() {
   b.numerics_class = "int8_block32";
   b.description =
       "AVX2: int8 activations per 32-block, exact int32 block dots (vpmaddubsw + vpmaddwd); the "
-      "bits of avx512_vnni";
+      "bits of avx512_vnni_int8";
 #if MXMOE_X86_KERNELS
   b.create = &create_avx2_int8;
 #endif

@@ -22,7 +22,7 @@ BackendDescription avx_vnni_int8_description() {
   b.numerics_class = "int8_block32";
   b.description =
       "AVX-VNNI: int8 activations per 32-block, exact int32 block dots (vpdpbusd on ymm); the "
-      "bits of avx512_vnni";
+      "bits of avx512_vnni_int8";
 #if MXMOE_X86_KERNELS
   b.create = &create_avx_vnni_int8;
 #endif

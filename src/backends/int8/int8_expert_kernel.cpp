@@ -88,11 +88,9 @@ IsaOps<std::int16_t> isa_ops(Int16Kernels kernels) {
   namespace k16 = int16_kernels;
   (void)kernels;
 #if MXMOE_X86_KERNELS
-  return {&k16::quantize_int16_avx2, &k16::gemm16_int16_avx2, &k16::glu_quantize_int16_avx2,
-          false};
+  return {&k16::quantize_int16_avx2, &k16::gemm16_int16_avx2, &k16::glu_quantize_int16_avx2, false};
 #else
-  return {&k16::quantize_int16_neon, &k16::gemm16_int16_neon, &k16::glu_quantize_int16_neon,
-          false};
+  return {&k16::quantize_int16_neon, &k16::gemm16_int16_neon, &k16::glu_quantize_int16_neon, false};
 #endif
 }
 

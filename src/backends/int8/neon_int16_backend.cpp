@@ -12,8 +12,7 @@ namespace {
 
 #if MXMOE_AARCH64_KERNELS
 std::unique_ptr<ExpertKernel> create_neon_int16(const Deployment& d, const LayerWeights& weights) {
-  return int8_backend::make_int16_expert_kernel(d.layer, weights,
-                                                int8_backend::Int16Kernels::neon);
+  return int8_backend::make_int16_expert_kernel(d.layer, weights, int8_backend::Int16Kernels::neon);
 }
 #endif
 

@@ -1,4 +1,5 @@
-// The avx2 backend: f32 or bf16 activations, MXFP4 weights decoded to float (byte-shuffle
+// The avx2_fp32 backend (named avx2 before; the name now says what it computes in, as
+// neon_fp32's does): f32 or bf16 activations, MXFP4 weights decoded to float (byte-shuffle
 // lookup of doubled E2M1 codes), FMA dot products over strips of 4 rows x up to 2 tokens with
 // the block scale applied once per block and token. The portable driver is strip_kernel.
 #include <memory>
@@ -28,7 +29,8 @@ std::unique_ptr<ExpertKernel> create_avx2(const Deployment& d, const LayerWeight
 
 BackendDescription avx2_description() {
   BackendDescription b;
-  b.name = "avx2";
+  b.name = "avx2_fp32";
+  b.former_names = {"avx2"};
   b.numerics_class = "fp32_strips";
   b.description =
       "AVX2+FMA: MXFP4 decoded to float in registers, scale once per block, f32/bf16 "
@@ -51,7 +53,7 @@ BackendDescription avx2_description() {
 }  // namespace
 
 namespace backends {
-const Backend& avx2() {
+const Backend& avx2_fp32() {
   static const DescribedBackend backend(avx2_description());
   return backend;
 }

@@ -1,4 +1,5 @@
-// The avx512_vnni backend: int8 activations (per-32 blocks), doubled E2M1 codes as bytes,
+// The avx512_vnni_int8 backend (named avx512_vnni before; the name now says its activation
+// format, as avx_vnni_int8's does): int8 activations (per-32 blocks), doubled E2M1 codes as bytes,
 // exact int32 block dot products with vpdpbusd, fp32 scale-and-accumulate per block.
 #include <memory>
 
@@ -17,7 +18,8 @@ std::unique_ptr<ExpertKernel> create_avx512_vnni(const Deployment& d, const Laye
 
 BackendDescription avx512_vnni_description() {
   BackendDescription b;
-  b.name = "avx512_vnni";
+  b.name = "avx512_vnni_int8";
+  b.former_names = {"avx512_vnni"};
   b.numerics_class = "int8_block32";
   b.description = "AVX-512 VNNI: int8 activations per 32-block, exact int32 block dots (vpdpbusd)";
 #if MXMOE_X86_KERNELS
@@ -39,7 +41,7 @@ BackendDescription avx512_vnni_description() {
 }  // namespace
 
 namespace backends {
-const Backend& avx512_vnni() {
+const Backend& avx512_vnni_int8() {
   static const DescribedBackend backend(avx512_vnni_description());
   return backend;
 }
