@@ -221,13 +221,13 @@ v3_layer = changed(layer, name="v3", family="deepseek_v3", num_experts=16, top_k
                    gate_up_layout="halves", shared_experts=1, shared_intermediate=256)
 request = {"activation": None, "batch_invariant": False, "ep_size": 1, "ep_rank": 0,
            "threads": 0, "tokens_hint": 16, "forced_backend": "", "excluded_backends": [],
-           "allow_judge_only": False}
+           "allow_reference": False}
 deployment = {"layer": layer, "hardware": hardware, "request": request}
 selection = {"deployment": deployment, "preferences_source": "gpt_oss family",
              "candidates": [{"name": "reference", "supported": False, "estimated_us": 0.0,
-                             "reasons": [{"code": "judge_only", "detail": "d", "required": "r",
+                             "reasons": [{"code": "reference_only", "detail": "d", "required": "r",
                                           "actual": "a", "remedy": ""}]}],
-             "chosen": "", "why": "", "suggestions": [{"change": "allow_judge_only=true",
+             "chosen": "", "why": "", "suggestions": [{"change": "allow_reference=true",
                                                        "backend": "reference", "text": "t"}]}
 deployment_seeds = {
     "valid_deployment": deployment,
@@ -237,7 +237,7 @@ deployment_seeds = {
     "valid_deployment_forced_reference": changed(
         deployment, request=changed(request, forced_backend="reference", ep_size=2, ep_rank=1)),
     "valid_deployment_old_request": changed(deployment,
-                                            request=changed(request, allow_judge_only=None)),
+                                            request=changed(request, allow_reference=None)),
     "valid_selection": selection, "valid_request": request, "valid_layer_spec": layer,
     "unknown_backend": changed(deployment, request=changed(request, forced_backend="cuda")),
     "threads_too_many": changed(deployment, request=changed(request, threads=100000)),

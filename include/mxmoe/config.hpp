@@ -8,7 +8,7 @@
 //   MXMOE_ACTIVATION=f32|bf16|int8|mxfp8
 //   MXMOE_BATCH_INVARIANT=1|0       (also true/false, yes/no, on/off)
 //   MXMOE_THREADS=N                 0 (all logical CPUs) .. kMaxThreads
-//   MXMOE_ALLOW_REFERENCE=1|0       let the oracle choose judge-only backends (reference)
+//   MXMOE_ALLOW_REFERENCE=1|0       let the oracle choose the reference backend unforced
 //   MXMOE_MAX_ISA=none|avx2|avx512|amx   cap the hardware probe
 //   MXMOE_VERBOSE=dispatch          comma list of extra log categories (log.hpp)
 //   MXMOE_EP_DEADLINE=SECONDS       how long an expert-parallel rank waits for the others
@@ -76,7 +76,7 @@ struct MXMOE_API RequestOverrides {
   std::optional<std::vector<std::string>> excluded_backends;  // registered names
   std::optional<std::string> activation;                      // parse_activation_format's keys
   std::optional<bool> batch_invariant;
-  std::optional<bool> allow_judge_only;
+  std::optional<bool> allow_reference;
   std::optional<int> threads;      // 0 (all logical CPUs) .. kMaxThreads
   std::optional<int> tokens_hint;  // 1 .. kMaxTokensPerCall
   std::optional<int> ep_size;      // 1 .. kMaxExperts
@@ -85,7 +85,7 @@ struct MXMOE_API RequestOverrides {
 
 // What an edge calls a field of Request in its messages: given "threads", the command line says
 // "--threads", the C API "params.threads", Python "threads". The fields are Request's names:
-// forced_backend, excluded_backends, activation, batch_invariant, allow_judge_only, threads,
+// forced_backend, excluded_backends, activation, batch_invariant, allow_reference, threads,
 // tokens_hint, ep_size, ep_rank.
 using RequestFieldName = std::function<std::string(std::string_view field)>;
 

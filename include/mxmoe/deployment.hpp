@@ -35,9 +35,10 @@ struct MXMOE_API Request {
   int tokens_hint = 1;         // expected tokens per call (ranks backends by estimated cost)
   std::string forced_backend;  // "" = let the oracle choose
   std::vector<std::string> excluded_backends;
-  // Judge-only backends (`reference`: obviously correct, hundreds of times slower) are
-  // chosen only when forced by name or allowed here (--allow-reference).
-  bool allow_judge_only = false;
+  // The reference backend (`reference`: obviously correct, hundreds of times slower, the one
+  // the others are checked against) is chosen only when forced by name or allowed here
+  // (--allow-reference).
+  bool allow_reference = false;
   friend bool operator==(const Request&, const Request&) = default;
 };
 
@@ -56,7 +57,7 @@ MXMOE_API Placement placement_of(const Request& request, int num_experts);
 MXMOE_API std::string to_json(const Request&);
 // Strict; throws std::invalid_argument. Numbers are range-checked (threads 0..kMaxThreads,
 // tokens_hint 1..kMaxTokensPerCall, ep_size 1..kMaxExperts, ep_rank 0..kMaxExperts - 1);
-// "allow_judge_only" and "placement" (each entry a rank in 0..kMaxExperts - 1; checked
+// "allow_reference" and "placement" (each entry a rank in 0..kMaxExperts - 1; checked
 // against the layer by placement_of) may be absent (files written before them): false, empty.
 MXMOE_API Request request_from_json(std::string_view);
 MXMOE_API std::string to_json(const Deployment&);

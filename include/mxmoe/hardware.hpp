@@ -65,7 +65,7 @@ struct MXMOE_API Hardware {
   std::string arch{kArchX86_64};  // kArchX86_64 or kArchAarch64
   std::string vendor;             // "GenuineIntel"; on aarch64 the implementer ("ARM")
   std::string model;              // brand string; on aarch64 the part ("Neoverse-V1")
-  int logical_cpus = 0;  // 1..kMaxThreads
+  int logical_cpus = 0;           // 1..kMaxThreads
   std::uint64_t l1d_bytes = 0, l2_bytes = 0, l3_bytes = 0;
   IsaFeatures isa;                     // usable features (only of `arch`)
   int sve_vector_bits = 0;             // aarch64 with SVE: the vector length (128..2048)

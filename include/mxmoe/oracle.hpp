@@ -31,7 +31,7 @@ enum class ReasonCode : std::uint8_t {
   no_device,          // the backend needs a device (GPU) the Hardware does not have
   user_excluded,      // the user excluded it (--exclude / MXMOE_EXCLUDE_BACKENDS)
   not_forced,         // another backend was forced (--backend / MXMOE_BACKEND)
-  judge_only,         // a judge (reference): chosen only when forced or allowed
+  reference_only,     // the reference backend: chosen only when forced or allowed
 };
 MXMOE_API std::string_view to_string(ReasonCode) noexcept;
 MXMOE_API std::vector<ReasonCode> all_reason_codes();
@@ -63,9 +63,10 @@ class MXMOE_API Backend {
   // Estimated microseconds per forward call at d.request.tokens_hint tokens (only called
   // when check() passed). Ranks supported candidates.
   virtual double estimate_us(const Deployment& d) const = 0;
-  // A judge of the others (obviously correct, hundreds of times slower): the oracle chooses
-  // it only when the Request forces it by name or sets allow_judge_only.
-  virtual bool judge_only() const noexcept { return false; }
+  // The reference the others are checked against (obviously correct, hundreds of times
+  // slower): the oracle chooses it only when the Request forces it by name or sets
+  // allow_reference. (The oracle judges; the reference is what verify compares with.)
+  virtual bool is_reference() const noexcept { return false; }
   // Its numerics class: the backends of one class give identical bits for the same input
   // (docs/INVARIANCE.md). "int8_block32", "int16_block32" (bf16 activations carried as int16
   // per 32-block), "fp32_strips", "bf16_dpbf16_strips", "bf16_amx_tiles",

@@ -78,7 +78,7 @@ struct MXMOE_API MachineLimits {
   // figure from `threads` up, linear in between. 0 when unknown.
   double dram_gbps(int thread_count) const;
   double peak(const std::string& name, int thread_count) const;
-  double latest_dram_gbps(int thread_count) const;  // the same from the latest measurement
+  double latest_dram_gbps(int thread_count) const;       // the same from the latest measurement
   const Peak* find_peak(const std::string& name) const;  // nullptr when absent
   double steal_pct() const;
 };
@@ -91,8 +91,7 @@ struct MXMOE_API LimitsOptions {
 
 // Bytes of the buffer the DRAM bandwidth is read from: REQUESTED (0: 4 x the last-level cache,
 // at least 256 MiB) rounded to 2 MiB per thread of THREADS.
-MXMOE_API std::uint64_t dram_buffer_bytes(const Hardware& hw, std::uint64_t requested,
-                                          int threads);
+MXMOE_API std::uint64_t dram_buffer_bytes(const Hardware& hw, std::uint64_t requested, int threads);
 
 // Measures this machine (about 2-4 s): the DRAM read bandwidth (5 passes per thread count),
 // then `peak_passes` rounds over the instruction classes, so that each class's passes are

@@ -32,8 +32,9 @@ struct BackendDescription {
   // min_tokens_per_expert tokens (e.g. matrix units that need full tiles).
   Throughput many_tokens_throughput{};
   double min_tokens_per_expert = 0;
-  // A judge of the others (Backend::judge_only): chosen only when forced or allowed.
-  bool judge_only = false;
+  // The reference the others are checked against (Backend::is_reference): chosen only when
+  // forced or allowed.
+  bool is_reference = false;
   // Packs the weights; only called when check() passed.
   std::unique_ptr<ExpertKernel> (*create)(const Deployment&, const LayerWeights&) = nullptr;
 };
@@ -57,7 +58,7 @@ class DescribedBackend final : public Backend {
     return d_.former_names;
   }
   std::string_view description() const noexcept override { return d_.description; }
-  bool judge_only() const noexcept override { return d_.judge_only; }
+  bool is_reference() const noexcept override { return d_.is_reference; }
   std::string_view numerics_class() const noexcept override { return d_.numerics_class; }
   std::vector<Rejection> check(const Deployment& d) const override {
     return check_capabilities(d_.capabilities, d);

@@ -1,9 +1,9 @@
 // The dot product of the reference paths: float inputs, double accumulation in 8 fixed
 // lanes (element i goes to lane i % 8), lanes summed in a fixed tree. The order depends
-// only on n, never on threads or the batch. Double makes the reference a judge whose own
-// rounding (~1e-16 relative) is negligible next to any float32 backend's; the 8 lanes are
-// independent dependency chains the compiler can schedule (and vectorize) without
-// reassociating anything.
+// only on n, never on threads or the batch. Double makes the reference exact enough that
+// its own rounding (~1e-16 relative) is negligible next to any float32 backend's; the 8
+// lanes are independent dependency chains the compiler can schedule (and vectorize)
+// without reassociating anything.
 #pragma once
 
 #include <cstddef>

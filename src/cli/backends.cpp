@@ -27,8 +27,8 @@ std::string rows_json(const std::vector<CapabilityRow>& rows) {
       formats[std::string(to_string(all[i]))] = r.formats[i];
     out.push_back({{"backend", r.backend},
                    {"description", r.description},
-                   {"judge_only",
-                    find_backend(r.backend) != nullptr && find_backend(r.backend)->judge_only()},
+                   {"reference",
+                    find_backend(r.backend) != nullptr && find_backend(r.backend)->is_reference()},
                    {"isa", r.isa},
                    {"activation_formats", formats},
                    {"activation_fns", r.activation_fns},

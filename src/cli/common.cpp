@@ -63,8 +63,8 @@ void RequestOptions::add(CLI::App& app, bool with_tokens) {
                "Require bit-identical outputs per token whatever the batch "
                "(env MXMOE_BATCH_INVARIANT=1)");
   app.add_flag("--allow-reference", allow_reference,
-               "Let the oracle choose judge-only backends (reference: obviously correct, "
-               "hundreds of times slower) without forcing them (env MXMOE_ALLOW_REFERENCE=1)");
+               "Let the oracle choose the reference backend (obviously correct, "
+               "hundreds of times slower) without forcing it (env MXMOE_ALLOW_REFERENCE=1)");
   app.add_option("--threads", threads,
                  fmt::format("Threads: 0 = all logical CPUs, at most {} (more than the CPUs is "
                              "allowed, with a warning; env MXMOE_THREADS)",
@@ -88,7 +88,6 @@ namespace {
 std::string flag_of(std::string_view field) {
   if (field == "forced_backend") return "--backend";
   if (field == "excluded_backends") return "--exclude";
-  if (field == "allow_judge_only") return "--allow-reference";
   if (field == "tokens_hint") return "--tokens";
   std::string flag = "--" + std::string(field);
   std::replace(flag.begin(), flag.end(), '_', '-');
@@ -104,7 +103,7 @@ Request RequestOptions::resolve(CLI::App& app) const {
   if (given("--exclude")) o.excluded_backends = exclude;
   if (given("--activation")) o.activation = activation;
   if (given("--batch-invariant")) o.batch_invariant = batch_invariant;
-  if (given("--allow-reference")) o.allow_judge_only = allow_reference;
+  if (given("--allow-reference")) o.allow_reference = allow_reference;
   if (given("--threads")) o.threads = threads;
   if (tokens > 0) o.tokens_hint = tokens;
   o.ep_size = ep_size;

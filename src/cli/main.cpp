@@ -61,9 +61,8 @@ std::string strict_value(const std::string& value, const std::string& type) {
   if (type != "INT" && type != "UINT") return "";
   const bool negative = value.front() == '-' && type == "INT";
   const std::string_view digits = std::string_view(value).substr(negative ? 1 : 0);
-  const bool decimal = !digits.empty() && std::all_of(digits.begin(), digits.end(), [](char c) {
-    return c >= '0' && c <= '9';
-  });
+  const bool decimal = !digits.empty() && std::all_of(digits.begin(), digits.end(),
+                                                      [](char c) { return c >= '0' && c <= '9'; });
   if (type == "UINT") {
     std::uint64_t n = 0;
     const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
@@ -81,8 +80,8 @@ void read_values_strictly(CLI::App& app) {
     if (option->get_type_size_max() == 0) continue;  // a flag: takes no value
     std::string type = option->get_type_name();
     type = type.substr(0, type.find(':'));
-    option->check(CLI::Validator(
-        [type](std::string& value) { return strict_value(value, type); }, "", "strict"));
+    option->check(CLI::Validator([type](std::string& value) { return strict_value(value, type); },
+                                 "", "strict"));
   }
   for (CLI::App* sub : app.get_subcommands({})) read_values_strictly(*sub);
 }
@@ -164,12 +163,12 @@ int main(int argc, char** argv) {
     const auto subs = app.get_subcommands();
     const std::string name = subs.empty() ? "" : subs.front()->get_name();
     if (name != "run" && name != "bench")
-      return fail(mxmoe::cli::kExitUsage,
-                  fmt::format("'mxmoe {}' under mpirun with {} ranks: only run and bench are "
-                              "expert-parallel; run {} in one process{}",
-                              name, mpi->world_size(), name,
-                              name == "explain" ? " (explain --ep-size N shows a group of N ranks)"
-                                                : ""));
+      return fail(
+          mxmoe::cli::kExitUsage,
+          fmt::format("'mxmoe {}' under mpirun with {} ranks: only run and bench are "
+                      "expert-parallel; run {} in one process{}",
+                      name, mpi->world_size(), name,
+                      name == "explain" ? " (explain --ep-size N shows a group of N ranks)" : ""));
   }
   try {
     mxmoe::apply_log_settings(mxmoe::cli::environment());

@@ -18,7 +18,8 @@ struct QuantizeArgs {
 };
 
 int quantize(const QuantizeArgs& args) {
-  check_output("--out", args.out, CommandInputs().checkpoint("--model", args.in).current_directory(),
+  check_output("--out", args.out,
+               CommandInputs().checkpoint("--model", args.in).current_directory(),
                /*directory=*/true);
   io::QuantizeOptions options;
   options.scale_rule = args.rule == "floor" ? ScaleRule::floor : ScaleRule::round_up;

@@ -19,7 +19,6 @@ namespace mxmoe::cli {
 namespace {
 
 // The pieces the three forms of run share (run_common.hpp).
-using run_detail::RunOptions;
 using run_detail::candidate_line;
 using run_detail::choice_json;
 using run_detail::fill_random;
@@ -30,6 +29,7 @@ using run_detail::require_finite;
 using run_detail::require_io_memory;
 using run_detail::run_expert_parallel;
 using run_detail::run_layers;
+using run_detail::RunOptions;
 using run_detail::time_calls;
 using run_detail::timing_json;
 using run_detail::token_ids_for;

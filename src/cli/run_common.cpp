@@ -25,12 +25,16 @@ CommandInputs inputs_of(const RunOptions& o) {
 }
 
 std::string candidate_line(const Selection& s, const Verdict& v) {
+  // The name column fits the longest candidate's name (at least 13).
+  std::size_t width = 13;
+  for (const Verdict& c : s.candidates) width = std::max(width, c.name.size());
   const std::string mark = v.name == s.chosen ? "*" : " ";
   if (v.supported)
-    return fmt::format("{} {:<13} supported  ~{:.0f} us/call (estimate)", mark, v.name,
+    return fmt::format("{} {:<{}} supported  ~{:.0f} us/call (estimate)", mark, v.name, width,
                        v.estimated_us);
   const Rejection& r = v.reasons.front();
-  return fmt::format("{} {:<13} rejected   {}: {}{}", mark, v.name, to_string(r.code), r.detail,
+  return fmt::format("{} {:<{}} rejected   {}: {}{}", mark, v.name, width, to_string(r.code),
+                     r.detail,
                      v.reasons.size() > 1 ? fmt::format(" (+{} more)", v.reasons.size() - 1) : "");
 }
 

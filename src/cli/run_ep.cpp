@@ -122,16 +122,15 @@ int run_expert_parallel(const RunOptions& o, CLI::App& sub, Communicator& comm) 
                        {"bytes_received_per_call", static_cast<double>(t.bytes_received) / calls}});
     }
     json::Json out = choice_json(spec, sel, request.batch_invariant);
-    out.update({
-        {"tokens", tokens},
-        {"ep_size", comm.size()},
-        {"placement", request.placement.empty() ? "contiguous" : "from --placement"},
-        {"threads_per_rank", request.threads},
-        {"reps", reps},
-        {"us_per_call_median", median * 1e6},
-        {"tokens_per_s", static_cast<double>(tokens) / median},
-        {"ranks", ranks},
-        {"output", o.output.empty() ? json::Json(nullptr) : json::Json(o.output)}});
+    out.update({{"tokens", tokens},
+                {"ep_size", comm.size()},
+                {"placement", request.placement.empty() ? "contiguous" : "from --placement"},
+                {"threads_per_rank", request.threads},
+                {"reps", reps},
+                {"us_per_call_median", median * 1e6},
+                {"tokens_per_s", static_cast<double>(tokens) / median},
+                {"ranks", ranks},
+                {"output", o.output.empty() ? json::Json(nullptr) : json::Json(o.output)}});
     fmt::print("{}\n", out.dump(2));
     return kExitOk;
   }
@@ -168,6 +167,5 @@ int run_expert_parallel(const RunOptions& o, CLI::App& sub, Communicator& comm) 
     fmt::print("output: {} [{} x {}] float32\n", o.output, tokens, spec.hidden);
   return kExitOk;
 }
-
 
 }  // namespace mxmoe::cli::run_detail

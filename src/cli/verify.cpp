@@ -112,6 +112,9 @@ struct Tally {
 Tally verify_layer(const VerifyOptions& o, const std::vector<const Backend*>& backends,
                    const std::vector<ActivationFormat>& formats, const Checkpoint* checkpoint,
                    int layer_index, json::Json& layer_results) {
+  // The backend column fits the longest name verified (at least "backend" and 13).
+  std::size_t width = 13;
+  for (const Backend* b : backends) width = std::max(width, b->name().size());
   LayerSpec spec;
   std::optional<LayerStorage> storage;
   LayerWeights w;
@@ -154,7 +157,7 @@ Tally verify_layer(const VerifyOptions& o, const std::vector<const Backend*>& ba
                    ? fmt::format(", shared {}", to_string(spec.shared_weight_format))
                    : "",
                spec.routing == RoutingMethod::hash ? ", hash-routed by token id" : "", tokens);
-    fmt::print("{:<13} {:<6} {:>14} {:>10} {:>14} {:>10} {:<10}{}\n", "backend", "format",
+    fmt::print("{:<{}} {:<6} {:>14} {:>10} {:>14} {:>10} {:<10}{}\n", "backend", width, "format",
                "vs f64 same", "budget", "format error", "budget", "result",
                o.batch_invariant ? "  batch-invariant" : "");
     std::fflush(stdout);
@@ -192,7 +195,7 @@ Tally verify_layer(const VerifyOptions& o, const std::vector<const Backend*>& ba
                              {"reason", std::string(to_string(reasons.front().code)) + ": " +
                                             reasons.front().detail}});
         } else {
-          fmt::print("{:<13} {:<6} skipped: {}: {}\n", b->name(), to_string(f),
+          fmt::print("{:<{}} {:<6} skipped: {}: {}\n", b->name(), width, to_string(f),
                      to_string(reasons.front().code), reasons.front().detail);
           std::fflush(stdout);
         }
@@ -220,8 +223,8 @@ Tally verify_layer(const VerifyOptions& o, const std::vector<const Backend*>& ba
         fmt::print(stderr, "mxmoe verify: {} {}: the output holds {}\n", b->name(), to_string(f),
                    bad.describe(tokens));
       std::string invariance;
-      if (o.batch_invariant && b->judge_only() && !o.thorough) {
-        invariance = "  not swept (judge: invariant by construction; --thorough sweeps it)";
+      if (o.batch_invariant && b->is_reference() && !o.thorough) {
+        invariance = "  not swept (reference: invariant by construction; --thorough sweeps it)";
       } else if (o.batch_invariant) {
         std::int64_t pool_tokens = 0;
         const InvarianceOptions inv = invariance_options(o.thorough, pool.size(), pool_tokens);
@@ -252,9 +255,9 @@ Tally verify_layer(const VerifyOptions& o, const std::vector<const Backend*>& ba
         if (o.batch_invariant) r["batch_invariance"] = invariance.substr(2);
         results.push_back(r);
       } else {
-        fmt::print("{:<13} {:<6} {:>14.3e} {:>10.1e} {:>14.3e} {:>10.1e} {:<10}{}\n", b->name(),
-                   to_string(f), vs_same, budget.against_same_format, vs_exact, budget.format_error,
-                   ok ? "pass" : "FAIL", invariance);
+        fmt::print("{:<{}} {:<6} {:>14.3e} {:>10.1e} {:>14.3e} {:>10.1e} {:<10}{}\n", b->name(),
+                   width, to_string(f), vs_same, budget.against_same_format, vs_exact,
+                   budget.format_error, ok ? "pass" : "FAIL", invariance);
         std::fflush(stdout);  // each result as it completes
       }
       failures += ok ? 0 : 1;
@@ -341,7 +344,7 @@ void add_verify(CLI::App& app, Action& action) {
   sub->add_option("--seed", opts->seed, "Seed of the random weights and tokens");
   sub->add_flag("--batch-invariant", opts->batch_invariant,
                 "Also check each token alone against the same token in batches, bit for bit "
-                "(24 tokens, batches of 1, 3, 8, 24; judge-only backends with --thorough only)");
+                "(24 tokens, batches of 1, 3, 8, 24; the reference with --thorough only)");
   sub->add_flag("--thorough", opts->thorough,
                 "The full sweep: 257 tokens, batches of 1..257, two draws, two runs, every "
                 "backend (minutes)");

@@ -92,12 +92,12 @@ std::vector<Rejection> check_capabilities(const BackendCapabilities& caps, const
     std::string sets;
     for (std::string_view s : caps.uncompiled_kernels)
       sets += (sets.empty() ? "" : ", ") + std::string(s);
-    out.push_back(
-        {ReasonCode::not_compiled, fmt::format("this build of mxmoe has no {} kernels", sets),
-         fmt::format("a build with the {} kernels", sets),
-         fmt::format("built for {}", build_info::kTargetArch),
-         fmt::format("use an {} build of mxmoe", caps.kernels_arch.empty() ? "other"
-                                                                           : caps.kernels_arch)});
+    out.push_back({ReasonCode::not_compiled,
+                   fmt::format("this build of mxmoe has no {} kernels", sets),
+                   fmt::format("a build with the {} kernels", sets),
+                   fmt::format("built for {}", build_info::kTargetArch),
+                   fmt::format("use an {} build of mxmoe",
+                               caps.kernels_arch.empty() ? "other" : caps.kernels_arch)});
   }
   check_isa(caps, d.hardware, out);
 

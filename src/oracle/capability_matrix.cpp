@@ -133,8 +133,8 @@ CapabilityRow row_for(const Backend& b, const Hardware& base) {
   if (exceptions > 0)
     notes.push_back(
         fmt::format("{} other combination(s) refused, e.g. {}", exceptions, first_exception));
-  if (b.judge_only())
-    notes.push_back("judge only: chosen when forced (--backend) or allowed (--allow-reference)");
+  if (b.is_reference())
+    notes.push_back("the reference: chosen when forced (--backend) or allowed (--allow-reference)");
   for (std::string_view former : b.former_names())
     notes.push_back(fmt::format("named {} before (still accepted)", former));
   row.notes = notes.empty() ? "-" : join(notes, "; ");

@@ -21,18 +21,23 @@ Json request_to_json(const Request& r) {
               {"tokens_hint", r.tokens_hint},
               {"forced_backend", r.forced_backend},
               {"excluded_backends", r.excluded_backends},
-              {"allow_judge_only", r.allow_judge_only}};
+              {"allow_reference", r.allow_reference}};
 }
 
 Request request_from_json(const Json& j) {
   constexpr std::string_view what = "Request";
-  // allow_judge_only and placement came later: requests written before them still parse.
+  // allow_reference and placement came later: requests written before them still parse.
+  // allow_judge_only is allow_reference's former key (docs/ARCHITECTURE.md, "Backend names").
   json::expect_keys(j, what,
                     {"activation", "batch_invariant", "ep_size", "ep_rank", "threads",
                      "tokens_hint", "forced_backend", "excluded_backends"},
-                    {"allow_judge_only", "placement"});
+                    {"allow_reference", "allow_judge_only", "placement"});
   Request r;
-  if (j.contains("allow_judge_only")) r.allow_judge_only = get<bool>(j, what, "allow_judge_only");
+  if (j.contains("allow_reference") && j.contains("allow_judge_only"))
+    throw std::invalid_argument(
+        "Request: both allow_reference and its former key allow_judge_only are given; keep one");
+  for (const char* key : {"allow_reference", "allow_judge_only"})
+    if (j.contains(key)) r.allow_reference = get<bool>(j, what, key);
   if (!j.at("activation").is_null())
     r.activation = parse_activation_format(get<std::string>(j, what, "activation"));
   r.batch_invariant = get<bool>(j, what, "batch_invariant");

@@ -10,7 +10,7 @@ namespace {
 constexpr std::array<std::string_view, 14> kReasonNames = {
     "unsupported_isa", "os_denied",     "not_compiled",    "weight_format",    "activation_format",
     "activation_fn",   "routing",       "shape_alignment", "batch_invariance", "expert_parallel",
-    "no_device",       "user_excluded", "not_forced",      "judge_only"};
+    "no_device",       "user_excluded", "not_forced",      "reference_only"};
 
 }  // namespace
 
@@ -25,6 +25,7 @@ std::vector<ReasonCode> all_reason_codes() {
 }
 
 ReasonCode parse_reason_code(std::string_view name) {
+  if (name == "judge_only") return ReasonCode::reference_only;  // its former name
   return enum_names::parse<ReasonCode>(name, kReasonNames, "reason code");
 }
 

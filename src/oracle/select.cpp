@@ -133,12 +133,12 @@ Selection judge_candidates(const Deployment& d, const Preferences& prefs,
       v.reasons.push_back({ReasonCode::user_excluded, "the request excludes this backend",
                            "not excluded", "excluded",
                            "remove it from --exclude / MXMOE_EXCLUDE_BACKENDS"});
-    if (b->judge_only() && req.forced_backend != v.name && !req.allow_judge_only)
-      v.reasons.push_back({ReasonCode::judge_only,
-                           fmt::format("{} is a judge of the other backends, hundreds of times "
-                                       "slower; it runs only when asked for",
+    if (b->is_reference() && req.forced_backend != v.name && !req.allow_reference)
+      v.reasons.push_back({ReasonCode::reference_only,
+                           fmt::format("{} is the reference the others are checked against, "
+                                       "hundreds of times slower; it runs only when asked for",
                                        v.name),
-                           "forced by name or allow_judge_only=true", "not asked for",
+                           "forced by name or allow_reference=true", "not asked for",
                            fmt::format("--backend {} or --allow-reference "
                                        "(MXMOE_BACKEND={} / MXMOE_ALLOW_REFERENCE=1)",
                                        v.name, v.name)});
@@ -181,10 +181,10 @@ std::vector<std::pair<std::string, Request>> single_changes(const Request& r,
     std::erase(c.excluded_backends, name);
     changes.emplace_back(fmt::format("not excluding {}", name), c);
   }
-  if (!r.allow_judge_only) {
+  if (!r.allow_reference) {
     Request c = r;
-    c.allow_judge_only = true;
-    changes.emplace_back("allow_judge_only=true", c);
+    c.allow_reference = true;
+    changes.emplace_back("allow_reference=true", c);
   }
   if (r.ep_size != 1) {
     Request c = r;
@@ -209,8 +209,9 @@ std::vector<Suggestion> suggest(const Selection& failed, const Preferences& pref
     for (const Verdict& v : s.candidates)
       if (v.supported && v.name != s.chosen) others += (others.empty() ? "" : ", ") + v.name;
     std::string text = fmt::format("{} would allow {}", change, s.chosen);
-    if (change == "allow_judge_only=true")
-      text += " (--allow-reference / MXMOE_ALLOW_REFERENCE=1; a judge, hundreds of times slower)";
+    if (change == "allow_reference=true")
+      text +=
+          " (--allow-reference / MXMOE_ALLOW_REFERENCE=1; the reference, hundreds of times slower)";
     if (!others.empty()) text += fmt::format(" (also {})", others);
     out.push_back({change, s.chosen, std::move(text)});
   }

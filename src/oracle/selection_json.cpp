@@ -35,12 +35,10 @@ Json verdict_to_json(const Verdict& v) {
 Verdict verdict_from_json(const Json& j) {
   constexpr std::string_view what = "Verdict";
   // numerics_class came later: a selection written before it still parses.
-  json::expect_keys(j, what, {"name", "supported", "estimated_us", "reasons"},
-                    {"numerics_class"});
+  json::expect_keys(j, what, {"name", "supported", "estimated_us", "reasons"}, {"numerics_class"});
   Verdict v;
   v.name = get<std::string>(j, what, "name");
-  if (j.contains("numerics_class"))
-    v.numerics_class = get<std::string>(j, what, "numerics_class");
+  if (j.contains("numerics_class")) v.numerics_class = get<std::string>(j, what, "numerics_class");
   v.supported = get<bool>(j, what, "supported");
   v.estimated_us = get<double>(j, what, "estimated_us");
   if (!j.at("reasons").is_array())

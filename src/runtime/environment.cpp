@@ -74,7 +74,7 @@ Request apply_request_overrides(Request r, const RequestOverrides& o,
     }
   }
   if (o.batch_invariant) r.batch_invariant = *o.batch_invariant;
-  if (o.allow_judge_only) r.allow_judge_only = *o.allow_judge_only;
+  if (o.allow_reference) r.allow_reference = *o.allow_reference;
   if (o.threads) {
     require_in(name("threads"), *o.threads, 0, kMaxThreads, "every logical CPU");
     r.threads = *o.threads;
@@ -163,7 +163,7 @@ EnvironmentConfig config_from_environment(const EnvironmentLookup& lookup) {
   if (const auto v = get("MXMOE_THREADS"); v && !v->empty())
     r.threads = parse_thread_count("MXMOE_THREADS", *v);
   if (const auto v = get("MXMOE_ALLOW_REFERENCE"))
-    r.allow_judge_only = parse_bool_setting("MXMOE_ALLOW_REFERENCE", *v);
+    r.allow_reference = parse_bool_setting("MXMOE_ALLOW_REFERENCE", *v);
   if (const auto v = get("MXMOE_MAX_ISA"); v && !v->empty()) {
     try {
       (void)cap_isa(IsaFeatures{}, *v);

@@ -440,7 +440,7 @@ TEST(CApi, ExplainJudgesADeploymentGivenAsJson) {
   d.hardware = mxmoe::probe_hardware();
   d.request.activation = mxmoe::ActivationFormat::f32;
   // Something fits on every build: a fast backend on x86, the judge where only it is compiled.
-  d.request.allow_judge_only = true;
+  d.request.allow_reference = true;
   char* out = nullptr;
   ASSERT_EQ(mxmoe_explain_json(mxmoe::to_json(d).c_str(), &out), MXMOE_OK) << mxmoe_last_error();
   const auto s = nlohmann::json::parse(out);

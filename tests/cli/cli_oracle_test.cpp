@@ -308,7 +308,7 @@ TEST(CliExplain, VerboseDispatchLogsOneLinePerCandidate) {
   MXMOE_REQUIRE_X86_BACKENDS();
   const Result r = run("MXMOE_VERBOSE=dispatch", "explain");
   EXPECT_EQ(r.rc, 0);
-  EXPECT_THAT(r.err, HasSubstr("mxmoe dispatch: reference: rejected [judge_only]"));
+  EXPECT_THAT(r.err, HasSubstr("mxmoe dispatch: reference: rejected [reference_only]"));
   EXPECT_THAT(r.err, HasSubstr(": selected ("));
 }
 

@@ -64,7 +64,8 @@ TEST(CliExitCodes, HelpDocumentsTheExitCodesAndStreams) {
                            HasSubstr("130 interrupted"), HasSubstr("stdout"),
                            HasSubstr("MXMOE_ALLOW_REFERENCE")));
   // One footer: the variables' line used to be overwritten by a second footer() call.
-  EXPECT_THAT(r.out, HasSubstr("MXMOE_MAX_ISA=none|avx2|avx_vnni|avx512|amx|neon|dotprod|i8mm|sve"));
+  EXPECT_THAT(r.out,
+              HasSubstr("MXMOE_MAX_ISA=none|avx2|avx_vnni|avx512|amx|neon|dotprod|i8mm|sve"));
 }
 
 // Every bad flag or variable is a usage error (2) whose message names it and what is accepted.
@@ -434,9 +435,9 @@ TEST(CliReference, NeverAutoSelectedButAllowedOrForced) {
   const Result r = run(avx2, "explain --activation mxfp8 --batch-invariant");
   EXPECT_EQ(r.rc, 3);
   EXPECT_THAT(r.err,
-              AllOf(HasSubstr("judge_only"),
-                    HasSubstr("allow_judge_only=true would allow reference (--allow-reference")));
-  EXPECT_THAT(r.out, HasSubstr("suggestion: allow_judge_only=true would allow reference"));
+              AllOf(HasSubstr("reference_only"),
+                    HasSubstr("allow_reference=true would allow reference (--allow-reference")));
+  EXPECT_THAT(r.out, HasSubstr("suggestion: allow_reference=true would allow reference"));
   const Result allowed = run(avx2,
                              "explain --json --activation mxfp8 --batch-invariant "
                              "--allow-reference");
@@ -529,7 +530,7 @@ TEST(CliVerify, ProgressAndOneLinePerResult) {
   EXPECT_THAT(r.err,
               AllOf(HasSubstr("mxmoe verify: ["), HasSubstr("batch invariance over 24 tokens")));
   EXPECT_THAT(r.out, HasSubstr("identical bits"));
-  EXPECT_THAT(r.out, HasSubstr("not swept (judge"));
+  EXPECT_THAT(r.out, HasSubstr("not swept (reference"));
   const std::regex result_line("\\n(avx2|avx512_bf16|reference) +bf16 .*pass");
   EXPECT_TRUE(std::regex_search(r.out, result_line)) << r.out;
 }

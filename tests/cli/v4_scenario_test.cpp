@@ -106,7 +106,7 @@ TEST_F(V4Scenario, ExplainSelectsAFastBackend) {
     EXPECT_THAT(r.out, HasSubstr("selected: none"));
     EXPECT_THAT(r.out, HasSubstr("activation format mxfp8 is not implemented"));
     EXPECT_THAT(r.out, HasSubstr("activation=bf16"));
-    EXPECT_THAT(r.out, HasSubstr("judge_only"));
+    EXPECT_THAT(r.out, HasSubstr("reference_only"));
     const Result bf16 = run("explain --model " + model().string() +
                             " --layer 1 --batch-invariant --activation bf16");
     ASSERT_EQ(bf16.rc, 0) << bf16.out << bf16.err;

@@ -92,7 +92,7 @@ TEST(Agree, AForcedBackendOneRankCannotRunGivesEveryRanksReasons) {
   request.forced_backend = "avx512_bf16";
   // Rank 3 (no SIMD) runs only the judge-only reference backend: allowed here, so that not
   // forcing has a backend every rank runs to suggest.
-  request.allow_judge_only = true;
+  request.allow_reference = true;
   const auto ranks = judge_ranks(
       {full_hardware(), full_hardware(), full_hardware("avx2"), full_hardware("none")}, request);
   const mxmoe::Selection s = mxmoe::agree(ranks, 1, kPrefs);

@@ -82,12 +82,12 @@ TEST(Claims, JudgeRefusesUnclaimedFormatsWithTheCode) {
     bool suggests_the_judge = false;
     for (const mxmoe::Suggestion& g : refused.suggestions)
       suggests_the_judge =
-          suggests_the_judge || (g.change == "allow_judge_only=true" && g.backend == "reference");
+          suggests_the_judge || (g.change == "allow_reference=true" && g.backend == "reference");
     EXPECT_TRUE(suggests_the_judge);
   } else {
-    EXPECT_FALSE(mxmoe::find_backend(refused.chosen)->judge_only()) << refused.chosen;
+    EXPECT_FALSE(mxmoe::find_backend(refused.chosen)->is_reference()) << refused.chosen;
   }
-  d.request.allow_judge_only = true;
+  d.request.allow_reference = true;
   const mxmoe::Selection s = mxmoe::judge(d, mxmoe::Preferences{});
   ASSERT_FALSE(s.chosen.empty());
   EXPECT_TRUE(covered(s.chosen, ActivationFormat::mxfp8)) << s.chosen;

@@ -58,7 +58,7 @@ TEST(Environment, EveryVariableLandsInItsField) {
   EXPECT_EQ(c.request.activation, ActivationFormat::int8);
   EXPECT_TRUE(c.request.batch_invariant);
   EXPECT_EQ(c.request.threads, kMaxThreads);
-  EXPECT_TRUE(c.request.allow_judge_only);
+  EXPECT_TRUE(c.request.allow_reference);
   EXPECT_EQ(c.max_isa, "avx2");
   EXPECT_TRUE(c.log_categories & static_cast<unsigned>(LogCategory::dispatch));
   EXPECT_EQ(c.ep_deadline_s, 2.5);
@@ -158,7 +158,7 @@ TEST(RequestOverrides, EachOverrideReplacesItsField) {
   o.excluded_backends = std::vector<std::string>{"avx2", "avx512_vnni"};
   o.activation = "int8";
   o.batch_invariant = false;
-  o.allow_judge_only = true;
+  o.allow_reference = true;
   o.threads = 7;
   o.tokens_hint = 64;
   o.ep_size = 4;
@@ -169,7 +169,7 @@ TEST(RequestOverrides, EachOverrideReplacesItsField) {
   EXPECT_EQ(r.excluded_backends, (std::vector<std::string>{"avx2_fp32", "avx512_vnni_int8"}));
   EXPECT_EQ(r.activation, ActivationFormat::int8);
   EXPECT_FALSE(r.batch_invariant);
-  EXPECT_TRUE(r.allow_judge_only);
+  EXPECT_TRUE(r.allow_reference);
   EXPECT_EQ(r.threads, 7);
   EXPECT_EQ(r.tokens_hint, 64);
   EXPECT_EQ(r.ep_size, 4);

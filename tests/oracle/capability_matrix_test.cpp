@@ -39,7 +39,8 @@ TEST(CapabilityMatrix, ReflectsEachBackendsOwnCheck) {
   EXPECT_EQ(rows[1].formats, (std::vector<std::string>{"no", "no", "no", "no"}));
   EXPECT_THAT(rows[1].notes, HasSubstr("always refused: not_compiled"));
   EXPECT_EQ(rows[0].numerics_class, "stub");  // each backend's own
-  EXPECT_THAT(format_capability_markdown(rows), HasSubstr("| vnni | stub | avx512f avx512_vnni | no |"));
+  EXPECT_THAT(format_capability_markdown(rows),
+              HasSubstr("| vnni | stub | avx512f avx512_vnni | no |"));
 }
 
 TEST(CapabilityMatrix, DocsBackendsMdIsTheGeneratedTable) {

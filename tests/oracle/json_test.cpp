@@ -98,7 +98,7 @@ TEST(Json, DeploymentRoundTrips) {
   std::mt19937 rng(11);
   for (int i = 0; i < 50; ++i) {
     Deployment d = random_valid_deployment(rng);
-    d.request.allow_judge_only = i % 2 == 1;
+    d.request.allow_reference = i % 2 == 1;
     ASSERT_EQ(deployment_from_json(to_json(d)), d) << to_json(d);
     EXPECT_EQ(request_from_json(to_json(d.request)), d.request);
     EXPECT_EQ(layer_spec_from_json(to_json(d.layer)), d.layer);
@@ -109,8 +109,8 @@ TEST(Json, DeploymentRoundTrips) {
 }
 
 // Replayed files are untrusted: numbers are range-checked (never wrapped into an int), a
-// layer that validate() refuses is refused, and a Request written before allow_judge_only
-// existed still reads (as false).
+// layer that validate() refuses is refused, a Request written before allow_reference existed
+// still reads (as false), and one written under its former key allow_judge_only reads as it.
 TEST(Json, ReplayedDocumentsAreBounded) {
   const nlohmann::json good = nlohmann::json::parse(to_json(sample_deployment()));
   // The error of reading GOOD with one value replaced ("" when it is accepted).
@@ -153,13 +153,30 @@ TEST(Json, ReplayedDocumentsAreBounded) {
     }
   }
 
-  // A Request written before allow_judge_only existed still reads (as false).
+  // A Request written before allow_reference existed still reads (as false).
   nlohmann::json old = nlohmann::json::parse(to_json(sample_deployment().request));
-  old.erase("allow_judge_only");
+  old.erase("allow_reference");
   EXPECT_EQ(request_from_json(old.dump()), sample_deployment().request);
   // ... and one written before placement existed (contiguous ranges).
   old.erase("placement");
   EXPECT_EQ(request_from_json(old.dump()), sample_deployment().request);
+  // allow_reference under its former key (allow_judge_only) reads as it; both at once is refused.
+  for (const bool allowed : {false, true}) {
+    nlohmann::json former = nlohmann::json::parse(to_json(sample_deployment().request));
+    former.erase("allow_reference");
+    former["allow_judge_only"] = allowed;
+    EXPECT_EQ(request_from_json(former.dump()).allow_reference, allowed);
+    former["allow_reference"] = allowed;
+    try {
+      (void)request_from_json(former.dump());
+      ADD_FAILURE() << "accepted both allow_reference and allow_judge_only";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_THAT(e.what(), HasSubstr("both allow_reference and its former key allow_judge_only"));
+    }
+  }
+  // A report written with the reason code's former name (judge_only) reads as reference_only.
+  EXPECT_EQ(parse_reason_code("judge_only"), ReasonCode::reference_only);
+  EXPECT_EQ(parse_reason_code("reference_only"), ReasonCode::reference_only);
 
   // A placement table's entries are ranks, never wrapped into an int; whether the table fits
   // the layer and the group is placement_of's (the expert_parallel reason).
@@ -195,7 +212,7 @@ TEST(Json, SelectionRoundTripsWithReasonsAndSuggestions) {
   const Selection chosen = judge(d, preferences_for(Family::deepseek_v4), candidates(a, b));
   ASSERT_EQ(chosen.chosen, "a");
   EXPECT_EQ(chosen.candidates.front().numerics_class, "stub");  // the backend's own
-  EXPECT_EQ(selection_from_json(to_json(chosen)), chosen);  // 1/3 survives the text form
+  EXPECT_EQ(selection_from_json(to_json(chosen)), chosen);      // 1/3 survives the text form
   // A selection written before verdicts named their numerics class still reads.
   std::string older = to_json(chosen);
   for (std::size_t at; (at = older.find("\"numerics_class\": \"stub\",")) != std::string::npos;)

@@ -1,9 +1,10 @@
 // The kernel instruction-set table (src/backends/kernel_isa.inc) as the backends read it.
+#include "backends/kernel_isa.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
-#include "backends/kernel_isa.hpp"
 #include "mxmoe/hardware.hpp"
 #include "mxmoe/oracle.hpp"
 

@@ -15,7 +15,7 @@ struct Case {
   BackendCapabilities caps;
   std::vector<Rejection> fixed;             // a stub's own refusals
   std::function<void(Deployment&)> change;  // applied to sample_deployment()
-  bool judge_only = false;                  // the stub is a judge (reference-like)
+  bool is_reference = false;                // the stub is a reference (reference-like)
 };
 
 std::vector<Case> cases() {
@@ -75,7 +75,7 @@ std::vector<Case> cases() {
        [](Deployment& d) { d.request.excluded_backends = {"under_test"}; }},
       {ReasonCode::not_forced, all, {}, [](Deployment& d) { d.request.forced_backend = "other"; }},
       // A judge is never chosen unless forced or allowed.
-      {ReasonCode::judge_only, all, {}, none, /*judge_only=*/true},
+      {ReasonCode::reference_only, all, {}, none, /*is_reference=*/true},
   };
 }
 
@@ -85,7 +85,7 @@ TEST(ReasonCodes, EveryCodeIsProducedBySomeDeployment) {
   for (const Case& c : cases()) {
     SCOPED_TRACE(std::string(to_string(c.code)));
     StubBackend under_test("under_test", c.caps, 1.0, c.fixed);
-    if (c.judge_only) under_test.as_judge();
+    if (c.is_reference) under_test.as_reference();
     Deployment d = sample_deployment();
     c.change(d);
     const Selection s = judge(d, Preferences{}, candidates(under_test, other));

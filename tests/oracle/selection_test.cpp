@@ -189,7 +189,7 @@ TEST(Selection, JudgeOnlyBackendIsNeverChosenSilently) {
   fast_caps.batch_invariant_activations = {ActivationFormat::bf16};
   StubBackend fast("fast", fast_caps, 1.0);
   StubBackend judge_stub("reference", portable_caps(), 1000.0);
-  judge_stub.as_judge();
+  judge_stub.as_reference();
   Deployment d = sample_deployment();
   d.request.activation = ActivationFormat::mxfp8;
   d.request.batch_invariant = true;
@@ -199,15 +199,15 @@ TEST(Selection, JudgeOnlyBackendIsNeverChosenSilently) {
     FAIL() << "the judge was chosen without being asked for";
   } catch (const NoBackendError& e) {
     const Selection& s = e.selection();
-    EXPECT_EQ(s.candidates[1].reasons.front().code, ReasonCode::judge_only);
+    EXPECT_EQ(s.candidates[1].reasons.front().code, ReasonCode::reference_only);
     EXPECT_THAT(s.candidates[1].reasons.front().remedy, HasSubstr("--allow-reference"));
     ASSERT_FALSE(s.suggestions.empty());
-    EXPECT_EQ(s.suggestions.back().change, "allow_judge_only=true");
+    EXPECT_EQ(s.suggestions.back().change, "allow_reference=true");
     EXPECT_EQ(s.suggestions.back().backend, "reference");
-    EXPECT_THAT(std::string(e.what()), HasSubstr("allow_judge_only=true"));
+    EXPECT_THAT(std::string(e.what()), HasSubstr("allow_reference=true"));
   }
   Deployment allowed = d;
-  allowed.request.allow_judge_only = true;
+  allowed.request.allow_reference = true;
   EXPECT_EQ(select(allowed, Preferences{}, candidates(fast, judge_stub)).chosen, "reference");
   Deployment forced = d;
   forced.request.forced_backend = "reference";

@@ -38,14 +38,14 @@ class StubBackend final : public Backend {
   std::unique_ptr<ExpertKernel> create(const Deployment&, const LayerWeights&) const override {
     return nullptr;  // never executed: these tests only judge
   }
-  bool judge_only() const noexcept override { return judge_only_; }
-  StubBackend& as_judge() {
-    judge_only_ = true;
+  bool is_reference() const noexcept override { return reference_; }
+  StubBackend& as_reference() {
+    reference_ = true;
     return *this;
   }
 
  private:
-  bool judge_only_ = false;
+  bool reference_ = false;
   std::string name_;
   BackendCapabilities caps_;
   double cost_us_, us_per_token_;
@@ -81,7 +81,8 @@ inline Deployment sample_deployment() {
   d.hardware.vendor = "GenuineIntel";
   d.hardware.model = "Test CPU";
   d.hardware.logical_cpus = 8;
-  for (std::string_view n : isa_feature_names(d.hardware.arch)) set_isa_feature(d.hardware.isa, n, true);
+  for (std::string_view n : isa_feature_names(d.hardware.arch))
+    set_isa_feature(d.hardware.isa, n, true);
   d.request.activation = ActivationFormat::bf16;
   return d;
 }

@@ -1,4 +1,4 @@
-// The reference backend: the judge of every other backend (see reference_kernel.hpp).
+// The reference backend: what every other backend is checked against (see reference_kernel.hpp).
 // Supports every activation format, function and routing method; batch invariant for all
 // formats by construction (per-token rounding, fixed reduction order, unsplit reductions).
 #include <memory>
@@ -17,13 +17,15 @@ BackendDescription reference_description() {
   BackendDescription b;
   b.name = "reference";
   b.numerics_class = "float64_reference";
-  b.description = "plain C++ (no SIMD), double accumulation; every format; the judge of the others";
+  b.description =
+      "plain C++ (no SIMD), double accumulation; every format; the reference the others are "
+      "checked against";
   b.create = &create_reference;
-  b.judge_only = true;  // ~1.6 s per gpt-oss-20b call: never chosen unless asked for
+  b.is_reference = true;  // ~1.6 s per gpt-oss-20b call: never chosen unless asked for
   b.capabilities.activations = all_activation_formats();
   b.capabilities.batch_invariant_activations = all_activation_formats();
   // Deliberately slow constants (~1 GFLOP/s per thread, weights read at ~2 GB/s) so any
-  // fast backend that supports the deployment ranks ahead of the judge.
+  // fast backend that supports the deployment ranks ahead of the reference.
   b.throughput = {.weight_gb_per_s_per_thread = 2.0, .gflop_per_s_per_thread = 1.0};
   return b;
 }
