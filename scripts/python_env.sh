@@ -7,15 +7,17 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 venv=${1:?usage: python_env.sh VENV_DIR}
+venv=$(mkdir -p "$venv" && cd "$venv" && pwd)  # absolute: pip's TMPDIR lies inside it
 requirements=$root/python/requirements-test.txt
 stamp=$venv/.mxmoe-requirements
 
 source "$root/scripts/pip_install.sh"
+rm -rf "$venv/.pip-tmp"  # left by a run killed mid-install: not counted as used space
 
 if ! cmp -s "$requirements" "$stamp"; then
   # Measured: 5.6 GiB installed, torch with its CUDA libraries (PyPI's only Linux build) most
   # of it, plus the wheels while they unpack.
-  require_free_space "$venv" 8 "the test venv ($venv: numpy, torch, transformers)"
+  require_free_space "$venv" "$(venv_room "$venv" 8)" "the test venv ($venv: numpy, torch, transformers)"
 fi
 if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv" >&2

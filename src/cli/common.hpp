@@ -63,8 +63,10 @@ struct RequestOptions {
   int ep_size = 1, ep_rank = 0;
   std::string placement;  // --placement FILE (JSON, mxmoe/placement.hpp)
   void add(CLI::App& app, bool with_tokens = true);
-  // Throws UsageError for an unknown backend name, activation format or an ep_rank outside
-  // [0, ep_size).
+  // The environment's Request with the flags given (apply_request_overrides): a ConfigError
+  // (exit code 2, as a UsageError) for an unknown backend name or activation format, a
+  // number out of range or an ep_rank outside [0, ep_size); UsageError for a --placement
+  // that disagrees with --ep-size.
   Request resolve(CLI::App& app) const;
 };
 

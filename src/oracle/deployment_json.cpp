@@ -27,7 +27,7 @@ Json request_to_json(const Request& r) {
 Request request_from_json(const Json& j) {
   constexpr std::string_view what = "Request";
   // allow_reference and placement came later: requests written before them still parse.
-  // allow_judge_only is allow_reference's former key (docs/ARCHITECTURE.md, "Backend names").
+  // allow_judge_only is allow_reference's former key (docs/REASON_CODES.md).
   json::expect_keys(j, what,
                     {"activation", "batch_invariant", "ep_size", "ep_rank", "threads",
                      "tokens_hint", "forced_backend", "excluded_backends"},

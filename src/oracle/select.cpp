@@ -118,8 +118,13 @@ Selection judge_candidates(const Deployment& d, const Preferences& prefs,
   if (!named.forced_backend.empty())
     named.forced_backend =
         current_name(named.forced_backend, candidates, "forced by --backend / MXMOE_BACKEND");
-  for (std::string& name : named.excluded_backends)
-    name = current_name(name, candidates, "excluded by --exclude / MXMOE_EXCLUDE_BACKENDS");
+  std::vector<std::string> excluded;  // each once (a former and a current name are one)
+  for (const std::string& name : named.excluded_backends) {
+    std::string now =
+        current_name(name, candidates, "excluded by --exclude / MXMOE_EXCLUDE_BACKENDS");
+    if (!contains(excluded, now)) excluded.push_back(std::move(now));
+  }
+  named.excluded_backends = std::move(excluded);
   const Request& req = s.deployment.request;
   if (!s.deployment.request.activation) s.deployment.request.activation = prefs.default_activation;
   s.preferences_source = prefs.source;

@@ -358,6 +358,11 @@ TEST(FormerNames, ARequestNamingAFormerNameIsJudgedAsTheNameNow) {
       by_name.request.excluded_backends = {std::string(b->name())};
       EXPECT_EQ(explain_json(judge(by_former, Preferences{}, registered_backends())),
                 explain_json(judge(by_name, Preferences{}, registered_backends())));
+      // Both names excluded are one exclusion (one reason, one suggestion).
+      by_former.request.excluded_backends = {std::string(former), std::string(b->name())};
+      EXPECT_EQ(judge(by_former, Preferences{}, registered_backends())
+                    .deployment.request.excluded_backends,
+                std::vector<std::string>{std::string(b->name())});
     }
   }
   EXPECT_EQ(renamed, 2);
