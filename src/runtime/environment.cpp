@@ -14,15 +14,6 @@ namespace mxmoe {
 
 namespace {
 
-// NAME as the backend that answers to it calls itself now (a former name resolved).
-std::string checked_backend(std::string_view variable, const std::string& name) {
-  const Backend* b = find_backend(name);
-  if (b == nullptr)
-    throw ConfigError(fmt::format("{}={}: unknown backend '{}' (valid: {})", variable,
-                                  printable(name), printable(name), backend_names()));
-  return std::string(b->name());
-}
-
 // BACKEND as the registered backend that answers to it calls itself now (a former name
 // resolved); WHAT: "unknown backend ..." when none does.
 std::string registered_name(const std::string& what, const std::string& backend) {
@@ -106,7 +97,8 @@ std::vector<std::string_view> environment_variable_names() {
 
 std::vector<std::string> parse_backend_list(std::string_view what, std::string_view list) {
   std::vector<std::string> names = split_comma_list(list);
-  for (std::string& name : names) name = checked_backend(what, name);
+  for (std::string& name : names)
+    name = registered_name(fmt::format("{}={}", what, printable(name)), name);
   return names;
 }
 
@@ -147,7 +139,7 @@ EnvironmentConfig config_from_environment(const EnvironmentLookup& lookup) {
   };
   Request& r = c.request;
   if (const auto v = get("MXMOE_BACKEND"); v && !v->empty())
-    r.forced_backend = checked_backend("MXMOE_BACKEND", *v);
+    r.forced_backend = registered_name(fmt::format("MXMOE_BACKEND={}", printable(*v)), *v);
   for (const char* name : {"MXMOE_EXCLUDE_BACKENDS", "MXMOE_EXCLUDE"})
     if (const auto v = get(name))
       for (std::string& b : parse_backend_list(name, *v)) r.excluded_backends.push_back(b);
