@@ -24,7 +24,7 @@ namespace {
 namespace k = bf16_amx;
 
 constexpr int kBlocks = 90;
-constexpr std::size_t kGroupBytes = kBlocks * k::kGroupBlockBytes;
+constexpr std::size_t kGroupBytes = kBlocks * group16::kBlockBytes;
 
 std::string amx_unavailable() {
   const Hardware h = probe_hardware();
@@ -43,7 +43,7 @@ std::vector<std::uint8_t> packed_pool(std::size_t bytes) {
   for (std::size_t g = 0; g < pool.size() / kGroupBytes; ++g)
     for (std::size_t b = 0; b < kBlocks; ++b)
       for (std::size_t i = 0; i < 16; ++i)
-        pool[g * kGroupBytes + b * k::kGroupBlockBytes + k::kGroupNibbleBytes + i] = 120;
+        pool[g * kGroupBytes + b * group16::kBlockBytes + group16::kNibbleBytes + i] = 120;
   return pool;
 }
 

@@ -50,7 +50,7 @@ namespace k = int8_kernels;
 constexpr std::size_t kPoolBytes = std::size_t{512} << 20;
 constexpr int kBlocks = 90;  // K = 2880
 constexpr int kGroups = 4;   // one GEMM1 task: [gate 16 | up 16 | gate 16 | up 16]
-constexpr std::size_t kTaskBytes = kGroups * kBlocks * k::kGroupBlockBytes;
+constexpr std::size_t kTaskBytes = kGroups * kBlocks * group16::kBlockBytes;
 
 const IsaFeatures& isa() {
   static const IsaFeatures f = probe_hardware().isa;
@@ -71,8 +71,8 @@ struct Pool {
       std::memcpy(data + i, &v, 4);
     }
     // Scale bytes near 127 so that sums stay ordinary numbers.
-    for (std::size_t b = 0; b + k::kGroupBlockBytes <= bytes; b += k::kGroupBlockBytes)
-      for (std::size_t i = 0; i < 16; ++i) data[b + k::kGroupNibbleBytes + i] = 120 + (i & 7);
+    for (std::size_t b = 0; b + group16::kBlockBytes <= bytes; b += group16::kBlockBytes)
+      for (std::size_t i = 0; i < 16; ++i) data[b + group16::kNibbleBytes + i] = 120 + (i & 7);
   }
 };
 
@@ -140,7 +140,7 @@ void int8_task(benchmark::State& state) {
     const std::uint8_t* task = pool().data + next * kTaskBytes;
     for (int g = 0; g < kGroups; ++g) {
       const std::uint8_t* group =
-          task + static_cast<std::size_t>(g) * kBlocks * k::kGroupBlockBytes;
+          task + static_cast<std::size_t>(g) * kBlocks * group16::kBlockBytes;
       float* dst = out.data() + 16 * g;
       if (kernel == 2)
         int16_kernels::gemm16_int16_avx2(group, kBlocks, x16, tokens, dst, 64);
@@ -154,7 +154,7 @@ void int8_task(benchmark::State& state) {
   using benchmark::Counter;
   state.counters["ns/block"] = Counter(blocks / 1e9, Counter::kIsRate | Counter::kInvert);
   state.counters["GB/s"] =
-      Counter(blocks * static_cast<double>(k::kGroupBlockBytes) / 1e9, Counter::kIsRate);
+      Counter(blocks * static_cast<double>(group16::kBlockBytes) / 1e9, Counter::kIsRate);
   state.counters["GOP/s"] = Counter(blocks * 16 * 32 * 2 * tokens / 1e9, Counter::kIsRate);
 }
 

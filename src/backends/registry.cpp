@@ -1,19 +1,26 @@
-// The registry: an immutable array built from backends.inc.
+// The registry: an immutable array built from backends.inc. Each backend's file gives its
+// description (a BackendDescription: data and the kernel binding); the Backends are made here,
+// once, in the list's order, on first use (function-local statics: thread-safe, no global
+// constructor runs before main).
 #include <array>
 #include <span>
 
+#include "backends/described_backend.hpp"
 #include "mxmoe/oracle.hpp"
 
 namespace mxmoe {
 namespace backends {
-#define MXMOE_BACKEND(NAME) const Backend& NAME();
+#define MXMOE_BACKEND(NAME) BackendDescription NAME();
 #include "backends/backends.inc"
 #undef MXMOE_BACKEND
 }  // namespace backends
 
 std::span<const Backend* const> registered_backends() {
+#define MXMOE_BACKEND(NAME) static const DescribedBackend NAME##_backend(backends::NAME());
+#include "backends/backends.inc"
+#undef MXMOE_BACKEND
   static const auto all = std::to_array<const Backend*>({
-#define MXMOE_BACKEND(NAME) &backends::NAME(),
+#define MXMOE_BACKEND(NAME) &NAME##_backend,
 #include "backends/backends.inc"
 #undef MXMOE_BACKEND
   });

@@ -48,7 +48,7 @@ namespace {
 
 namespace amx = bf16_amx;
 
-constexpr std::size_t kRows = amx::kGroupRows;   // outputs per group
+constexpr std::size_t kRows = group16::kRows;   // outputs per group
 constexpr std::size_t kTile = amx::kBTileElems;  // bf16 elements per decoded (group, block)
 constexpr std::uint16_t kUnwritten = 0xA5A5;     // sentinel bits (a normal bf16, never a result)
 
@@ -77,7 +77,7 @@ struct Group {
   int blocks = 0;
   std::vector<std::uint8_t> codes;   // [n][k], k over all blocks
   std::vector<std::uint8_t> scales;  // [b][n]
-  std::vector<std::uint8_t> packed;  // blocks x kGroupBlockBytes (pack())
+  std::vector<std::uint8_t> packed;  // blocks x group16::kBlockBytes (pack())
 
   std::size_t nblocks() const { return static_cast<std::size_t>(blocks); }
   std::size_t cols() const { return 32 * nblocks(); }
@@ -98,9 +98,9 @@ struct Group {
 // little-endian 16-bit word j of 64-byte chunk q is element 8q + 2r + j%2 of output row j/2;
 // then the 16 rows' scale bytes.
 void pack(Group& g) {
-  g.packed.assign(g.nblocks() * amx::kGroupBlockBytes, 0);
+  g.packed.assign(g.nblocks() * group16::kBlockBytes, 0);
   for (std::size_t b = 0; b < g.nblocks(); ++b) {
-    std::uint8_t* dst = g.packed.data() + b * amx::kGroupBlockBytes;
+    std::uint8_t* dst = g.packed.data() + b * group16::kBlockBytes;
     for (std::size_t q = 0; q < 4; ++q)
       for (std::size_t j = 0; j < 32; ++j) {
         unsigned word = 0;
@@ -109,7 +109,7 @@ void pack(Group& g) {
         dst[64 * q + 2 * j] = static_cast<std::uint8_t>(word & 0xFFu);
         dst[64 * q + 2 * j + 1] = static_cast<std::uint8_t>(word >> 8);
       }
-    for (std::size_t n = 0; n < kRows; ++n) dst[amx::kGroupNibbleBytes + n] = g.scale(b, n);
+    for (std::size_t n = 0; n < kRows; ++n) dst[group16::kNibbleBytes + n] = g.scale(b, n);
   }
 }
 

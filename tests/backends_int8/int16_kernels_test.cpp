@@ -159,11 +159,11 @@ TEST(Int16Kernels, Avx2QuantizerGivesTheBitsOfTheDefinition) {
 std::vector<std::uint8_t> random_group(int blocks, std::mt19937& rng) {
   std::uniform_int_distribution<int> byte(0, 255);
   std::uniform_int_distribution<int> scale(100, 140);
-  std::vector<std::uint8_t> g(static_cast<std::size_t>(blocks) * k::kGroupBlockBytes);
+  std::vector<std::uint8_t> g(static_cast<std::size_t>(blocks) * group16::kBlockBytes);
   for (auto& v : g) v = static_cast<std::uint8_t>(byte(rng));
   for (int b = 0; b < blocks; ++b)
     for (int i = 0; i < 16; ++i)
-      g[static_cast<std::size_t>(b) * k::kGroupBlockBytes + k::kGroupNibbleBytes +
+      g[static_cast<std::size_t>(b) * group16::kBlockBytes + group16::kNibbleBytes +
         static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(i < 3    ? i
                                                                  : i == 3 ? 254
                                                                           : scale(rng));
@@ -208,7 +208,7 @@ std::vector<float> scalar_gemm16(const std::vector<std::uint8_t>& group, int blo
     for (int i = 0; i < 16; ++i) {
       float acc = 0.0f;
       for (int b = 0; b < blocks; ++b) {
-        const std::uint8_t* gb = group.data() + static_cast<std::size_t>(b) * k::kGroupBlockBytes;
+        const std::uint8_t* gb = group.data() + static_cast<std::size_t>(b) * group16::kBlockBytes;
         std::int64_t dot = 0;
         for (int kk = 0; kk < 32; ++kk) {
           const int h = kk / 8, j = kk % 8;
@@ -218,7 +218,7 @@ std::vector<float> scalar_gemm16(const std::vector<std::uint8_t>& group, int blo
                  a.q[static_cast<std::size_t>(t * a.cols + 32 * b + kk)];
         }
         const float ws =
-            std::ldexp(1.0f, gb[k::kGroupNibbleBytes + static_cast<std::size_t>(i)] - 128);
+            std::ldexp(1.0f, gb[group16::kNibbleBytes + static_cast<std::size_t>(i)] - 128);
         const float in_x =
             static_cast<float>(dot) * a.d[static_cast<std::size_t>(t * a.cols / 32 + b)];
         acc = std::fma(in_x, ws, acc);
@@ -265,10 +265,10 @@ TEST(Int16Kernels, Avx2GemmSumsStayExactAtTheExtremes) {
   constexpr int kBlocks = 2;
   for (const std::uint8_t code : {std::uint8_t{0x77}, std::uint8_t{0xFF}}) {
     for (const std::int16_t xv : {std::int16_t{32640}, std::int16_t{-32640}}) {
-      std::vector<std::uint8_t> group(kBlocks * k::kGroupBlockBytes, code);
+      std::vector<std::uint8_t> group(kBlocks * group16::kBlockBytes, code);
       for (int b = 0; b < kBlocks; ++b)
         for (int i = 0; i < 16; ++i)
-          group[static_cast<std::size_t>(b) * k::kGroupBlockBytes + k::kGroupNibbleBytes +
+          group[static_cast<std::size_t>(b) * group16::kBlockBytes + group16::kNibbleBytes +
                 static_cast<std::size_t>(i)] = 128;  // 2^0
       Rows16 a;
       a.cols = 32 * kBlocks;
@@ -295,7 +295,7 @@ TEST(Int16Kernels, TinyTokensKeepProductsTheScalesAloneWouldFlush) {
   auto group = random_group(kBlocks, rng);
   for (int b = 0; b < kBlocks; ++b)
     for (int i = 0; i < 16; ++i)
-      group[static_cast<std::size_t>(b) * k::kGroupBlockBytes + k::kGroupNibbleBytes +
+      group[static_cast<std::size_t>(b) * group16::kBlockBytes + group16::kNibbleBytes +
             static_cast<std::size_t>(i)] = 88;  // 2^-40
   std::normal_distribution<float> dist(0.0f, 1.0f);
   std::vector<float> x(32 * kBlocks);
@@ -314,7 +314,7 @@ TEST(Int16Kernels, TinyTokensKeepProductsTheScalesAloneWouldFlush) {
     double want = 0;  // the float64 value of the rounded inputs
     for (int b = 0; b < kBlocks; ++b)
       for (int kk = 0; kk < 32; ++kk) {
-        const std::uint8_t* gb = group.data() + static_cast<std::size_t>(b) * k::kGroupBlockBytes;
+        const std::uint8_t* gb = group.data() + static_cast<std::size_t>(b) * group16::kBlockBytes;
         const std::uint8_t byte = gb[64 * (kk / 8) + 4 * i + (kk % 8) % 4];
         const int code = kk % 8 < 4 ? (byte & 0x0F) : (byte >> 4);
         want += static_cast<double>(kDoubledE2m1[code]) * 0x1p-40 *
@@ -336,7 +336,7 @@ TEST(Int16Kernels, ANonFiniteBlockPoisonsOnlyItsToken) {
   auto group = random_group(kBlocks, rng);
   for (int b = 0; b < kBlocks; ++b)  // ordinary scales: no overflow to Inf - Inf elsewhere
     for (int i = 0; i < 16; ++i)
-      group[static_cast<std::size_t>(b) * k::kGroupBlockBytes + k::kGroupNibbleBytes +
+      group[static_cast<std::size_t>(b) * group16::kBlockBytes + group16::kNibbleBytes +
             static_cast<std::size_t>(i)] = 120;
   std::vector<float> x(static_cast<std::size_t>(kTokens * 32 * kBlocks));
   std::normal_distribution<float> dist(0.0f, 1.0f);

@@ -79,11 +79,11 @@ Activations random_activations(int tokens, int cols, std::mt19937& rng) {
 std::vector<std::uint8_t> random_group(int blocks, std::mt19937& rng) {
   std::uniform_int_distribution<int> byte(0, 255);
   std::uniform_int_distribution<int> scale(100, 140);
-  std::vector<std::uint8_t> g(static_cast<std::size_t>(blocks) * k::kGroupBlockBytes);
+  std::vector<std::uint8_t> g(static_cast<std::size_t>(blocks) * group16::kBlockBytes);
   for (auto& v : g) v = static_cast<std::uint8_t>(byte(rng));
   for (int b = 0; b < blocks; ++b) {
     for (int i = 0; i < 16; ++i) {
-      auto& e = g[static_cast<std::size_t>(b) * k::kGroupBlockBytes + k::kGroupNibbleBytes +
+      auto& e = g[static_cast<std::size_t>(b) * group16::kBlockBytes + group16::kNibbleBytes +
                   static_cast<std::size_t>(i)];
       // 0, 1, 2: subnormal scales; 200; 254 and 255 (the largest, 2^126 and 2^127 halved).
       e = static_cast<std::uint8_t>(i < 3    ? i
@@ -104,7 +104,7 @@ std::vector<float> scalar_gemm16(const std::vector<std::uint8_t>& group, int blo
     for (int i = 0; i < 16; ++i) {
       float acc = 0.0f;
       for (int b = 0; b < blocks; ++b) {
-        const std::uint8_t* gb = group.data() + static_cast<std::size_t>(b) * k::kGroupBlockBytes;
+        const std::uint8_t* gb = group.data() + static_cast<std::size_t>(b) * group16::kBlockBytes;
         int dot = 0;
         for (int kk = 0; kk < 32; ++kk) {
           const int h = kk / 8, j = kk % 8;
@@ -114,7 +114,7 @@ std::vector<float> scalar_gemm16(const std::vector<std::uint8_t>& group, int blo
                  a.q[static_cast<std::size_t>(t * a.cols + 32 * b + kk)];
         }
         const float ws =
-            std::ldexp(1.0f, gb[k::kGroupNibbleBytes + static_cast<std::size_t>(i)] - 128);
+            std::ldexp(1.0f, gb[group16::kNibbleBytes + static_cast<std::size_t>(i)] - 128);
         const float scale = ws * a.d[static_cast<std::size_t>(t * a.cols / 32 + b)];
         acc = std::fma(static_cast<float>(dot), scale, acc);
       }
@@ -233,10 +233,10 @@ void expect_gemm_extremes(Gemm16 gemm) {
   constexpr int kBlocks = 2;
   for (const std::uint8_t code : {std::uint8_t{0x77}, std::uint8_t{0xFF}}) {
     for (const std::int8_t xv : {std::int8_t{127}, std::int8_t{-127}}) {
-      std::vector<std::uint8_t> group(kBlocks * k::kGroupBlockBytes, code);
+      std::vector<std::uint8_t> group(kBlocks * group16::kBlockBytes, code);
       for (int b = 0; b < kBlocks; ++b)
         for (int i = 0; i < 16; ++i)
-          group[static_cast<std::size_t>(b) * k::kGroupBlockBytes + k::kGroupNibbleBytes +
+          group[static_cast<std::size_t>(b) * group16::kBlockBytes + group16::kNibbleBytes +
                 static_cast<std::size_t>(i)] = 127;
       Activations a;
       a.cols = 32 * kBlocks;

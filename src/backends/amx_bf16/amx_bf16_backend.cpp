@@ -12,14 +12,26 @@ namespace mxmoe {
 namespace {
 
 #if MXMOE_X86_KERNELS
+namespace k = bf16_amx;
+constexpr amx_bf16_backend::AmxBf16Ops kOps{.tile_config = &k::tile_config,
+                                            .tile_release = &k::tile_release,
+                                            .round_row_to_tiles = &k::round_row_to_tiles,
+                                            .decode_group = &k::decode_group,
+                                            .gemm_pair = &k::gemm_pair,
+                                            .glu_to_bf16 = &k::glu_to_bf16};
+
 std::unique_ptr<ExpertKernel> create_amx_bf16(const Deployment& d, const LayerWeights& weights) {
   hw::require_amx_tile_permission("amx_bf16", "avx512_bf16");
   return amx_bf16_backend::make_amx_bf16_kernel(
-      d.layer, weights, d.request.activation.value_or(ActivationFormat::bf16));
+      d.layer, weights, d.request.activation.value_or(ActivationFormat::bf16), kOps);
 }
 #endif
 
-BackendDescription amx_bf16_description() {
+}  // namespace
+
+namespace backends {
+
+BackendDescription amx_bf16() {
   BackendDescription b;
   b.name = "amx_bf16";
   b.numerics_class = "bf16_amx_tiles";
@@ -40,13 +52,6 @@ BackendDescription amx_bf16_description() {
   return b;
 }
 
-}  // namespace
-
-namespace backends {
-const Backend& amx_bf16() {
-  static const DescribedBackend backend(amx_bf16_description());
-  return backend;
-}
 }  // namespace backends
 
 }  // namespace mxmoe

@@ -20,19 +20,17 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backends/common/group16_layout.hpp"
 #include "backends/common/simd/bf16_fold.hpp"
 #include "backends/common/simd/glu_params.hpp"
 
 namespace mxmoe::bf16_amx {
 
-// Packed weights: rows in groups of 16. Per (group, 32-wide K block): 256 nibble bytes, then
-// the 16 rows' E8M0 scales = the MXFP4 source bytes exactly. The nibbles are 4 chunks of 32
+// Packed weights: the 16-row groups of common/group16_layout.hpp (per group and 32-wide K
+// block, 256 nibble bytes then the 16 rows' E8M0 scales). The nibbles are 4 chunks of 32
 // little-endian words; nibble r (bits 4r..4r+3) of word j of chunk q is element
 // 8q + 2r + j%2 of output j/2, i.e. word j of B-tile row 4q + r in TDPBF16PS's [K/2][N][2]
 // layout, so one 64-byte load and shifts feed the table lookups of 4 tile rows.
-inline constexpr int kGroupRows = 16;
-inline constexpr std::size_t kGroupNibbleBytes = 256;
-inline constexpr std::size_t kGroupBlockBytes = 272;
 inline constexpr std::size_t kBTileElems = 512;  // one decoded (group, block): 16 x 32 bf16
 // Activations are stored as A tiles: per 16 rows (a "row tile") and K block, 16 x 32 bf16
 // contiguous (1 KB, one TILELOADD with a 64-byte stride); row tiles are a_tile_stride

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "backends/amx_bf16/bf16_amx_kernels.hpp"
-#include "backends/common/expert_tasks.hpp"
+#include "backends/common/expert_driver.hpp"
 #include "backends/common/group16_pack.hpp"
 #include "base/thread_pool.hpp"
 #include "format/activation_rounding.hpp"
@@ -16,14 +16,9 @@ namespace {
 
 namespace k = bf16_amx;
 
-constexpr std::size_t kAlign = 64;
 constexpr int kTaskRows = 32;              // intermediate units (GEMM1) or outputs (GEMM2)
 constexpr int kStep = k::kTokensPerStep;   // slots per gemm_pair call
 constexpr std::int64_t kPadRows = 16 - 1;  // A tiles read whole 16-row tiles
-
-std::size_t align_up(std::size_t n) {
-  return (n + kAlign - 1) / kAlign * kAlign;
-}
 
 // The TDPBF16PS B-tile arrangement of bf16_amx_kernels.hpp: nibble r of little-endian word
 // j of 64-byte chunk q is element 8q + 2r + j%2 of output j/2.
@@ -50,7 +45,8 @@ std::vector<std::uint8_t> foldable_groups(const std::uint8_t* groups, std::size_
 }
 
 struct Layout {
-  std::size_t tile_start, xb, ab, thread_base, per_thread, total;
+  std::size_t tile_start, xb, ab;
+  driver::ThreadRegions threads;
   // Offsets inside one thread's region; t_row and t_round only for mxfp8 (a rounded row and
   // the rounding scratch).
   std::size_t t_btiles, t_scales, t_h, t_c, t_row, t_round;
@@ -58,22 +54,18 @@ struct Layout {
 
 class AmxBf16Kernel final : public ExpertKernel {
  public:
-  AmxBf16Kernel(const LayerSpec& spec, const LayerWeights& w, ActivationFormat format)
+  AmxBf16Kernel(const LayerSpec& spec, const LayerWeights& w, ActivationFormat format,
+                const AmxBf16Ops& ops)
       : spec_(spec),
+        ops_(ops),
         mxfp8_(format == ActivationFormat::mxfp8),
         experts_(spec.num_experts),
         hidden_(spec.hidden),
         inter_(spec.intermediate),
-        packed_(group16::pack_experts(spec, w, &arrange_bf16, "amx_bf16")) {
-    static_assert(group16::kBlockBytes == k::kGroupBlockBytes &&
-                  group16::kNibbleBytes == k::kGroupNibbleBytes);
+        packed_(group16::pack_experts(spec, w, &arrange_bf16, "amx_bf16")),
+        glu_(driver::glu_params(spec)) {
     if (format != ActivationFormat::bf16 && format != ActivationFormat::mxfp8)
       throw std::invalid_argument("amx_bf16 implements bf16 and mxfp8 activations only");
-    glu_.fn = spec.activation == ActivationFn::swiglu_oai ? simd::kGluSwigluOai
-              : spec.activation == ActivationFn::silu_glu ? simd::kGluSilu
-                                                          : simd::kGluSiluClamp;
-    glu_.alpha = spec.activation_params.alpha;
-    glu_.limit = spec.activation_params.limit;
     w1_fold_ = foldable_groups(packed_.w1.data(), packed_.w1.size() / packed_.w1_group_bytes(),
                                packed_.w1_group_bytes());
     w2_fold_ = foldable_groups(packed_.w2.data(), packed_.w2.size() / packed_.w2_group_bytes(),
@@ -86,7 +78,7 @@ class AmxBf16Kernel final : public ExpertKernel {
 
   std::size_t workspace_bytes(std::int64_t /*rows*/, std::int64_t slots,
                               int threads) const noexcept override {
-    return layout(slots, threads).total;
+    return layout(slots).threads.total(threads);
   }
 
   void run(const ExpertForward& f) const noexcept override;
@@ -94,34 +86,30 @@ class AmxBf16Kernel final : public ExpertKernel {
  private:
   // Activations live in row tiles of 16 slots; each expert's slots start a new row tile, so
   // `positions` slots over the experts need at most positions/16 + experts row tiles.
-  Layout layout(std::int64_t positions, int threads) const noexcept {
+  Layout layout(std::int64_t positions) const noexcept {
     const auto row_tiles =
         static_cast<std::size_t>(std::max<std::int64_t>(positions, 0) / 16 + experts_ + 1);
     const auto nb = static_cast<std::size_t>(std::max(packed_.blocks_h(), packed_.blocks_i()));
     const auto tile_bytes = k::kATileElems * sizeof(std::uint16_t);
     Layout l{};
-    std::size_t at = 0;
-    l.tile_start = at,
-    at += align_up(static_cast<std::size_t>(experts_ + 1) * sizeof(std::int64_t));
-    l.xb = at,
-    at += align_up(row_tiles * static_cast<std::size_t>(packed_.blocks_h()) * tile_bytes);
-    l.ab = at,
-    at += align_up(row_tiles * static_cast<std::size_t>(packed_.blocks_i()) * tile_bytes);
-    l.thread_base = at;
-    std::size_t t = 0;
-    l.t_btiles = t, t += align_up(4 * nb * k::kBTileElems * sizeof(std::uint16_t));
-    l.t_scales = t, t += align_up(4 * nb * 16 * sizeof(float));
-    l.t_h = t, t += align_up(kStep * 64 * sizeof(float));
-    l.t_c = t, t += align_up(256 * sizeof(float));
+    driver::Carve shared;
+    l.tile_start = shared.take(static_cast<std::size_t>(experts_ + 1) * sizeof(std::int64_t));
+    l.xb = shared.take(row_tiles * static_cast<std::size_t>(packed_.blocks_h()) * tile_bytes);
+    l.ab = shared.take(row_tiles * static_cast<std::size_t>(packed_.blocks_i()) * tile_bytes);
+    driver::Carve thread;
+    l.t_btiles = thread.take(4 * nb * k::kBTileElems * sizeof(std::uint16_t));
+    l.t_scales = thread.take(4 * nb * 16 * sizeof(float));
+    l.t_h = thread.take(kStep * 64 * sizeof(float));
+    l.t_c = thread.take(256 * sizeof(float));
     const auto width = static_cast<std::size_t>(std::max(hidden_, 32));
-    l.t_row = t, t += mxfp8_ ? align_up(width * sizeof(std::uint16_t)) : 0;
-    l.t_round = t, t += mxfp8_ ? align_up(rounding_bf16_scratch_bytes(width)) : 0;
-    l.per_thread = t;
-    l.total = at + t * static_cast<std::size_t>(std::max(threads, 1));
+    l.t_row = thread.take(mxfp8_ ? width * sizeof(std::uint16_t) : 0);
+    l.t_round = thread.take(mxfp8_ ? rounding_bf16_scratch_bytes(width) : 0);
+    l.threads = {.base = shared.end, .per_thread = thread.end};
     return l;
   }
 
   LayerSpec spec_;
+  AmxBf16Ops ops_;
   bool mxfp8_;
   int experts_, hidden_, inter_;
   group16::PackedExperts packed_;
@@ -133,7 +121,7 @@ void AmxBf16Kernel::run(const ExpertForward& f) const noexcept {
   const ExpertBatch& batch = f.batch;
   if (batch.slots <= 0 || batch.num_experts <= 0) return;
   const std::int32_t* offsets = batch.expert_offsets;
-  const Layout l = layout(batch.slots, f.pool->size());
+  const Layout l = layout(batch.slots);
   const std::int64_t h = hidden_, inter = inter_;
   const int nbh = static_cast<int>(packed_.blocks_h()), nbi = static_cast<int>(packed_.blocks_i());
   constexpr auto x_block = static_cast<std::int64_t>(k::kATileElems);  // one A tile
@@ -150,16 +138,13 @@ void AmxBf16Kernel::run(const ExpertForward& f) const noexcept {
     tile_start[i + 1] = tile_start[i] + (offsets[e + 1] - offsets[e] + 15) / 16;
   }
   const std::int64_t row_tiles = tile_start[local_experts];
-  const std::int64_t positions = offsets[local_experts];
   if (row_tiles == 0) return;
 
   // Phase 1, per row tile: each slot's input rounded to bf16 (a token's bits are the same in
   // each of its copies); the tile's rows past the expert's last slot are zeroed in xb and ab,
   // since whole 16-row tiles are loaded and stale bytes could be NaN (their results are
   // dropped, but zeros keep the tiles' arithmetic ordinary).
-  const auto thread_region = [&](int thread) {
-    return f.workspace + l.thread_base + l.per_thread * static_cast<std::size_t>(thread);
-  };
+  const auto thread_region = [&](int thread) { return l.threads.of(f.workspace, thread); };
   // mxfp8: the token's MXFP8 values as bf16 (exact) into the tiles: element 32 b + i of the
   // row goes to row[b * kATileElems + i], the layout round_row_to_tiles writes.
   const auto mxfp8_row_to_tiles = [&](const float* x, int thread, std::uint16_t* row) {
@@ -182,7 +167,7 @@ void AmxBf16Kernel::run(const ExpertForward& f) const noexcept {
         if (mxfp8_)
           mxfp8_row_to_tiles(f.x + row * h, thread, x_row);
         else
-          k::round_row_to_tiles(f.x + row * h, nbh, x_row);
+          ops_.round_row_to_tiles(f.x + row * h, nbh, x_row);
         continue;
       }
       std::uint16_t* a_row = ab + tile * a_tile_stride + rr * 32;
@@ -198,7 +183,7 @@ void AmxBf16Kernel::run(const ExpertForward& f) const noexcept {
     float* c;
   };
   auto scratch = [&](int thread) {
-    std::byte* r = f.workspace + l.thread_base + l.per_thread * static_cast<std::size_t>(thread);
+    std::byte* r = thread_region(thread);
     return Scratch{reinterpret_cast<std::uint16_t*>(r + l.t_btiles),
                    reinterpret_cast<float*>(r + l.t_scales), reinterpret_cast<float*>(r + l.t_h),
                    reinterpret_cast<float*>(r + l.t_c)};
@@ -212,13 +197,13 @@ void AmxBf16Kernel::run(const ExpertForward& f) const noexcept {
                        std::int64_t a_stride, std::int64_t count, auto&& consume) {
     const auto tile_elems = static_cast<std::size_t>(blocks) * k::kBTileElems;
     const auto scale_floats = static_cast<std::size_t>(blocks) * 16;
-    k::tile_config(count < 16 ? static_cast<int>(count) : 16);
+    ops_.tile_config(count < 16 ? static_cast<int>(count) : 16);
     // Unfoldable pairs (rare) are decoded once, up front.
     auto packed = [&](int g) { return group0 + static_cast<std::size_t>(g) * group_bytes; };
     for (int g = 0; g < groups; g += 2) {
       if (fold[g] != 0 && fold[g + 1] != 0) continue;
       for (int i = g; i < g + 2; ++i) {
-        k::decode_group(packed(i), blocks, fold[i] != 0,
+        ops_.decode_group(packed(i), blocks, fold[i] != 0,
                         s.btiles + static_cast<std::size_t>(i) * tile_elems,
                         s.scales + static_cast<std::size_t>(i) * scale_floats);
       }
@@ -243,21 +228,18 @@ void AmxBf16Kernel::run(const ExpertForward& f) const noexcept {
           pair.packed[1] = packed(g + 1);
           pair.ring = one_step;
         }
-        k::gemm_pair(pair, blocks, a + c0 / 16 * a_stride, a_stride, m, s.h + 16 * g, stride, s.c);
+        ops_.gemm_pair(pair, blocks, a + c0 / 16 * a_stride, a_stride, m, s.h + 16 * g, stride, s.c);
       }
       consume(c0, m, s.h);
     }
-    k::tile_release();
+    ops_.tile_release();
   };
 
   // Phase 2: GEMM1 for 32 intermediate units (4 groups: gate, up, gate, up), GLU, bf16.
-  const ExpertTasks tasks1(local_experts, inter / kTaskRows, positions, kStep);
-  f.pool->parallel_for(tasks1.count(), [&](std::int64_t task, int thread) {
-    const auto [local, jt] = tasks1(task);
-    const std::int64_t e = local;
-    const std::int64_t count = offsets[e + 1] - offsets[e];
-    if (count == 0) return;
-    const std::int64_t tile0 = tile_start[local];
+  driver::for_each_expert_tile(f, inter / kTaskRows, kStep, [&](std::int64_t e, std::int64_t jt,
+                                                               std::int64_t /*first*/,
+                                                               std::int64_t count, int thread) {
+    const std::int64_t tile0 = tile_start[e];
     const std::int64_t g0 = 4 * jt;
     const std::uint8_t* fold =
         w1_fold_.data() + static_cast<std::size_t>(e * (2 * inter / group16::kRows) + g0);
@@ -265,11 +247,10 @@ void AmxBf16Kernel::run(const ExpertForward& f) const noexcept {
     const float* up_bias = packed_.up_bias.data() + e * inter + kTaskRows * jt;
     gemm_task(scratch(thread), packed_.w1_group(e, g0), packed_.w1_group_bytes(), fold, 4, nbh,
               xb + tile0 * x_tile_stride, x_tile_stride, count,
-              // Init-captures: clang before 16 cannot capture structured bindings.
-              [&, row_tile = jt](std::int64_t c0, int m, const float* acc) {
-                std::uint16_t* a = ab + (tile0 + c0 / 16) * a_tile_stride + row_tile * x_block;
+              [&](std::int64_t c0, int m, const float* acc) {
+                std::uint16_t* a = ab + (tile0 + c0 / 16) * a_tile_stride + jt * x_block;
                 if (!mxfp8_) {
-                  k::glu_to_bf16(acc, m, gate_bias, up_bias, glu_, a, a_tile_stride);
+                  ops_.glu_to_bf16(acc, m, gate_bias, up_bias, glu_, a, a_tile_stride);
                   return;
                 }
                 // One 32-unit MX block per row: the portable activation, then MXFP8.
@@ -290,25 +271,19 @@ void AmxBf16Kernel::run(const ExpertForward& f) const noexcept {
   });
 
   // Phase 3: GEMM2 for 32 output rows (2 groups), + b2, into the slots' outputs.
-  const ExpertTasks tasks2(local_experts, h / kTaskRows, positions, kStep);
-  f.pool->parallel_for(tasks2.count(), [&](std::int64_t task, int thread) {
-    const auto [local, ot] = tasks2(task);
-    const std::int64_t e = local;
-    const std::int64_t count = offsets[e + 1] - offsets[e];
-    if (count == 0) return;
-    const std::int64_t tile0 = tile_start[local];
+  driver::for_each_expert_tile(f, h / kTaskRows, kStep, [&](std::int64_t e, std::int64_t ot,
+                                                           std::int64_t first, std::int64_t count,
+                                                           int thread) {
+    const std::int64_t tile0 = tile_start[e];
     const std::int64_t g0 = 2 * ot;
     const std::uint8_t* fold =
         w2_fold_.data() + static_cast<std::size_t>(e * (h / group16::kRows) + g0);
     const float* bias = packed_.b2.data() + e * h + kTaskRows * ot;
     gemm_task(scratch(thread), packed_.w2_group(e, g0), packed_.w2_group_bytes(), fold, 2, nbi,
               ab + tile0 * a_tile_stride, a_tile_stride, count,
-              [&, out_tile = ot](std::int64_t c0, int m, const float* acc) {
-                for (int r = 0; r < m; ++r) {
-                  const std::int64_t slot = batch.order[offsets[e] + c0 + r];
-                  float* dst = f.slot_out + slot * h + kTaskRows * out_tile;
-                  for (int o = 0; o < kTaskRows; ++o) dst[o] = acc[r * kTaskRows + o] + bias[o];
-                }
+              [&](std::int64_t c0, int m, const float* acc) {
+                driver::store_plus_bias(f, first + c0, m, acc, kTaskRows, 1, kTaskRows, bias, h,
+                                        kTaskRows * ot);
               });
   });
 }
@@ -317,8 +292,9 @@ void AmxBf16Kernel::run(const ExpertForward& f) const noexcept {
 
 std::unique_ptr<ExpertKernel> make_amx_bf16_kernel(const LayerSpec& spec,
                                                    const LayerWeights& weights,
-                                                   ActivationFormat format) {
-  return std::make_unique<AmxBf16Kernel>(spec, weights, format);
+                                                   ActivationFormat format,
+                                                   const AmxBf16Ops& ops) {
+  return std::make_unique<AmxBf16Kernel>(spec, weights, format, ops);
 }
 
 }  // namespace mxmoe::amx_bf16_backend

@@ -9,6 +9,7 @@
 
 #include <memory>
 
+#include "backends/amx_bf16/amx_bf16_ops.hpp"
 #include "backends/kernel.hpp"
 #include "mxmoe/deployment.hpp"
 #include "mxmoe/layer_spec.hpp"
@@ -16,11 +17,12 @@
 
 namespace mxmoe::amx_bf16_backend {
 
-// The caller made sure the CPU and the OS allow AMX-BF16. format: bf16, or mxfp8 (its values
-// are bf16 values: format/activation_rounding.hpp). Throws std::invalid_argument when the
-// weights disagree with spec or for another format.
+// The caller made sure the CPU and the OS allow the table's instructions (AMX-BF16). format:
+// bf16, or mxfp8 (its values are bf16 values: format/activation_rounding.hpp). Throws
+// std::invalid_argument when the weights disagree with spec or for another format.
 std::unique_ptr<ExpertKernel> make_amx_bf16_kernel(const LayerSpec& spec,
                                                    const LayerWeights& weights,
-                                                   ActivationFormat format);
+                                                   ActivationFormat format,
+                                                   const AmxBf16Ops& ops);
 
 }  // namespace mxmoe::amx_bf16_backend

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backends/common/dense_dot.hpp"
+#include "backends/common/expert_driver.hpp"
 #include "base/thread_pool.hpp"
 #include "format/activation_rounding.hpp"
 #include "model/activation.hpp"
@@ -41,11 +42,7 @@ void dense_dot_portable(const DenseRows& w, int rows, const float* const* x, int
 namespace {
 
 constexpr std::int64_t kRowsPerTask = 16;
-constexpr std::size_t kAlign = 64;
-
-std::size_t align_up(std::size_t n) noexcept {
-  return (n + kAlign - 1) / kAlign * kAlign;
-}
+using driver::align_up;
 
 // One projection, dequantized: bf16 when every value is exactly a bf16, else float32.
 struct DenseProjection {

@@ -14,14 +14,11 @@
 #include <utility>
 #include <vector>
 
+#include "backends/common/group16_layout.hpp"
 #include "mxmoe/layer_spec.hpp"
 #include "mxmoe/weights.hpp"
 
 namespace mxmoe::group16 {
-
-inline constexpr int kRows = 16;
-inline constexpr std::size_t kNibbleBytes = 256;
-inline constexpr std::size_t kBlockBytes = 272;  // nibbles + 16 scale bytes
 
 // codes[i][k]: E2M1 code (0..15) of row i, element k of the block. Writes the 256 bytes.
 using NibbleArranger = void (*)(const std::uint8_t (&codes)[kRows][32], std::uint8_t* dst);

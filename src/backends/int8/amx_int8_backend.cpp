@@ -12,14 +12,28 @@ namespace mxmoe {
 namespace {
 
 #if MXMOE_X86_KERNELS
+namespace k = int8_kernels;
+// avx512_vnni_int8's table, and AMX tiles for the experts with at least 16 slots.
+constexpr int8_backend::AmxInt8Ops kTiles{.tile_config = &k::amx_int8_tile_config,
+                                          .tile_release = &k::amx_int8_tile_release,
+                                          .decode_group = &k::amx_decode_group,
+                                          .gemm16 = &k::gemm16_amx};
+constexpr int8_backend::Int8Ops kOps{.quantize = &k::quantize_int8_avx512,
+                                    .gemm16 = &k::gemm16_vnni,
+                                    .glu_quantize = &k::glu_quantize_avx512,
+                                    .amx = &kTiles};
+
 std::unique_ptr<ExpertKernel> create_amx_int8(const Deployment& d, const LayerWeights& weights) {
   hw::require_amx_tile_permission("amx_int8", "avx512_vnni");
-  return int8_backend::make_int8_expert_kernel(d.layer, weights,
-                                               int8_backend::Int8Kernels::amx_int8);
+  return int8_backend::make_quant_expert_kernel(d.layer, weights, kOps);
 }
 #endif
 
-BackendDescription amx_int8_description() {
+}  // namespace
+
+namespace backends {
+
+BackendDescription amx_int8() {
   BackendDescription b;
   b.name = "amx_int8";
   b.numerics_class = "int8_block32";
@@ -42,13 +56,6 @@ BackendDescription amx_int8_description() {
   return b;
 }
 
-}  // namespace
-
-namespace backends {
-const Backend& amx_int8() {
-  static const DescribedBackend backend(amx_int8_description());
-  return backend;
-}
 }  // namespace backends
 
 }  // namespace mxmoe

@@ -6,18 +6,24 @@
 #include <memory>
 
 #include "backends/described_backend.hpp"
+#include "backends/int8/int16_kernels.hpp"
 #include "backends/int8/int8_expert_kernel.hpp"
 
 namespace mxmoe {
 namespace {
 
 #if MXMOE_X86_KERNELS
-std::unique_ptr<ExpertKernel> create_avx2_int16(const Deployment& d, const LayerWeights& weights) {
-  return int8_backend::make_int16_expert_kernel(d.layer, weights, int8_backend::Int16Kernels::avx2);
-}
+namespace k = int16_kernels;
+constexpr int8_backend::Int16Ops kOps{.quantize = &k::quantize_int16_avx2,
+                                     .gemm16 = &k::gemm16_int16_avx2,
+                                     .glu_quantize = &k::glu_quantize_int16_avx2};
 #endif
 
-BackendDescription avx2_int16_description() {
+}  // namespace
+
+namespace backends {
+
+BackendDescription avx2_int16() {
   BackendDescription b;
   b.name = "avx2_int16";
   b.numerics_class = "int16_block32";
@@ -25,7 +31,7 @@ BackendDescription avx2_int16_description() {
       "AVX2: bf16 activations as int16 per 32-block (power-of-two scale), exact int32 block "
       "dots (vpmaddwd)";
 #if MXMOE_X86_KERNELS
-  b.create = &create_avx2_int16;
+  b.create = &int8_backend::create<kOps>;
 #endif
   b.kernels = {KernelIsa::avx2};
   b.capabilities.activations = {ActivationFormat::bf16};
@@ -41,13 +47,6 @@ BackendDescription avx2_int16_description() {
   return b;
 }
 
-}  // namespace
-
-namespace backends {
-const Backend& avx2_int16() {
-  static const DescribedBackend backend(avx2_int16_description());
-  return backend;
-}
 }  // namespace backends
 
 }  // namespace mxmoe

@@ -10,20 +10,24 @@ namespace mxmoe {
 namespace {
 
 #if MXMOE_X86_KERNELS
-std::unique_ptr<ExpertKernel> create_avx512_vnni(const Deployment& d, const LayerWeights& weights) {
-  return int8_backend::make_int8_expert_kernel(d.layer, weights,
-                                               int8_backend::Int8Kernels::avx512_vnni);
-}
+namespace k = int8_kernels;
+constexpr int8_backend::Int8Ops kOps{.quantize = &k::quantize_int8_avx512,
+                                    .gemm16 = &k::gemm16_vnni,
+                                    .glu_quantize = &k::glu_quantize_avx512};
 #endif
 
-BackendDescription avx512_vnni_description() {
+}  // namespace
+
+namespace backends {
+
+BackendDescription avx512_vnni_int8() {
   BackendDescription b;
   b.name = "avx512_vnni_int8";
   b.former_names = {"avx512_vnni"};
   b.numerics_class = "int8_block32";
   b.description = "AVX-512 VNNI: int8 activations per 32-block, exact int32 block dots (vpdpbusd)";
 #if MXMOE_X86_KERNELS
-  b.create = &create_avx512_vnni;
+  b.create = &int8_backend::create<kOps>;
 #endif
   b.kernels = {KernelIsa::avx512_vnni};
   b.capabilities.activations = {ActivationFormat::int8};
@@ -38,13 +42,6 @@ BackendDescription avx512_vnni_description() {
   return b;
 }
 
-}  // namespace
-
-namespace backends {
-const Backend& avx512_vnni_int8() {
-  static const DescribedBackend backend(avx512_vnni_description());
-  return backend;
-}
 }  // namespace backends
 
 }  // namespace mxmoe

@@ -9,14 +9,18 @@ namespace mxmoe {
 namespace {
 
 #if MXMOE_X86_KERNELS
-std::unique_ptr<ExpertKernel> create_avx_vnni_int8(const Deployment& d,
-                                                   const LayerWeights& weights) {
-  return int8_backend::make_int8_expert_kernel(d.layer, weights,
-                                               int8_backend::Int8Kernels::avx_vnni);
-}
+namespace k = int8_kernels;
+// The AVX2 quantizer and GLU, VEX vpdpbusd block dots (ymm).
+constexpr int8_backend::Int8Ops kOps{.quantize = &k::quantize_int8_avx2,
+                                    .gemm16 = &k::gemm16_avx_vnni,
+                                    .glu_quantize = &k::glu_quantize_avx2};
 #endif
 
-BackendDescription avx_vnni_int8_description() {
+}  // namespace
+
+namespace backends {
+
+BackendDescription avx_vnni_int8() {
   BackendDescription b;
   b.name = "avx_vnni_int8";
   b.numerics_class = "int8_block32";
@@ -24,7 +28,7 @@ BackendDescription avx_vnni_int8_description() {
       "AVX-VNNI: int8 activations per 32-block, exact int32 block dots (vpdpbusd on ymm); the "
       "bits of avx512_vnni_int8";
 #if MXMOE_X86_KERNELS
-  b.create = &create_avx_vnni_int8;
+  b.create = &int8_backend::create<kOps>;
 #endif
   b.kernels = {KernelIsa::avx2, KernelIsa::avx_vnni};  // quantizer and GLU from avx2
   b.capabilities.activations = {ActivationFormat::int8};
@@ -36,13 +40,6 @@ BackendDescription avx_vnni_int8_description() {
   return b;
 }
 
-}  // namespace
-
-namespace backends {
-const Backend& avx_vnni_int8() {
-  static const DescribedBackend backend(avx_vnni_int8_description());
-  return backend;
-}
 }  // namespace backends
 
 }  // namespace mxmoe

@@ -39,7 +39,7 @@ void quantize_int16_avx2(const float* x, std::int64_t n, std::int16_t* q, float*
                          std::int32_t* corr) noexcept;
 
 // out[t * out_stride + i] = acc of row i of the 16-row group for token t (t < tokens),
-// K = 32 * blocks; the group is packed as int8_kernels' (kGroupBlockBytes per block).
+// K = 32 * blocks; the group is packed as int8_kernels' (group16::kBlockBytes per block).
 void gemm16_int16_avx2(const std::uint8_t* group, int blocks, const QuantRows16& x, int tokens,
                        float* out, std::int64_t out_stride) noexcept;
 

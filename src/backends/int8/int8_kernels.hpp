@@ -16,18 +16,16 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backends/common/group16_layout.hpp"
 #include "backends/common/simd/glu_params.hpp"
 
 namespace mxmoe::int8_kernels {
 
-// Packed weights: rows in groups of 16. Per (group, 32-wide K block): 256 nibble bytes then 16
-// E8M0 scale bytes (one per row) = the same 272 bytes as the MXFP4 source. Nibble byte
+// Packed weights: the 16-row groups of common/group16_layout.hpp (per group and 32-wide K block,
+// 256 nibble bytes then the 16 rows' E8M0 scales, the MXFP4 source's 272 bytes). Nibble byte
 // 64*h + 4*i + j holds row i's element 8h+j (low nibble) and 8h+4+j (high nibble), so the low
 // and high nibbles of 64 bytes are directly the [k/4][row][k%4] operand of vpdpbusd and the
 // 8 x 64-byte B tile of TDPBSSD.
-inline constexpr int kGroupRows = 16;
-inline constexpr std::size_t kGroupNibbleBytes = 256;
-inline constexpr std::size_t kGroupBlockBytes = 272;
 inline constexpr std::size_t kAmxBTileBytes = 512;    // one decoded (group, block): 8 x 64 int8
 inline constexpr std::size_t kAmxCScratchInts = 512;  // two 16 x 16 int32 C tiles in flight
 

@@ -11,14 +11,17 @@ namespace mxmoe {
 namespace {
 
 #if MXMOE_AARCH64_KERNELS
-std::unique_ptr<ExpertKernel> create_neon_dotprod_int8(const Deployment& d,
-                                                       const LayerWeights& weights) {
-  return int8_backend::make_int8_expert_kernel(d.layer, weights,
-                                               int8_backend::Int8Kernels::neon_dotprod);
-}
+namespace k = int8_kernels;
+constexpr int8_backend::Int8Ops kOps{.quantize = &k::quantize_int8_neon,
+                                    .gemm16 = &k::gemm16_neon_dotprod,
+                                    .glu_quantize = &k::glu_quantize_neon};
 #endif
 
-BackendDescription neon_dotprod_int8_description() {
+}  // namespace
+
+namespace backends {
+
+BackendDescription neon_dotprod_int8() {
   BackendDescription b;
   b.name = "neon_dotprod_int8";
   b.numerics_class = "int8_block32";
@@ -26,7 +29,7 @@ BackendDescription neon_dotprod_int8_description() {
       "aarch64 Advanced SIMD + dot product: int8 activations per 32-block, exact int32 block "
       "dots (sdot)";
 #if MXMOE_AARCH64_KERNELS
-  b.create = &create_neon_dotprod_int8;
+  b.create = &int8_backend::create<kOps>;
 #endif
   b.kernels = {KernelIsa::neon_dotprod};
   b.capabilities.activations = {ActivationFormat::int8};
@@ -42,13 +45,6 @@ BackendDescription neon_dotprod_int8_description() {
   return b;
 }
 
-}  // namespace
-
-namespace backends {
-const Backend& neon_dotprod_int8() {
-  static const DescribedBackend backend(neon_dotprod_int8_description());
-  return backend;
-}
 }  // namespace backends
 
 }  // namespace mxmoe

@@ -5,18 +5,24 @@
 #include <memory>
 
 #include "backends/described_backend.hpp"
+#include "backends/int8/int16_kernels.hpp"
 #include "backends/int8/int8_expert_kernel.hpp"
 
 namespace mxmoe {
 namespace {
 
 #if MXMOE_AARCH64_KERNELS
-std::unique_ptr<ExpertKernel> create_neon_int16(const Deployment& d, const LayerWeights& weights) {
-  return int8_backend::make_int16_expert_kernel(d.layer, weights, int8_backend::Int16Kernels::neon);
-}
+namespace k = int16_kernels;
+constexpr int8_backend::Int16Ops kOps{.quantize = &k::quantize_int16_neon,
+                                     .gemm16 = &k::gemm16_int16_neon,
+                                     .glu_quantize = &k::glu_quantize_int16_neon};
 #endif
 
-BackendDescription neon_int16_description() {
+}  // namespace
+
+namespace backends {
+
+BackendDescription neon_int16() {
   BackendDescription b;
   b.name = "neon_int16";
   b.numerics_class = "int16_block32";
@@ -24,7 +30,7 @@ BackendDescription neon_int16_description() {
       "aarch64 Advanced SIMD: bf16 activations as int16 per 32-block (power-of-two scale), "
       "exact int32 block dots (smlal)";
 #if MXMOE_AARCH64_KERNELS
-  b.create = &create_neon_int16;
+  b.create = &int8_backend::create<kOps>;
 #endif
   b.kernels = {KernelIsa::neon};
   b.capabilities.activations = {ActivationFormat::bf16};
@@ -37,13 +43,6 @@ BackendDescription neon_int16_description() {
   return b;
 }
 
-}  // namespace
-
-namespace backends {
-const Backend& neon_int16() {
-  static const DescribedBackend backend(neon_int16_description());
-  return backend;
-}
 }  // namespace backends
 
 }  // namespace mxmoe

@@ -11,12 +11,18 @@ namespace mxmoe {
 namespace {
 
 #if MXMOE_AARCH64_KERNELS
-std::unique_ptr<ExpertKernel> create_sve_int8(const Deployment& d, const LayerWeights& weights) {
-  return int8_backend::make_int8_expert_kernel(d.layer, weights, int8_backend::Int8Kernels::sve);
-}
+namespace k = int8_kernels;
+// The Advanced SIMD quantizer and GLU, SVE sdot block dots (any vector length).
+constexpr int8_backend::Int8Ops kOps{.quantize = &k::quantize_int8_neon,
+                                    .gemm16 = &k::gemm16_sve,
+                                    .glu_quantize = &k::glu_quantize_neon};
 #endif
 
-BackendDescription sve_int8_description() {
+}  // namespace
+
+namespace backends {
+
+BackendDescription sve_int8() {
   BackendDescription b;
   b.name = "sve_int8";
   b.numerics_class = "int8_block32";
@@ -24,7 +30,7 @@ BackendDescription sve_int8_description() {
       "aarch64 SVE (any vector length): int8 activations per 32-block, exact int32 block dots "
       "(sdot by lane)";
 #if MXMOE_AARCH64_KERNELS
-  b.create = &create_sve_int8;
+  b.create = &int8_backend::create<kOps>;
 #endif
   b.kernels = {KernelIsa::neon_dotprod, KernelIsa::sve};
   b.capabilities.activations = {ActivationFormat::int8};
@@ -38,13 +44,6 @@ BackendDescription sve_int8_description() {
   return b;
 }
 
-}  // namespace
-
-namespace backends {
-const Backend& sve_int8() {
-  static const DescribedBackend backend(sve_int8_description());
-  return backend;
-}
 }  // namespace backends
 
 }  // namespace mxmoe

@@ -13,7 +13,11 @@ std::unique_ptr<ExpertKernel> create_reference(const Deployment& d, const LayerW
   return std::make_unique<reference::ReferenceKernel>(d, weights);
 }
 
-BackendDescription reference_description() {
+}  // namespace
+
+namespace backends {
+
+BackendDescription reference() {
   BackendDescription b;
   b.name = "reference";
   b.numerics_class = "float64_reference";
@@ -30,13 +34,6 @@ BackendDescription reference_description() {
   return b;
 }
 
-}  // namespace
-
-namespace backends {
-const Backend& reference() {
-  static const DescribedBackend backend(reference_description());
-  return backend;
-}
 }  // namespace backends
 
 }  // namespace mxmoe

@@ -27,7 +27,11 @@ std::unique_ptr<ExpertKernel> create_avx2(const Deployment& d, const LayerWeight
 }
 #endif
 
-BackendDescription avx2_description() {
+}  // namespace
+
+namespace backends {
+
+BackendDescription avx2_fp32() {
   BackendDescription b;
   b.name = "avx2_fp32";
   b.former_names = {"avx2"};
@@ -50,13 +54,6 @@ BackendDescription avx2_description() {
   return b;
 }
 
-}  // namespace
-
-namespace backends {
-const Backend& avx2_fp32() {
-  static const DescribedBackend backend(avx2_description());
-  return backend;
-}
 }  // namespace backends
 
 }  // namespace mxmoe

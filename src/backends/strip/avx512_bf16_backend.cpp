@@ -23,7 +23,11 @@ std::unique_ptr<ExpertKernel> create_avx512_bf16(const Deployment& d, const Laye
 }
 #endif
 
-BackendDescription avx512_bf16_description() {
+}  // namespace
+
+namespace backends {
+
+BackendDescription avx512_bf16() {
   BackendDescription b;
   b.name = "avx512_bf16";
   b.numerics_class = "bf16_dpbf16_strips";
@@ -48,13 +52,6 @@ BackendDescription avx512_bf16_description() {
   return b;
 }
 
-}  // namespace
-
-namespace backends {
-const Backend& avx512_bf16() {
-  static const DescribedBackend backend(avx512_bf16_description());
-  return backend;
-}
 }  // namespace backends
 
 }  // namespace mxmoe

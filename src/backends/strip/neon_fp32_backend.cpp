@@ -25,7 +25,11 @@ std::unique_ptr<ExpertKernel> create_neon_fp32(const Deployment& d, const LayerW
 }
 #endif
 
-BackendDescription neon_fp32_description() {
+}  // namespace
+
+namespace backends {
+
+BackendDescription neon_fp32() {
   BackendDescription b;
   b.name = "neon_fp32";
   b.numerics_class = "fp32_strips";
@@ -48,13 +52,6 @@ BackendDescription neon_fp32_description() {
   return b;
 }
 
-}  // namespace
-
-namespace backends {
-const Backend& neon_fp32() {
-  static const DescribedBackend backend(neon_fp32_description());
-  return backend;
-}
 }  // namespace backends
 
 }  // namespace mxmoe

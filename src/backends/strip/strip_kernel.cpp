@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "backends/common/expert_tasks.hpp"
+#include "backends/common/expert_driver.hpp"
 #include "backends/common/simd/bf16_fold.hpp"
 #include "base/huge_pages.hpp"
 #include "base/thread_pool.hpp"
@@ -14,13 +14,10 @@
 namespace mxmoe::strip {
 namespace {
 
-constexpr std::size_t kAlign = 64;
+using driver::align_up;
+using driver::kAlign;
 constexpr int kMaxTokensCap = 8;            // dot() token tile upper bound (stack arrays)
 constexpr std::int64_t kStripsPerTask = 8;  // 32 rows: ~50 KB of weights per task at K=2880
-
-std::size_t align_up(std::size_t n) noexcept {
-  return (n + kAlign - 1) / kAlign * kAlign;
-}
 
 std::int64_t source_row(RowMap map, std::int64_t rows, std::int64_t s, int n) noexcept {
   const std::int64_t i = 2 * s + n / 2;  // gate/up maps: intermediate index
@@ -122,8 +119,9 @@ PackedProjection pack_projection(const Mxfp4View& w, const DenseView& bias, RowM
 // (indexed by slot), for a block format (mxfp8) the unrounded activations [M*k, I] float,
 // then per thread a decoded strip, a dot-product tile and the rounding scratch.
 struct StripKernel::Layout {
-  std::size_t xq = 0, a = 0, a_f32 = 0, thread0 = 0, decoded = 0, tile = 0, rounding = 0,
-              per_thread = 0, total = 0;
+  std::size_t xq = 0, a = 0, a_f32 = 0;
+  driver::ThreadRegions threads;
+  std::size_t decoded = 0, tile = 0, rounding = 0;  // inside a thread's region
 };
 
 StripKernel::StripKernel(const Deployment& d, const LayerWeights& w, const StripOps& ops)
@@ -146,8 +144,7 @@ StripKernel::StripKernel(const Deployment& d, const LayerWeights& w, const Strip
     throw std::invalid_argument("bf16 strip kernels need bf16 or mxfp8 activations");
 }
 
-StripKernel::Layout StripKernel::layout(std::int64_t rows, std::int64_t slots,
-                                        int threads) const noexcept {
+StripKernel::Layout StripKernel::layout(std::int64_t rows, std::int64_t slots) const noexcept {
   const auto m = static_cast<std::size_t>(rows);
   const auto eb = ops_.element_bytes;
   const auto kb = static_cast<std::size_t>(std::max(w1_.kblocks, w2_.kblocks));
@@ -156,23 +153,21 @@ StripKernel::Layout StripKernel::layout(std::int64_t rows, std::int64_t slots,
   const auto inter = static_cast<std::size_t>(spec_.intermediate);
   const bool block_format = format_ == ActivationFormat::mxfp8;
   Layout l;
-  l.xq = 0;
-  l.a = align_up(m * hidden * eb);
-  l.a_f32 = l.a + align_up(s * inter * eb);
-  l.thread0 = l.a_f32 + (block_format ? align_up(s * inter * sizeof(float)) : 0);
-  l.decoded = 0;
-  l.tile = align_up(kb * kStripRows * (kBlockElems * eb + sizeof(float)));
-  l.rounding = l.tile + align_up(kStripRows * kMaxTokensCap * sizeof(float));
-  l.per_thread =
-      l.rounding +
-      (block_format ? align_up(rounding_bf16_scratch_bytes(std::max(hidden, inter))) : 0);
-  l.total = l.thread0 + l.per_thread * static_cast<std::size_t>(std::max(threads, 1));
+  driver::Carve shared;
+  l.xq = shared.take(m * hidden * eb);
+  l.a = shared.take(s * inter * eb);
+  l.a_f32 = shared.take(block_format ? s * inter * sizeof(float) : 0);
+  driver::Carve thread;
+  l.decoded = thread.take(kb * kStripRows * (kBlockElems * eb + sizeof(float)));
+  l.tile = thread.take(kStripRows * kMaxTokensCap * sizeof(float));
+  l.rounding = thread.take(block_format ? rounding_bf16_scratch_bytes(std::max(hidden, inter)) : 0);
+  l.threads = {.base = shared.end, .per_thread = thread.end};
   return l;
 }
 
 std::size_t StripKernel::workspace_bytes(std::int64_t rows, std::int64_t slots,
                                          int threads) const noexcept {
-  return layout(rows, slots, threads).total;
+  return layout(rows, slots).threads.total(threads);
 }
 
 std::size_t StripKernel::packed_bytes() const noexcept {
@@ -181,7 +176,7 @@ std::size_t StripKernel::packed_bytes() const noexcept {
 
 void StripKernel::run(const ExpertForward& f) const noexcept {
   const ExpertBatch& batch = f.batch;
-  const Layout l = layout(f.rows, batch.slots, f.pool->size());
+  const Layout l = layout(f.rows, batch.slots);
   const std::int64_t hidden = spec_.hidden, inter = spec_.intermediate;
   const std::size_t eb = ops_.element_bytes;
   const bool round_bf16 = format_ == ActivationFormat::bf16;
@@ -191,9 +186,7 @@ void StripKernel::run(const ExpertForward& f) const noexcept {
   std::byte* xq = f.workspace + l.xq;
   std::byte* a = f.workspace + l.a;
   auto* a_f32 = reinterpret_cast<float*>(f.workspace + l.a_f32);
-  const auto thread_scratch = [&](int thread) {
-    return f.workspace + l.thread0 + l.per_thread * static_cast<std::size_t>(thread);
-  };
+  const auto thread_scratch = [&](int thread) { return l.threads.of(f.workspace, thread); };
 
   // Stores v rounded to the activation format in the element type of the kernels.
   const auto store = [&](std::byte* base, std::int64_t index, float v) {
@@ -226,8 +219,7 @@ void StripKernel::run(const ExpertForward& f) const noexcept {
     return a + static_cast<std::size_t>(slot * inter) * eb;
   };
 
-  const int local = batch.num_experts;
-  const std::int64_t positions = batch.expert_offsets[local];
+  const std::int64_t positions = batch.expert_offsets[batch.num_experts];
   // out[n * count + j] for the tile's rows: fused when the expert's tokens fit one tile
   // (decoded == nullptr), else over the strip decoded once for all tiles. Both give the same
   // bits (StripOps::fused_dot), so a token's result does not depend on its expert's load.
@@ -243,18 +235,18 @@ void StripKernel::run(const ExpertForward& f) const noexcept {
   // (local expert with tokens, strip, token tile) of p, kStripsPerTask strips per task.
   const auto for_each_strip = [&](const PackedProjection& p, auto&& per_tile) {
     const std::int64_t tasks_per_expert = (p.strips + kStripsPerTask - 1) / kStripsPerTask;
-    const ExpertTasks tasks(local, tasks_per_expert, positions, ops_.max_tokens);
-    f.pool->parallel_for(tasks.count(), [&](std::int64_t task, int thread) {
-      const auto [local_e, within] = tasks(task);
-      const auto e = static_cast<int>(local_e);
-      const std::int32_t first = batch.expert_offsets[e], last = batch.expert_offsets[e + 1];
-      if (first == last) return;
+    driver::for_each_expert_tile(f, tasks_per_expert, ops_.max_tokens, [&](std::int64_t e,
+                                                                          std::int64_t within,
+                                                                          std::int64_t first,
+                                                                          std::int64_t slots,
+                                                                          int thread) {
       std::byte* scratch = thread_scratch(thread) + l.decoded;
       auto* out = reinterpret_cast<float*>(thread_scratch(thread) + l.tile);
       const std::int64_t s0 = within * kStripsPerTask;
       const std::int64_t s1 = std::min(s0 + kStripsPerTask, p.strips);
-      const bool fused = ops_.fused_dot != nullptr && last - first <= ops_.max_tokens;
+      const bool fused = ops_.fused_dot != nullptr && slots <= ops_.max_tokens;
       const std::byte* decoded = fused ? nullptr : scratch;
+      const std::int64_t last = first + slots;
       for (std::int64_t s = s0; s < s1; ++s) {
         const PackedStrip strip = p.strip(e, s);
         if (!fused) ops_.decode(strip, scratch);
@@ -262,8 +254,8 @@ void StripKernel::run(const ExpertForward& f) const noexcept {
             p.bias.empty()
                 ? nullptr
                 : p.bias.data() + static_cast<std::size_t>((e * p.strips + s) * kStripRows);
-        for (std::int32_t p0 = first; p0 < last; p0 += ops_.max_tokens) {
-          const int count = static_cast<int>(std::min<std::int32_t>(ops_.max_tokens, last - p0));
+        for (std::int64_t p0 = first; p0 < last; p0 += ops_.max_tokens) {
+          const int count = static_cast<int>(std::min<std::int64_t>(ops_.max_tokens, last - p0));
           per_tile(s, strip, decoded, p0, count, bias, out);
         }
       }
@@ -272,7 +264,7 @@ void StripKernel::run(const ExpertForward& f) const noexcept {
 
   // 2. GEMM1 (+b1), activation, rounding: strip s gives a[2s] and a[2s+1] of each slot.
   for_each_strip(w1_, [&](std::int64_t s, const PackedStrip& strip, const std::byte* decoded,
-                          std::int32_t p0, int count, const float* bias, float* out) {
+                          std::int64_t p0, int count, const float* bias, float* out) {
     const void* rows[kMaxTokensCap];
     for (int j = 0; j < count; ++j) rows[j] = x_row(batch.slot_rows[batch.order[p0 + j]]);
     dot(strip, decoded, rows, count, out);
@@ -303,15 +295,11 @@ void StripKernel::run(const ExpertForward& f) const noexcept {
 
   // 3. GEMM2 (+b2) into slot_out.
   for_each_strip(w2_, [&](std::int64_t s, const PackedStrip& strip, const std::byte* decoded,
-                          std::int32_t p0, int count, const float* bias, float* out) {
+                          std::int64_t p0, int count, const float* bias, float* out) {
     const void* rows[kMaxTokensCap];
     for (int j = 0; j < count; ++j) rows[j] = a_row(batch.order[p0 + j]);
     dot(strip, decoded, rows, count, out);
-    for (int j = 0; j < count; ++j) {
-      float* y = f.slot_out + batch.order[p0 + j] * hidden + kStripRows * s;
-      for (int n = 0; n < kStripRows; ++n)
-        y[n] = out[n * count + j] + (bias != nullptr ? bias[n] : 0.0f);
-    }
+    driver::store_plus_bias(f, p0, count, out, 1, count, kStripRows, bias, hidden, kStripRows * s);
   });
 }
 

@@ -52,7 +52,7 @@ class StripKernel final : public ExpertKernel {
 
  private:
   struct Layout;
-  Layout layout(std::int64_t rows, std::int64_t slots, int threads) const noexcept;
+  Layout layout(std::int64_t rows, std::int64_t slots) const noexcept;
 
   LayerSpec spec_;
   ActivationFormat format_;

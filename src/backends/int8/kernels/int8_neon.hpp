@@ -72,8 +72,8 @@ __attribute__((always_inline)) inline void gemm16_row_quads(const std::uint8_t* 
     float32x4_t acc[N];
     for (float32x4_t& a : acc) a = vdupq_n_f32(0.0f);
     for (int b = 0; b < blocks; ++b) {
-      const std::uint8_t* gb = group + static_cast<std::size_t>(b) * kGroupBlockBytes;
-      const float32x4_t ws = weight_scales_quad_neon(gb + kGroupNibbleBytes + 4 * c);
+      const std::uint8_t* gb = group + static_cast<std::size_t>(b) * group16::kBlockBytes;
+      const float32x4_t ws = weight_scales_quad_neon(gb + group16::kNibbleBytes + 4 * c);
       int32x4_t dot[N];
       dots(gb, c, std::int64_t{32} * b, q, dot);
       for (std::size_t j = 0; j < N; ++j) acc[j] = epilogue(acc[j], dot[j], ws, d[j][b]);

@@ -88,7 +88,7 @@ struct VnniDot {
 // into L2 keeps enough DRAM reads in flight when decoding streams the weights.
 constexpr std::size_t kPrefetchBytesYmm = 4096;
 __attribute__((always_inline)) inline void prefetch_ahead_ymm(const std::uint8_t* block) {
-  for (std::size_t o = 0; o < kGroupBlockBytes; o += 64)
+  for (std::size_t o = 0; o < group16::kBlockBytes; o += 64)
     _mm_prefetch(reinterpret_cast<const char*>(block + kPrefetchBytesYmm + o), _MM_HINT_T1);
 }
 
@@ -127,10 +127,10 @@ __attribute__((always_inline)) inline void gemm16_ymm_tokens(const std::uint8_t*
   __m256 acc[N][2];
   for (std::size_t j = 0; j < N; ++j) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
   for (int b = 0; b < blocks; ++b) {
-    const std::uint8_t* gb = group + static_cast<std::size_t>(b) * kGroupBlockBytes;
+    const std::uint8_t* gb = group + static_cast<std::size_t>(b) * group16::kBlockBytes;
     prefetch_ahead_ymm(gb);
-    const __m256 ws[2] = {weight_scales_ymm(gb + kGroupNibbleBytes),
-                          weight_scales_ymm(gb + kGroupNibbleBytes + 8)};
+    const __m256 ws[2] = {weight_scales_ymm(gb + group16::kNibbleBytes),
+                          weight_scales_ymm(gb + group16::kNibbleBytes + 8)};
     __m256i decoded[2][8];
     if constexpr (N > 1) {
       for (int half = 0; half < 2; ++half)

@@ -63,7 +63,7 @@ __attribute__((always_inline)) inline void decode_block(const std::uint8_t* gb, 
   __m512i sub = _mm512_set1_epi16(static_cast<short>(kBias));
   if (fold) {
     const __m512i e = _mm512_cvtepu8_epi32(
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(gb + kGroupNibbleBytes)));
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(gb + group16::kNibbleBytes)));
     // kBias - offset_n = (kMaxFoldableScale - e_n) << 7
     const __m512i s =
         _mm512_slli_epi32(_mm512_sub_epi32(_mm512_set1_epi32(simd::kMaxFoldableScale), e), 7);
@@ -143,10 +143,10 @@ void decode_group(const std::uint8_t* group, int blocks, bool fold, std::uint16_
                   float* block_scale) noexcept {
   const __m512i table = _mm512_load_si512(kCodeTable.entry);
   for (int b = 0; b < blocks; ++b) {
-    const std::uint8_t* gb = group + static_cast<std::size_t>(b) * kGroupBlockBytes;
+    const std::uint8_t* gb = group + static_cast<std::size_t>(b) * group16::kBlockBytes;
     if (!fold) {
       const __m512i e = _mm512_cvtepu8_epi32(
-          _mm_loadu_si128(reinterpret_cast<const __m128i*>(gb + kGroupNibbleBytes)));
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(gb + group16::kNibbleBytes)));
       _mm512_storeu_ps(block_scale + 16 * b, block_scales(e));
     }
     decode_block(gb, fold, table, b_tiles + static_cast<std::size_t>(b) * kBTileElems);
@@ -180,8 +180,8 @@ class PairStream {
 
  private:
   void decode(int b) const {
-    const std::size_t at = static_cast<std::size_t>(b) * kGroupBlockBytes;
-    for (std::size_t o = 0; o < kGroupBlockBytes; o += 64) {
+    const std::size_t at = static_cast<std::size_t>(b) * group16::kBlockBytes;
+    for (std::size_t o = 0; o < group16::kBlockBytes; o += 64) {
       for (int g = 0; g < 2; ++g) {
         const std::uint8_t* ahead = pair_.packed[g] + at + kPrefetchBytes + o;
         _mm_prefetch(reinterpret_cast<const char*>(ahead), _MM_HINT_T1);

@@ -9,6 +9,7 @@
 
 #include "backends/common/amx/tile_config.hpp"
 #include "backends/int8/int8_kernels.hpp"
+#include "backends/int8/kernels/int8_zmm.hpp"
 
 namespace mxmoe::int8_kernels {
 namespace {
@@ -22,16 +23,6 @@ constexpr amx_tiles::TileShape kTiles[6] = {{16, 32}, {16, 32}, {8, 64},
 __m512i signed_doubled_code_table() {
   return _mm512_broadcast_i32x4(
       _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12));
-}
-
-// Same as weight_scales() in int8_vnni.cpp: 2^(e - 128), exact, subnormal for e = 0, 1.
-__m512 weight_scales(const std::uint8_t* e8m0) {
-  const __m512i e = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(e8m0)));
-  const __m512i one = _mm512_set1_epi32(1);
-  const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, one), 23);
-  const __m512i subnormal = _mm512_sllv_epi32(one, _mm512_add_epi32(e, _mm512_set1_epi32(21)));
-  const __mmask16 tiny = _mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2));
-  return _mm512_castsi512_ps(_mm512_mask_blend_epi32(tiny, normal, subnormal));
 }
 
 // One 16 x 16 x 32 tile product into C tile kC, and its store as 16 rows of 16 int32. The tile
@@ -81,7 +72,7 @@ void amx_decode_group(const std::uint8_t* group, int blocks, std::int8_t* b_tile
   const __m512i table = signed_doubled_code_table();
   const __m512i low_nibble = _mm512_set1_epi8(0x0F);
   for (int b = 0; b < blocks; ++b) {
-    const std::uint8_t* gb = group + static_cast<std::size_t>(b) * kGroupBlockBytes;
+    const std::uint8_t* gb = group + static_cast<std::size_t>(b) * group16::kBlockBytes;
     std::int8_t* tile = b_tiles + static_cast<std::size_t>(b) * kAmxBTileBytes;
     for (int h = 0; h < 4; ++h) {
       const __m512i packed = _mm512_loadu_si512(gb + 64 * h);
@@ -91,7 +82,7 @@ void amx_decode_group(const std::uint8_t* group, int blocks, std::int8_t* b_tile
           tile + 128 * h + 64,
           _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(packed, 4), low_nibble)));
     }
-    _mm512_storeu_ps(weight_scale + 16 * b, weight_scales(gb + kGroupNibbleBytes));
+    _mm512_storeu_ps(weight_scale + 16 * b, weight_scales(gb + group16::kNibbleBytes));
   }
 }
 

@@ -14,8 +14,6 @@
 namespace mxmoe::int16_kernels {
 namespace {
 
-using int8_kernels::kGroupBlockBytes;
-using int8_kernels::kGroupNibbleBytes;
 
 // f32 -> bf16 -> f32 on 8 floats, round to nearest even on the 16 dropped bits (the carry into
 // the exponent is right, past the largest finite bf16 it gives Inf). A NaN stays a NaN (the
@@ -117,10 +115,10 @@ __attribute__((always_inline)) inline void gemm16_tokens(const std::uint8_t* gro
   __m256 acc[N][2];
   for (std::size_t j = 0; j < N; ++j) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
   for (int b = 0; b < blocks; ++b) {
-    const std::uint8_t* gb = group + static_cast<std::size_t>(b) * kGroupBlockBytes;
+    const std::uint8_t* gb = group + static_cast<std::size_t>(b) * group16::kBlockBytes;
     prefetch_ahead_ymm(gb);
-    const __m256 ws[2] = {weight_scales_ymm(gb + kGroupNibbleBytes),
-                          weight_scales_ymm(gb + kGroupNibbleBytes + 8)};
+    const __m256 ws[2] = {weight_scales_ymm(gb + group16::kNibbleBytes),
+                          weight_scales_ymm(gb + group16::kNibbleBytes + 8)};
     // Stored and loaded whole (full-width stores, then loads of the same width): an array of
     // Words left to the compiler was spilled in 128-bit halves and reloaded as 256-bit
     // vectors, a failed store forward per load (8 tokens 4x slower than the float path).

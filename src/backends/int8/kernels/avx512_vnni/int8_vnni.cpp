@@ -8,6 +8,7 @@
 
 #include "backends/common/simd/glu_avx512.hpp"
 #include "backends/int8/int8_kernels.hpp"
+#include "backends/int8/kernels/int8_zmm.hpp"
 
 namespace mxmoe::int8_kernels {
 namespace {
@@ -20,17 +21,6 @@ __m512i biased_doubled_code_table() {
       _mm_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0));
 }
 
-// 2^(e - 128) for 16 E8M0 bytes, exactly: biased exponent e-1 for e >= 2, the subnormals
-// 2^-128 and 2^-127 for e = 0 and 1 (bits 1 << (21 + e)).
-__m512 weight_scales(const std::uint8_t* e8m0) {
-  const __m512i e = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(e8m0)));
-  const __m512i one = _mm512_set1_epi32(1);
-  const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, one), 23);
-  const __m512i subnormal = _mm512_sllv_epi32(one, _mm512_add_epi32(e, _mm512_set1_epi32(21)));
-  const __mmask16 tiny = _mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2));
-  return _mm512_castsi512_ps(_mm512_mask_blend_epi32(tiny, normal, subnormal));
-}
-
 // Decoding few tokens streams the weights from DRAM; asking for the block 4 KB (~15 blocks)
 // ahead into L2 keeps more misses in flight than the hardware prefetchers alone (measured
 // at 1 token, 2 threads: none 15.8 GB/s; into L1: 512 B 17.3, 1 KB 18.9, 2 KB 20.6; into
@@ -38,7 +28,7 @@ __m512 weight_scales(const std::uint8_t* e8m0) {
 // touches the next group, or harmlessly nothing (prefetches never fault).
 constexpr std::size_t kPrefetchBytes = 4096;
 __attribute__((always_inline)) inline void prefetch_ahead(const std::uint8_t* block) {
-  for (std::size_t o = 0; o < kGroupBlockBytes; o += 64)
+  for (std::size_t o = 0; o < group16::kBlockBytes; o += 64)
     _mm_prefetch(reinterpret_cast<const char*>(block + kPrefetchBytes + o), _MM_HINT_T1);
 }
 
@@ -56,7 +46,7 @@ __attribute__((always_inline)) inline void gemm16_tokens(const std::uint8_t* gro
   __m512 acc[4];
   for (int j = 0; j < n; ++j) acc[j] = _mm512_setzero_ps();
   for (int b = 0; b < blocks; ++b) {
-    const std::uint8_t* gb = group + static_cast<std::size_t>(b) * kGroupBlockBytes;
+    const std::uint8_t* gb = group + static_cast<std::size_t>(b) * group16::kBlockBytes;
     prefetch_ahead(gb);
     __m512i w[8];
     for (int h = 0; h < 4; ++h) {
@@ -65,7 +55,7 @@ __attribute__((always_inline)) inline void gemm16_tokens(const std::uint8_t* gro
       w[2 * h + 1] =
           _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(packed, 4), low_nibble));
     }
-    const __m512 ws = weight_scales(gb + kGroupNibbleBytes);
+    const __m512 ws = weight_scales(gb + group16::kNibbleBytes);
     for (int j = 0; j < n; ++j) {
       const std::int64_t row = t0 + j;
       const std::int8_t* xq = x.q + row * x.q_stride + 32 * b;

@@ -12,8 +12,6 @@
 namespace mxmoe::int16_kernels {
 namespace {
 
-using int8_kernels::kGroupBlockBytes;
-using int8_kernels::kGroupNibbleBytes;
 
 // f32 -> bf16 -> f32 bits on 4 floats, as bf16_bits_rne of int16_avx2.cpp: round to nearest
 // even on the 16 dropped bits, a NaN becomes the quiet 0x7FC00000.

@@ -87,9 +87,9 @@ __attribute__((always_inline)) inline void chunk_tokens(const std::uint8_t* grou
   }
   svfloat32_t acc0 = svdup_n_f32(0.0f), acc1 = acc0, acc2 = acc0, acc3 = acc0;
   for (int b = 0; b < blocks; ++b) {
-    const std::uint8_t* gb = group + static_cast<std::size_t>(b) * kGroupBlockBytes;
+    const std::uint8_t* gb = group + static_cast<std::size_t>(b) * group16::kBlockBytes;
     // 2^(e - 128) exactly (weight_scales_neon): exponent field e, halved, clamped.
-    const svuint32_t e = svld1ub_u32(lanes, gb + kGroupNibbleBytes + r0);
+    const svuint32_t e = svld1ub_u32(lanes, gb + group16::kNibbleBytes + r0);
     const svfloat32_t halved =
         svmul_n_f32_x(lanes, svreinterpret_f32_u32(svlsl_n_u32_x(lanes, e, 23)), 0.5f);
     const svfloat32_t ws = svmin_n_f32_x(lanes, svmax_n_f32_x(lanes, halved, 0x1p-128f), 0x1p127f);
@@ -119,9 +119,9 @@ __attribute__((always_inline)) inline void chunk_tokens(const std::uint8_t* grou
 
 void gemm16_sve(const std::uint8_t* group, int blocks, const QuantRows& x, int tokens, float* out,
                 std::int64_t out_stride) noexcept {
-  const int chunk = std::min(static_cast<int>(svcntw()), kGroupRows);
-  for (int r0 = 0; r0 < kGroupRows; r0 += chunk) {
-    const int rows = std::min(chunk, kGroupRows - r0);
+  const int chunk = std::min(static_cast<int>(svcntw()), group16::kRows);
+  for (int r0 = 0; r0 < group16::kRows; r0 += chunk) {
+    const int rows = std::min(chunk, group16::kRows - r0);
     for_token_tiles<4>(tokens, [&]<std::size_t N>(int t0) {
       chunk_tokens<N>(group, blocks, x, t0, r0, rows, out, out_stride);
     });
