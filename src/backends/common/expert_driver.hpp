@@ -1,7 +1,8 @@
-// The skeleton every expert driver (int8/, amx_bf16/, strip/, dense_expert) is built on. A
-// driver is portable code: it packs the weights once, and ExpertKernel::run() is phases of
-// ThreadPool tasks that call the family's ISA kernels through the table of plain functions
-// its backend bound (docs/ARCHITECTURE.md, "Binding kernels"). What the phases share is here:
+// The skeleton the MXFP4 expert drivers (int8/, amx_bf16/, strip/) are built on (dense_expert
+// takes only its alignment). A driver is portable code: it packs the weights once, and
+// ExpertKernel::run() is phases of ThreadPool tasks that call the family's ISA kernels through
+// the table of plain functions its backend bound (docs/ARCHITECTURE.md, "Binding kernels").
+// What the phases share is here:
 //   - the workspace layout: consecutive 64-byte-aligned regions, then one region per thread;
 //   - the (expert, tile) task loop over the experts that received slots (ExpertTasks order);
 //   - the last phase's store: a tile's results + bias into the slots' output rows;
