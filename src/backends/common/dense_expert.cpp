@@ -107,7 +107,7 @@ class DenseExpertKernel final : public ExpertKernel {
 
   std::size_t workspace_bytes(std::int64_t rows, std::int64_t slots,
                               int threads) const noexcept override {
-    return layout(rows, slots, threads).total;
+    return layout(rows, slots).threads.total(threads);
   }
   std::size_t packed_bytes() const noexcept override {
     return w1_.bytes() + w2_.bytes();
@@ -116,18 +116,20 @@ class DenseExpertKernel final : public ExpertKernel {
 
  private:
   struct Layout {
-    std::size_t xq = 0, h = 0, a = 0, thread0 = 0, per_thread = 0, total = 0;
+    std::size_t xq = 0, h = 0, a = 0;
+    driver::ThreadRegions threads;  // each: the rounding scratch
   };
-  Layout layout(std::int64_t rows, std::int64_t slots, int threads) const noexcept {
+  Layout layout(std::int64_t rows, std::int64_t slots) const noexcept {
     const auto hidden = static_cast<std::size_t>(spec_.hidden);
     const auto inter = static_cast<std::size_t>(spec_.intermediate);
     const auto s = static_cast<std::size_t>(std::max<std::int64_t>(slots, 0));
     Layout l;
-    l.h = align_up(static_cast<std::size_t>(std::max<std::int64_t>(rows, 0)) * hidden * 4);
-    l.a = l.h + align_up(s * 2 * inter * 4);
-    l.thread0 = l.a + align_up(s * inter * 4);
-    l.per_thread = align_up(rounding_scratch_bytes(std::max(hidden, inter)));
-    l.total = l.thread0 + l.per_thread * static_cast<std::size_t>(std::max(threads, 1));
+    driver::Carve shared;
+    l.xq = shared.take(static_cast<std::size_t>(std::max<std::int64_t>(rows, 0)) * hidden * 4);
+    l.h = shared.take(s * 2 * inter * 4);
+    l.a = shared.take(s * inter * 4);
+    l.threads = {.base = shared.end,
+                 .per_thread = align_up(rounding_scratch_bytes(std::max(hidden, inter)))};
     return l;
   }
 
@@ -168,14 +170,12 @@ class DenseExpertKernel final : public ExpertKernel {
 
 void DenseExpertKernel::run(const ExpertForward& f) const noexcept {
   const ExpertBatch& batch = f.batch;
-  const Layout l = layout(f.rows, batch.slots, f.pool->size());
+  const Layout l = layout(f.rows, batch.slots);
   const std::int64_t hidden = spec_.hidden, inter = spec_.intermediate;
   auto* xq = reinterpret_cast<float*>(f.workspace + l.xq);
   auto* h = reinterpret_cast<float*>(f.workspace + l.h);
   auto* a = reinterpret_cast<float*>(f.workspace + l.a);
-  const auto scratch = [&](int thread) {
-    return f.workspace + l.thread0 + l.per_thread * static_cast<std::size_t>(thread);
-  };
+  const auto scratch = [&](int thread) { return l.threads.of(f.workspace, thread); };
   const auto hn = static_cast<std::size_t>(hidden), in = static_cast<std::size_t>(inter);
   f.pool->parallel_for(f.rows, [&](std::int64_t t, int thread) {
     round_activations(format_, {f.x + t * hidden, hn}, {xq + t * hidden, hn}, scratch(thread));
