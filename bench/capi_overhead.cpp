@@ -75,7 +75,7 @@ Fixture& fixture(bool tiny) {
 void CppForward(benchmark::State& state) {
   Fixture& f = fixture(state.range(0) != 0);
   for (auto _ : state) {
-    f.cpp.forward(f.x.data(), 1, f.y.data());
+    f.cpp.forward({.tokens = 1, .x = f.x.data(), .y = f.y.data()});
     benchmark::DoNotOptimize(f.y.data());
   }
 }

@@ -30,7 +30,7 @@ mxmoe::MoeLayer build(const mxmoe::LayerSpec& spec, const mxmoe::LayerStorage& s
 double seconds_of(mxmoe::MoeLayer& layer, const std::vector<float>& x, int tokens,
                   std::vector<float>& y) {
   const auto start = std::chrono::steady_clock::now();
-  layer.forward(x.data(), tokens, y.data());
+  layer.forward({.tokens = tokens, .x = x.data(), .y = y.data()});
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 

@@ -35,9 +35,10 @@ void BM_ReferenceLayer(benchmark::State& state) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<float> x(static_cast<std::size_t>(tokens * spec().hidden)), y(x.size());
   for (float& v : x) v = normal(rng);
-  layer.forward(x.data(), tokens, y.data());  // warm-up: workspace, page faults
+  layer.forward(
+      {.tokens = tokens, .x = x.data(), .y = y.data()});  // warm-up: workspace, page faults
   for (auto _ : state) {
-    layer.forward(x.data(), tokens, y.data());
+    layer.forward({.tokens = tokens, .x = x.data(), .y = y.data()});
     benchmark::DoNotOptimize(y.data());
   }
   const double calls = static_cast<double>(state.iterations());

@@ -21,7 +21,7 @@ int main(int argc, char** argv) {
       const int h = layer.spec().hidden;
       std::vector<float> x(static_cast<std::size_t>(3 * h)), y(x.size());
       for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(static_cast<float>(i));
-      layer.forward(x.data(), 3, y.data());
+      layer.forward({.tokens = 3, .x = x.data(), .y = y.data()});
       double sum = 0;
       for (float v : y) sum += static_cast<double>(v) * v;
       std::printf("layer %d on %s: |y|^2 = %.6g\n", index, layer.selection().chosen.c_str(), sum);

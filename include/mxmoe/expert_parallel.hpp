@@ -5,7 +5,7 @@
 //   route on the token's rank -> exchange counts -> send each token's row once to every rank
 //   that owns one of its experts, with the slots' expert ids -> the owners compute the
 //   unweighted output of every slot -> send the per-slot outputs back -> the token's rank
-//   combines them in slot order j = 0..k-1 (+ its shared expert), with MoeLayer::combine.
+//   combines them in slot order j = 0..k-1 (+ its shared expert), with MoeLayer::forward's combine.
 //
 // Returning per-slot outputs, never per-rank partial sums, is what makes a token's output
 // bits the same for any number of ranks and any placement: the same kernels compute the same

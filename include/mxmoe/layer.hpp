@@ -20,70 +20,59 @@
 
 namespace mxmoe {
 
+// The arrays of one MoeLayer::forward call, all row-major, M = tokens. One input (x or x_bf16),
+// one output of the same type (y or y_bf16), and at most one routing source:
+//   - none: the layer's router (+ bias); a hash-routed layer (RoutingMethod::hash, DeepSeek-V4's
+//     tid2eid) routes by token_ids instead, which it needs for M > 0 (refused first, naming the
+//     form; ids outside [0, spec().vocab) are refused naming the token); other layers ignore
+//     token_ids, so a host may pass them to every layer;
+//   - router_logits [M, E]: routes from these logits (not for a hash layer);
+//   - expert_ids with expert_weights [M, top_k] (as engines pass them): the routing itself,
+//     validated (ids in range and distinct per token, weights finite and >= 0).
+// bf16 is raw uint16 bits, computed in float32 inside. Refused with std::invalid_argument
+// naming the fields: both or neither of an input (output) pair for M > 0, x and y of different
+// types, expert_ids without expert_weights or the reverse, router_logits with expert_ids,
+// token_ids with router_logits or expert_ids (they would be ignored). An array of 0 tokens may
+// be null. The fields are in the order calls name them:
+//   layer.forward({.tokens = m, .x = x, .y = y});
+//   layer.forward({.tokens = m, .x_bf16 = xb, .y_bf16 = yb, .token_ids = ids});
+//   layer.forward({.tokens = m, .x = x, .y = y, .expert_ids = ids, .expert_weights = w});
+struct ForwardArgs {
+  std::int64_t tokens = 0;                   // M
+  const float* x = nullptr;                  // [M, H] float32 input, or
+  const std::uint16_t* x_bf16 = nullptr;     // [M, H] bf16 input
+  float* y = nullptr;                        // [M, H] float32 output, or
+  std::uint16_t* y_bf16 = nullptr;           // [M, H] bf16 output
+  const std::int32_t* token_ids = nullptr;   // [M] the model's input ids
+  const float* router_logits = nullptr;      // [M, E]
+  const std::int32_t* expert_ids = nullptr;  // [M, top_k], with
+  const float* expert_weights = nullptr;     // [M, top_k]
+};
+
+namespace detail {
+struct LayerSteps;  // forward() step by step, for expert parallelism (src/runtime/layer_steps.hpp)
+}
+
 class MXMOE_API MoeLayer {
  public:
   // The runtime must outlive the layer, and so must the weights (views) while
   // reads_weight_views() is true: a backend that packs its own copy reads them only here. With an
   // expert-parallel Request (ep_size > 1) the layer packs, checks and computes only the experts
   // placement_of(request) gives its rank (it reads no page of the others): it is then one rank's
-  // part of an ExpertParallelLayer (mxmoe/expert_parallel.hpp), and the forward calls below refuse
-  // to run unless it holds every expert. Throws std::invalid_argument if the weights disagree with
+  // part of an ExpertParallelLayer (mxmoe/expert_parallel.hpp), and forward() refuses to run
+  // unless it holds every expert. Throws std::invalid_argument if the weights disagree with
   // the spec, and NoBackendError if selection.chosen is empty.
   MoeLayer(const LayerWeights& weights, Selection selection, Runtime& runtime);
   ~MoeLayer();
   MoeLayer(MoeLayer&&) noexcept;
   MoeLayer& operator=(MoeLayer&&) noexcept;
 
-  // Routes with the layer's router weights (+ bias). x, y: [M, H] float32, row-major.
-  // A hash-routed layer (RoutingMethod::hash) needs the tokens' ids: this form throws
-  // std::invalid_argument for it.
-  void forward(const float* x, std::int64_t tokens, float* y);
-  // The same with the tokens' ids [M] (the model's input ids): a hash layer's experts are
-  // tid2eid[token id] (ids outside [0, spec().vocab) throw std::invalid_argument naming the
-  // token); other layers ignore them, so a caller may pass ids to every layer.
-  void forward(const float* x, const std::int32_t* token_ids, std::int64_t tokens, float* y);
-  // Routes from given router logits [M, E] (not for hash layers: std::invalid_argument).
-  void forward_logits(const float* x, const float* logits, std::int64_t tokens, float* y);
-  // Externally computed routing (as engines pass it): ids/weights [M, top_k]; validated
-  // (ids in range and distinct per token, weights finite and >= 0) — throws
-  // std::invalid_argument. Every forward form refuses NaN/Inf in x (std::invalid_argument
-  // naming the tokens: require_finite_input, mxmoe/edge_checks.hpp).
-  void forward_routed(const float* x, const std::int32_t* ids, const float* weights,
-                      std::int64_t tokens, float* y);
-  // bf16 input/output (raw uint16 bits), computed in float32 inside; with or without the
-  // tokens' ids, as forward().
-  void forward_bf16(const std::uint16_t* x, std::int64_t tokens, std::uint16_t* y);
-  void forward_bf16(const std::uint16_t* x, const std::int32_t* token_ids, std::int64_t tokens,
-                    std::uint16_t* y);
-  void forward_routed_bf16(const std::uint16_t* x, const std::int32_t* ids, const float* weights,
-                           std::int64_t tokens, std::uint16_t* y);
-
-  // ---- The steps of forward() one by one, for expert parallelism (src/dist). ----
-  // forward() = route, compute_slots on every (token, slot), shared_expert, combine; an
-  // expert-parallel group runs compute_slots on the experts' ranks and the rest on the
-  // token's rank, so a token's bits never depend on the number of ranks.
-  //
-  // The routing of x [M, H] by the layer's router (+ bias, selection bias): ids and weights
-  // [M, top_k], slot j of token t at t * top_k + j. A hash layer needs the tokens' ids (the
-  // second form; the first throws std::invalid_argument for it), as forward().
-  void route(const float* x, std::int64_t tokens, std::int32_t* ids, float* weights);
-  void route(const float* x, const std::int32_t* token_ids, std::int64_t tokens, std::int32_t* ids,
-             float* weights);
-  // Unweighted expert outputs out [slots, H] of slots arriving in a dispatch buffer: slot s
-  // applies expert ids[s] (a global expert id this layer holds) to rows[slot_rows[s]] of rows
-  // [num_rows, H]. Bits equal forward()'s for the same (row, expert), whatever the other
-  // slots. Throws std::invalid_argument for an expert this layer does not hold or a row out
-  // of range (a malformed message never reads out of bounds).
-  void compute_slots(const float* rows, std::int64_t num_rows, const std::int32_t* ids,
-                     const std::int32_t* slot_rows, std::int64_t slots, float* out);
-  // The shared expert's output out [M, H] for x [M, H]; false (nothing written) when the
-  // layer has none.
-  bool shared_expert(const float* x, std::int64_t tokens, float* out);
-  // forward()'s combine, the same code: y[t] = sum over j = 0..top_k-1, in that order, of
-  // weights[t*k + j] * slot_out[t*k + j] (slot_out [M * top_k, H]), then + shared[t] when
-  // shared is not null.
-  void combine(const float* weights, const float* slot_out, const float* shared,
-               std::int64_t tokens, float* y) const;
+  // One layer call: y = the layer on x, for args.tokens tokens (see ForwardArgs for what each
+  // field may be and which combinations are refused). Checks everything before any work
+  // (std::invalid_argument, y untouched): the combination of fields, the layer holds every
+  // expert, tokens in [0, max_tokens()], x finite (naming the tokens: require_finite_input,
+  // mxmoe/edge_checks.hpp), a hash layer's token ids, given routing. 0 tokens does nothing.
+  void forward(const ForwardArgs& args);
 
   // Moves the layer onto another runtime (which must outlive it), e.g. to measure it at
   // another thread count. The results do not change: they never depend on the thread count.
@@ -101,8 +90,8 @@ class MXMOE_API MoeLayer {
   // parallelism, its range with contiguous placement; with a scattered placement, the
   // smallest range that covers them ({0, 0} when it holds none).
   ExpertRange experts() const noexcept;
-  // The most tokens one call may carry: slots (tokens x top_k) are numbered in 32 bits. Every
-  // forward throws std::invalid_argument for more.
+  // The most tokens one call may carry: slots (tokens x top_k) are numbered in 32 bits.
+  // forward() throws std::invalid_argument for more.
   std::int64_t max_tokens() const noexcept;
   // Bytes of workspace a call with TOKENS tokens needs (allocated by the first such call), so
   // a host can refuse a batch that would not fit in memory before allocating anything.
@@ -120,6 +109,7 @@ class MXMOE_API MoeLayer {
   bool reads_weight_views() const noexcept;
 
  private:
+  friend struct detail::LayerSteps;
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -62,7 +62,7 @@ struct MXMOE_API LayerTensors {
   // f32 or bf16, each optional as the spec says:
   HostTensor w13_bias;        // [E, 2I], rows in W1's order (spec.expert_bias)
   HostTensor w2_bias;         // [E, H] (spec.expert_bias)
-  HostTensor router_weight;   // [E, H]; without it the layer only runs forward_routed
+  HostTensor router_weight;   // [E, H]; without it the layer runs only with routing given
   HostTensor router_bias;     // [E] (spec.router_bias; only with router_weight)
   HostTensor selection_bias;  // [E] (spec.routing_params.selection_bias, DeepSeek's
                               // e_score_correction_bias; only with router_weight)

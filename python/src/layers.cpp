@@ -138,11 +138,15 @@ nb::object forward(PyLayer& self, nb::handle x_obj, nb::handle out, bool bf16_bi
     const std::byte* xp = contiguous_bytes(x, self.x_scratch);
     const std::int32_t* tp = ids ? token_ids_as_int32(*ids, self) : nullptr;
     if (x.element == Element::f32)
-      self.layer.forward(reinterpret_cast<const float*>(xp), tp, x.rows,
-                         reinterpret_cast<float*>(y.data()));
+      self.layer.forward({.tokens = x.rows,
+                          .x = reinterpret_cast<const float*>(xp),
+                          .y = reinterpret_cast<float*>(y.data()),
+                          .token_ids = tp});
     else
-      self.layer.forward_bf16(reinterpret_cast<const std::uint16_t*>(xp), tp, x.rows,
-                              reinterpret_cast<std::uint16_t*>(y.data()));
+      self.layer.forward({.tokens = x.rows,
+                          .x_bf16 = reinterpret_cast<const std::uint16_t*>(xp),
+                          .y_bf16 = reinterpret_cast<std::uint16_t*>(y.data()),
+                          .token_ids = tp});
     require_finite(y, x);
   }
   return y.finish();
@@ -187,11 +191,17 @@ nb::object forward_routed(PyLayer& self, nb::handle x_obj, nb::handle ids_obj,
     const auto* wp =
         reinterpret_cast<const float*>(contiguous_bytes(weights, self.weights_scratch));
     if (x.element == Element::f32)
-      self.layer.forward_routed(reinterpret_cast<const float*>(xp), idp, wp, x.rows,
-                                reinterpret_cast<float*>(y.data()));
+      self.layer.forward({.tokens = x.rows,
+                          .x = reinterpret_cast<const float*>(xp),
+                          .y = reinterpret_cast<float*>(y.data()),
+                          .expert_ids = idp,
+                          .expert_weights = wp});
     else
-      self.layer.forward_routed_bf16(reinterpret_cast<const std::uint16_t*>(xp), idp, wp, x.rows,
-                                     reinterpret_cast<std::uint16_t*>(y.data()));
+      self.layer.forward({.tokens = x.rows,
+                          .x_bf16 = reinterpret_cast<const std::uint16_t*>(xp),
+                          .y_bf16 = reinterpret_cast<std::uint16_t*>(y.data()),
+                          .expert_ids = idp,
+                          .expert_weights = wp});
     require_finite(y, x);
   }
   return y.finish();
@@ -221,8 +231,9 @@ nb::tuple time_cpp_forward(PyLayer& self, nb::handle x_obj, nb::handle out, int 
     const double c0 = thread_cpu();
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < iterations; ++i)
-      self.layer.forward(reinterpret_cast<const float*>(x.data), x.rows,
-                         reinterpret_cast<float*>(y.data()));
+      self.layer.forward({.tokens = x.rows,
+                          .x = reinterpret_cast<const float*>(x.data),
+                          .y = reinterpret_cast<float*>(y.data())});
     wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     cpu = thread_cpu() - c0;
   }

@@ -711,7 +711,7 @@ mxmoe_status mxmoe_layer_get_info(const mxmoe_layer* layer, mxmoe_layer_info* ou
 
 mxmoe_status mxmoe_layer_forward_f32(mxmoe_layer* layer, const float* x, int64_t tokens, float* y) {
   return layer_call("mxmoe_layer_forward_f32", layer, tokens, {{"x", x, true}}, y,
-                    [&] { layer->layer.forward(x, tokens, y); });
+                    [&] { layer->layer.forward({.tokens = tokens, .x = x, .y = y}); });
 }
 
 mxmoe_status mxmoe_layer_vocab(const mxmoe_layer* layer, int32_t* out) {
@@ -725,17 +725,20 @@ mxmoe_status mxmoe_layer_vocab(const mxmoe_layer* layer, int32_t* out) {
 
 mxmoe_status mxmoe_layer_forward_tokens_f32(mxmoe_layer* layer, const float* x,
                                             const int32_t* token_ids, int64_t tokens, float* y) {
-  return layer_call("mxmoe_layer_forward_tokens_f32", layer, tokens,
-                    {{"x", x, true}, {"token_ids", token_ids, false}}, y,
-                    [&] { layer->layer.forward(x, token_ids, tokens, y); });
+  return layer_call(
+      "mxmoe_layer_forward_tokens_f32", layer, tokens,
+      {{"x", x, true}, {"token_ids", token_ids, false}}, y,
+      [&] { layer->layer.forward({.tokens = tokens, .x = x, .y = y, .token_ids = token_ids}); });
 }
 
 mxmoe_status mxmoe_layer_forward_tokens_bf16(mxmoe_layer* layer, const uint16_t* x,
                                              const int32_t* token_ids, int64_t tokens,
                                              uint16_t* y) {
-  return layer_call("mxmoe_layer_forward_tokens_bf16", layer, tokens,
-                    {{"x", x, true}, {"token_ids", token_ids, false}}, y,
-                    [&] { layer->layer.forward_bf16(x, token_ids, tokens, y); });
+  return layer_call(
+      "mxmoe_layer_forward_tokens_bf16", layer, tokens,
+      {{"x", x, true}, {"token_ids", token_ids, false}}, y, [&] {
+        layer->layer.forward({.tokens = tokens, .x_bf16 = x, .y_bf16 = y, .token_ids = token_ids});
+      });
 }
 
 mxmoe_status mxmoe_layer_forward_routed_f32(mxmoe_layer* layer, const float* x,
@@ -743,14 +746,19 @@ mxmoe_status mxmoe_layer_forward_routed_f32(mxmoe_layer* layer, const float* x,
                                             int64_t tokens, float* y) {
   return layer_call(
       "mxmoe_layer_forward_routed_f32", layer, tokens,
-      {{"x", x, true}, {"topk_ids", topk_ids, true}, {"topk_weights", topk_weights, true}}, y,
-      [&] { layer->layer.forward_routed(x, topk_ids, topk_weights, tokens, y); });
+      {{"x", x, true}, {"topk_ids", topk_ids, true}, {"topk_weights", topk_weights, true}}, y, [&] {
+        layer->layer.forward({.tokens = tokens,
+                              .x = x,
+                              .y = y,
+                              .expert_ids = topk_ids,
+                              .expert_weights = topk_weights});
+      });
 }
 
 mxmoe_status mxmoe_layer_forward_bf16(mxmoe_layer* layer, const uint16_t* x, int64_t tokens,
                                       uint16_t* y) {
   return layer_call("mxmoe_layer_forward_bf16", layer, tokens, {{"x", x, true}}, y,
-                    [&] { layer->layer.forward_bf16(x, tokens, y); });
+                    [&] { layer->layer.forward({.tokens = tokens, .x_bf16 = x, .y_bf16 = y}); });
 }
 
 mxmoe_status mxmoe_layer_forward_routed_bf16(mxmoe_layer* layer, const uint16_t* x,
@@ -758,8 +766,13 @@ mxmoe_status mxmoe_layer_forward_routed_bf16(mxmoe_layer* layer, const uint16_t*
                                              int64_t tokens, uint16_t* y) {
   return layer_call(
       "mxmoe_layer_forward_routed_bf16", layer, tokens,
-      {{"x", x, true}, {"topk_ids", topk_ids, true}, {"topk_weights", topk_weights, true}}, y,
-      [&] { layer->layer.forward_routed_bf16(x, topk_ids, topk_weights, tokens, y); });
+      {{"x", x, true}, {"topk_ids", topk_ids, true}, {"topk_weights", topk_weights, true}}, y, [&] {
+        layer->layer.forward({.tokens = tokens,
+                              .x_bf16 = x,
+                              .y_bf16 = y,
+                              .expert_ids = topk_ids,
+                              .expert_weights = topk_weights});
+      });
 }
 
 mxmoe_status mxmoe_layer_selection_json(const mxmoe_layer* layer, char** json) {

@@ -134,9 +134,9 @@ LayerSet build_stack_from_model(const BenchOptions& o, const Hardware& hw) {
   }
   if (wanted.empty()) throw LoadError(fmt::format("{}: no MoE layer mxmoe runs", o.layer.model));
   const Checkpoint& ckpt = set.model->checkpoint();
-  // The bench routes at random (forward_routed): how a layer chooses its experts is not what
-  // it times. DeepSeek-V4's hash layers (experts by token id) and routed layers (scores with a
-  // selection bias) are benched as one shape: the first routed layer's, without the bias.
+  // The bench routes at random (the routing given to forward): how a layer chooses its experts is
+  // not what it times. DeepSeek-V4's hash layers (experts by token id) and routed layers (scores
+  // with a selection bias) are benched as one shape: the first routed layer's, without the bias.
   int shape_layer = wanted.front();
   for (int l : wanted)
     if (ckpt.layer_spec(l).routing != RoutingMethod::hash) {

@@ -142,8 +142,9 @@ int bench_expert_parallel(const EpBenchOptions& o, Communicator& comm) {
 
     double one_process = 0;
     if (whole) {
-      const std::vector<double> base =
-          time_calls(nullptr, o.reps, [&] { whole->forward(x.data(), ids, tokens, y.data()); });
+      const std::vector<double> base = time_calls(nullptr, o.reps, [&] {
+        whole->forward({.tokens = tokens, .x = x.data(), .y = y.data(), .token_ids = ids});
+      });
       one_process = median(base);
     }
     barrier(comm);  // the others wait (sleeping) while rank 0 times the baseline

@@ -122,13 +122,14 @@ int run(const RunOptions& o, CLI::App& sub) {
   const auto seconds = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
   progress("mxmoe run: {} on {} tokens, warm-up call...\n", selection.chosen, tokens);
   const auto w0 = Clock::now();
-  layer.forward(x.data(), ids, tokens, y.data());
+  layer.forward({.tokens = tokens, .x = x.data(), .y = y.data(), .token_ids = ids});
   const double warm = seconds(Clock::now() - w0);
 
   require_finite(o, y, tokens, spec.hidden);
 
-  const auto [reps, median] =
-      time_calls(o.reps, warm, true, [&] { layer.forward(x.data(), ids, tokens, y.data()); });
+  const auto [reps, median] = time_calls(o.reps, warm, true, [&] {
+    layer.forward({.tokens = tokens, .x = x.data(), .y = y.data(), .token_ids = ids});
+  });
   const double bytes = touched_weight_bytes(spec, weights, request, x, tokens, ids);
 
   if (!o.output.empty()) {

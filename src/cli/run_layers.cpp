@@ -76,8 +76,10 @@ int run_layers(const RunOptions& o, const Request& flags) {
   std::vector<float> y(static_cast<std::size_t>(count * tokens * hidden));
   const auto step = [&] {
     for (std::size_t i = 0; i < layers.size(); ++i)
-      layers[i].forward(x.data(), ids, tokens,
-                        y.data() + static_cast<std::ptrdiff_t>(i) * tokens * hidden);
+      layers[i].forward({.tokens = tokens,
+                         .x = x.data(),
+                         .y = y.data() + static_cast<std::ptrdiff_t>(i) * tokens * hidden,
+                         .token_ids = ids});
   };
   using Clock = std::chrono::steady_clock;
   const auto seconds = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };

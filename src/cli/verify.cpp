@@ -211,7 +211,11 @@ Tally verify_layer(const VerifyOptions& o, const std::vector<const Backend*>& ba
       progress("mxmoe verify: [{}/{}] {} {}...\n", index, total, b->name(), to_string(f));
       MoeLayer layer(w, sel, runtime);
       std::vector<float> y(x.size());
-      layer.forward_routed(x.data(), ids.data(), weights.data(), tokens, y.data());
+      layer.forward({.tokens = tokens,
+                     .x = x.data(),
+                     .y = y.data(),
+                     .expert_ids = ids.data(),
+                     .expert_weights = weights.data()});
       const NonFinite bad = find_non_finite(y, tokens, spec.hidden);
       const AccuracyBudget budget = accuracy_budget(f);
       const double vs_same = relative_l2(y, same_format[rounding]);

@@ -22,11 +22,13 @@
 
 #include "mxmoe/edge_checks.hpp"
 #include "mxmoe/expert_parallel.hpp"
+#include "runtime/layer_steps.hpp"
 
 namespace mxmoe {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using detail::LayerSteps;
 
 double seconds_since(Clock::time_point& t) {
   const Clock::time_point now = Clock::now();
@@ -183,7 +185,8 @@ void ExpertParallelLayer::Impl::forward(const float* x, const std::int32_t* toke
   Clock::time_point t = Clock::now();
 
   // 1. Route this rank's tokens; pack each token's row once per owner of one of its slots.
-  if (tokens > 0) layer.route(x, token_ids, tokens, grown(ids, slots), grown(route_weights, slots));
+  if (tokens > 0)
+    LayerSteps::route(layer, x, token_ids, tokens, grown(ids, slots), grown(route_weights, slots));
   rows_to.assign(un, 0);
   slots_to.assign(un, 0);
   last_token.assign(un, -1);
@@ -295,9 +298,10 @@ void ExpertParallelLayer::Impl::forward(const float* x, const std::int32_t* toke
       row[i] = static_cast<std::int32_t>(row_base_from[p] + static_cast<std::size_t>(r));
     }
   float* computed = grown(in_out, slots_in * h);
-  layer.compute_slots(arriving_rows, static_cast<std::int64_t>(rows_in), expert, row,
-                      static_cast<std::int64_t>(slots_in), computed);
-  const bool shared = tokens > 0 && layer.shared_expert(x, tokens, grown(shared_out, m * h));
+  LayerSteps::compute_slots(layer, arriving_rows, static_cast<std::int64_t>(rows_in), expert, row,
+                            static_cast<std::int64_t>(slots_in), computed);
+  const bool shared =
+      tokens > 0 && LayerSteps::shared_expert(layer, x, tokens, grown(shared_out, m * h));
   times.compute += seconds_since(t);
 
   // 4. The per-slot outputs go back to the tokens' ranks, in the order the slots came.
@@ -320,7 +324,8 @@ void ExpertParallelLayer::Impl::forward(const float* x, const std::int32_t* toke
     for (std::size_t i = 0; i < slots; ++i)
       std::memcpy(ordered + static_cast<std::size_t>(sent[i]) * h, returned + i * h,
                   h * sizeof(float));
-    layer.combine(route_weights.data(), ordered, shared ? shared_out.data() : nullptr, tokens, y);
+    LayerSteps::combine(layer, route_weights.data(), ordered, shared ? shared_out.data() : nullptr,
+                        tokens, y);
   }
   times.combine += seconds_since(t);
 

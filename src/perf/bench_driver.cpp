@@ -98,8 +98,11 @@ Call timed_call(BuiltLayers& built, Inputs& in, const LayerSpec& spec, int token
   const Clock::time_point t0 = Clock::now();
   for (int j = 0; j < layers_per_step; ++j) {
     const std::size_t c = (first + static_cast<std::size_t>(j)) % built.layers.size();
-    built.layers[c].forward_routed(in.x.data(), in.ids[c].data(), in.routing_weights[c].data(),
-                                   tokens, in.y.data());
+    built.layers[c].forward({.tokens = tokens,
+                             .x = in.x.data(),
+                             .y = in.y.data(),
+                             .expert_ids = in.ids[c].data(),
+                             .expert_weights = in.routing_weights[c].data()});
   }
   call.seconds = seconds_since(t0);
   return call;

@@ -24,6 +24,7 @@
 #include "mxmoe/format.hpp"
 #include "mxmoe/routing.hpp"
 #include "routing/router_logits.hpp"
+#include "runtime/layer_steps.hpp"
 
 namespace mxmoe {
 namespace {
@@ -129,7 +130,7 @@ struct MoeLayer::Impl {
     std::int32_t* shared_order;    // [M]: identity (slot t is token t)
     float* shared_out;             // [M, H]
     float* routing_scratch;
-    float* x_f32;  // forward_bf16 only
+    float* x_f32;  // bf16 calls only
     float* y_f32;
     Compute compute;
   };
@@ -312,11 +313,96 @@ struct MoeLayer::Impl {
     run_routed(x, b.ids, b.weights, tokens, y, b);
   }
 
-  // A hash layer routes by token id: the calls without ids refuse it before any work.
+  // A hash layer routes by token id: a call without ids (or with logits) is refused before
+  // any work.
   void require_not_hash(const char* call) const {
     if (spec().routing == RoutingMethod::hash)
       throw std::invalid_argument(std::string(call) + ": layer '" + spec().name +
                                   "' is hash-routed (DeepSeek-V4 tid2eid): pass the tokens' ids");
+  }
+
+  // What a forward call computes, from the fields its ForwardArgs sets.
+  enum class Routing { router, logits, given };
+  struct Form {
+    Routing routing;
+    bool bf16;
+    const char* call;  // the name the checks of this form say (as the hosts name the form)
+  };
+
+  // The one check of a call's combination of fields (ForwardArgs): throws
+  // std::invalid_argument naming the fields for a combination forward() does not compute.
+  Form form_of(const ForwardArgs& a) const {
+    const auto refuse = [](const char* what) {
+      throw std::invalid_argument(std::string("forward: ") + what);
+    };
+    if (a.x != nullptr && a.x_bf16 != nullptr) refuse("x and x_bf16 are both set: pass one input");
+    if (a.y != nullptr && a.y_bf16 != nullptr) refuse("y and y_bf16 are both set: pass one output");
+    if (a.x != nullptr && a.y_bf16 != nullptr)
+      refuse("x is float32 and y_bf16 bf16: pass x with y, or x_bf16 with y_bf16");
+    if (a.x_bf16 != nullptr && a.y != nullptr)
+      refuse("x_bf16 is bf16 and y float32: pass x with y, or x_bf16 with y_bf16");
+    if (a.tokens > 0 && a.x == nullptr && a.x_bf16 == nullptr)
+      refuse("x and x_bf16 are both null: pass the input");
+    if (a.tokens > 0 && a.y == nullptr && a.y_bf16 == nullptr)
+      refuse("y and y_bf16 are both null: pass the output");
+    if ((a.expert_ids == nullptr) != (a.expert_weights == nullptr))
+      refuse(a.expert_ids != nullptr ? "expert_ids without expert_weights: pass both"
+                                     : "expert_weights without expert_ids: pass both");
+    const bool given = a.expert_ids != nullptr;
+    if (given && a.router_logits != nullptr)
+      refuse("router_logits and expert_ids/expert_weights are both set: pass one routing");
+    if (a.token_ids != nullptr && (given || a.router_logits != nullptr))
+      refuse(given ? "token_ids with expert_ids: the ids route by the router, which the given "
+                     "routing replaces; pass one"
+                   : "token_ids with router_logits: the ids route by the router, which the "
+                     "logits replace; pass one");
+    const bool bf16 = a.x_bf16 != nullptr || a.y_bf16 != nullptr;
+    const Routing routing = given                        ? Routing::given
+                            : a.router_logits != nullptr ? Routing::logits
+                                                         : Routing::router;
+    static constexpr const char* kCalls[3][2] = {{"forward", "forward_bf16"},
+                                                 {"forward_logits", "forward_logits_bf16"},
+                                                 {"forward_routed", "forward_routed_bf16"}};
+    const Form f{routing, bf16, kCalls[static_cast<int>(routing)][bf16 ? 1 : 0]};
+    if (routing == Routing::logits ||
+        (routing == Routing::router && a.token_ids == nullptr && a.tokens != 0))
+      require_not_hash(f.call);
+    return f;
+  }
+
+  // forward() of a combination form_of() accepted: the checks of every call (begin_forward),
+  // those of the routing given, then route (or not), compute, combine; bf16 through float32.
+  void forward(const ForwardArgs& a, const Form& f) {
+    const std::int64_t tokens = a.tokens;
+    if (!(f.bf16 ? begin_forward(f.call, a.x_bf16, tokens) : begin_forward(f.call, a.x, tokens)))
+      return;
+    if (f.routing == Routing::given)
+      validate_routing(spec(), a.expert_ids, a.expert_weights, tokens);
+    else if (f.routing == Routing::router && spec().routing == RoutingMethod::hash)
+      validate_token_ids(spec(), a.token_ids, tokens);
+    Buffers b = buffers(tokens, f.bf16);
+    const std::int64_t n = tokens * spec().hidden;
+    const float* x = a.x;
+    float* y = a.y;
+    if (f.bf16) {
+      for (std::int64_t i = 0; i < n; ++i) b.x_f32[i] = bf16_to_f32(a.x_bf16[i]);
+      x = b.x_f32;
+      y = b.y_f32;
+    }
+    switch (f.routing) {
+      case Routing::router:
+        router_logits(x, tokens, b.logits);
+        route_and_run(x, b.logits, a.token_ids, tokens, y, b);
+        break;
+      case Routing::logits:
+        route_and_run(x, a.router_logits, nullptr, tokens, y, b);
+        break;
+      case Routing::given:
+        run_routed(x, a.expert_ids, a.expert_weights, tokens, y, b);
+        break;
+    }
+    if (f.bf16)
+      for (std::int64_t i = 0; i < n; ++i) a.y_bf16[i] = f32_to_bf16(b.y_f32[i]);
   }
 };
 
@@ -387,100 +473,34 @@ MoeLayer::~MoeLayer() = default;
 MoeLayer::MoeLayer(MoeLayer&&) noexcept = default;
 MoeLayer& MoeLayer::operator=(MoeLayer&&) noexcept = default;
 
-void MoeLayer::forward(const float* x, std::int64_t tokens, float* y) {
-  impl_->require_not_hash("forward");
-  forward(x, nullptr, tokens, y);
+void MoeLayer::forward(const ForwardArgs& args) {
+  const Impl::Form form = impl_->form_of(args);
+  impl_->reading([&] { impl_->forward(args, form); });
 }
 
-void MoeLayer::forward(const float* x, const std::int32_t* token_ids, std::int64_t tokens,
-                       float* y) {
-  impl_->reading([&] {
-    if (!impl_->begin_forward("forward", x, tokens)) return;
-    if (impl_->spec().routing == RoutingMethod::hash)
-      validate_token_ids(impl_->spec(), token_ids, tokens);
-    Impl::Buffers b = impl_->buffers(tokens, false);
-    impl_->router_logits(x, tokens, b.logits);
-    impl_->route_and_run(x, b.logits, token_ids, tokens, y, b);
-  });
-}
+namespace detail {
 
-void MoeLayer::forward_logits(const float* x, const float* logits, std::int64_t tokens, float* y) {
-  impl_->reading([&] {
-    impl_->require_not_hash("forward_logits");
-    if (!impl_->begin_forward("forward_logits", x, tokens)) return;
-    Impl::Buffers b = impl_->buffers(tokens, false);
-    impl_->route_and_run(x, logits, nullptr, tokens, y, b);
-  });
-}
-
-void MoeLayer::forward_routed(const float* x, const std::int32_t* ids, const float* weights,
-                              std::int64_t tokens, float* y) {
-  impl_->reading([&] {
-    if (!impl_->begin_forward("forward_routed", x, tokens)) return;
-    validate_routing(impl_->spec(), ids, weights, tokens);
-    Impl::Buffers b = impl_->buffers(tokens, false);
-    impl_->run_routed(x, ids, weights, tokens, y, b);
-  });
-}
-
-void MoeLayer::forward_bf16(const std::uint16_t* x, std::int64_t tokens, std::uint16_t* y) {
-  impl_->require_not_hash("forward_bf16");
-  forward_bf16(x, nullptr, tokens, y);
-}
-
-void MoeLayer::forward_bf16(const std::uint16_t* x, const std::int32_t* token_ids,
-                            std::int64_t tokens, std::uint16_t* y) {
-  impl_->reading([&] {
-    if (!impl_->begin_forward("forward_bf16", x, tokens)) return;
-    if (impl_->spec().routing == RoutingMethod::hash)
-      validate_token_ids(impl_->spec(), token_ids, tokens);
-    Impl::Buffers b = impl_->buffers(tokens, true);
-    const std::int64_t n = tokens * impl_->spec().hidden;
-    for (std::int64_t i = 0; i < n; ++i) b.x_f32[i] = bf16_to_f32(x[i]);
-    impl_->router_logits(b.x_f32, tokens, b.logits);
-    impl_->route_and_run(b.x_f32, b.logits, token_ids, tokens, b.y_f32, b);
-    for (std::int64_t i = 0; i < n; ++i) y[i] = f32_to_bf16(b.y_f32[i]);
-  });
-}
-
-void MoeLayer::forward_routed_bf16(const std::uint16_t* x, const std::int32_t* ids,
-                                   const float* weights, std::int64_t tokens, std::uint16_t* y) {
-  impl_->reading([&] {
-    if (!impl_->begin_forward("forward_routed_bf16", x, tokens)) return;
-    validate_routing(impl_->spec(), ids, weights, tokens);
-    Impl::Buffers b = impl_->buffers(tokens, true);
-    const std::int64_t n = tokens * impl_->spec().hidden;
-    for (std::int64_t i = 0; i < n; ++i) b.x_f32[i] = bf16_to_f32(x[i]);
-    impl_->run_routed(b.x_f32, ids, weights, tokens, b.y_f32, b);
-    for (std::int64_t i = 0; i < n; ++i) y[i] = f32_to_bf16(b.y_f32[i]);
-  });
-}
-
-void MoeLayer::route(const float* x, std::int64_t tokens, std::int32_t* ids, float* weights) {
-  impl_->require_not_hash("route");
-  route(x, nullptr, tokens, ids, weights);
-}
-
-void MoeLayer::route(const float* x, const std::int32_t* token_ids, std::int64_t tokens,
-                     std::int32_t* ids, float* weights) {
-  impl_->reading([&] {
-    impl_->check_tokens("route", tokens);
+void LayerSteps::route(MoeLayer& layer, const float* x, const std::int32_t* token_ids,
+                       std::int64_t tokens, std::int32_t* ids, float* weights) {
+  MoeLayer::Impl& m = *layer.impl_;
+  m.reading([&] {
+    m.check_tokens("route", tokens);
     if (tokens == 0) return;
-    require_finite_input("x", x, tokens, impl_->spec().hidden);
-    if (impl_->spec().routing == RoutingMethod::hash)
-      validate_token_ids(impl_->spec(), token_ids, tokens);
-    impl_->start_call();
-    Impl::Buffers b = impl_->buffers(tokens, false);
-    impl_->router_logits(x, tokens, b.logits);
-    impl_->stop_if_interrupted();  // the logits are whole
-    impl_->route_from(b.logits, token_ids, tokens, b, ids, weights);
+    require_finite_input("x", x, tokens, m.spec().hidden);
+    if (m.spec().routing == RoutingMethod::hash) validate_token_ids(m.spec(), token_ids, tokens);
+    m.start_call();
+    MoeLayer::Impl::Buffers b = m.buffers(tokens, false);
+    m.router_logits(x, tokens, b.logits);
+    m.stop_if_interrupted();  // the logits are whole
+    m.route_from(b.logits, token_ids, tokens, b, ids, weights);
   });
 }
 
-void MoeLayer::compute_slots(const float* rows, std::int64_t num_rows, const std::int32_t* ids,
-                             const std::int32_t* slot_rows, std::int64_t slots, float* out) {
-  impl_->reading([&] {
-    Impl& m = *impl_;
+void LayerSteps::compute_slots(MoeLayer& layer, const float* rows, std::int64_t num_rows,
+                               const std::int32_t* ids, const std::int32_t* slot_rows,
+                               std::int64_t slots, float* out) {
+  MoeLayer::Impl& m = *layer.impl_;
+  m.reading([&] {
     if (num_rows < 0 || slots < 0 || num_rows > std::numeric_limits<std::int32_t>::max() ||
         slots > std::numeric_limits<std::int32_t>::max())
       throw std::invalid_argument(fmt::format(
@@ -504,10 +524,10 @@ void MoeLayer::compute_slots(const float* rows, std::int64_t num_rows, const std
   });
 }
 
-bool MoeLayer::shared_expert(const float* x, std::int64_t tokens, float* out) {
-  Impl& m = *impl_;
+bool LayerSteps::shared_expert(MoeLayer& layer, const float* x, std::int64_t tokens, float* out) {
+  MoeLayer::Impl& m = *layer.impl_;
   if (!m.shared_kernel) return false;
-  impl_->check_tokens("shared_expert", tokens);
+  m.check_tokens("shared_expert", tokens);
   if (tokens == 0) return true;
   const auto t = static_cast<std::size_t>(tokens);
   Carver measure(nullptr);
@@ -524,14 +544,17 @@ bool MoeLayer::shared_expert(const float* x, std::int64_t tokens, float* out) {
   return true;
 }
 
-void MoeLayer::combine(const float* weights, const float* slot_out, const float* shared,
-                       std::int64_t tokens, float* y) const {
-  impl_->check_tokens("combine", tokens);
-  const LayerSpec& s = impl_->spec();
-  impl_->start_call();
-  combine_slots(*impl_->pool, weights, slot_out, shared, s.top_k, s.hidden, tokens, y);
-  impl_->stop_if_interrupted();
+void LayerSteps::combine(const MoeLayer& layer, const float* weights, const float* slot_out,
+                         const float* shared, std::int64_t tokens, float* y) {
+  const MoeLayer::Impl& m = *layer.impl_;
+  m.check_tokens("combine", tokens);
+  const LayerSpec& s = m.spec();
+  m.start_call();
+  combine_slots(*m.pool, weights, slot_out, shared, s.top_k, s.hidden, tokens, y);
+  m.stop_if_interrupted();
 }
+
+}  // namespace detail
 
 void MoeLayer::set_runtime(Runtime& runtime) noexcept {
   impl_->runtime = &runtime;

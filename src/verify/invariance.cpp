@@ -45,20 +45,26 @@ void run_batch(MoeLayer& layer, const InvarianceInputs& in, const std::vector<st
   switch (in.routing) {
     case InvarianceRouting::router:
       if (in.token_ids.empty()) {
-        layer.forward(b.x.data(), tokens, b.y.data());
+        layer.forward({.tokens = tokens, .x = b.x.data(), .y = b.y.data()});
       } else {
         gather_rows(in.token_ids, 1, picked, b.token_ids);
-        layer.forward(b.x.data(), b.token_ids.data(), tokens, b.y.data());
+        layer.forward(
+            {.tokens = tokens, .x = b.x.data(), .y = b.y.data(), .token_ids = b.token_ids.data()});
       }
       break;
     case InvarianceRouting::logits:
       gather_rows(in.logits, s.num_experts, picked, b.logits);
-      layer.forward_logits(b.x.data(), b.logits.data(), tokens, b.y.data());
+      layer.forward(
+          {.tokens = tokens, .x = b.x.data(), .y = b.y.data(), .router_logits = b.logits.data()});
       break;
     case InvarianceRouting::routed:
       gather_rows(in.ids, s.top_k, picked, b.ids);
       gather_rows(in.route_weights, s.top_k, picked, b.weights);
-      layer.forward_routed(b.x.data(), b.ids.data(), b.weights.data(), tokens, b.y.data());
+      layer.forward({.tokens = tokens,
+                     .x = b.x.data(),
+                     .y = b.y.data(),
+                     .expert_ids = b.ids.data(),
+                     .expert_weights = b.weights.data()});
       break;
   }
 }

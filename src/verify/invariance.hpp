@@ -18,8 +18,8 @@ namespace mxmoe {
 enum class InvarianceRouting : std::uint8_t {
   router,  // forward(): the layer's own router GEMM (+ bias) and routing (with the tokens'
            // ids for a hash layer)
-  logits,  // forward_logits(): given router logits (crafted ties, one hot expert, ...)
-  routed,  // forward_routed(): given expert ids and weights
+  logits,  // forward() with router_logits: given router logits (crafted ties, one hot expert, ...)
+  routed,  // forward() with expert_ids, expert_weights: given routing
 };
 
 // A pool of tokens; every batch the checker runs is drawn from it, so every row of every

@@ -798,7 +798,11 @@ TEST(AmxBf16Layer, ExtremeScalesMatchReference) {
 
   std::vector<float> want(x.size());
   mxmoe::testing::test_layer(w, forced_selection("reference", spec, 1))
-      .forward_routed(x.data(), ids.data(), route.data(), kTokens, want.data());
+      .forward({.tokens = kTokens,
+                .x = x.data(),
+                .y = want.data(),
+                .expert_ids = ids.data(),
+                .expert_weights = route.data()});
 
   const Selection sel = forced_selection("amx_bf16", spec, 1);
   const Backend* backend = find_backend("amx_bf16");
@@ -806,9 +810,17 @@ TEST(AmxBf16Layer, ExtremeScalesMatchReference) {
   ASSERT_TRUE(backend->check(sel.deployment).empty()) << "amx_bf16 rejects this machine";
   MoeLayer layer = mxmoe::testing::test_layer(w, sel);
   std::vector<float> one(x.size()), two(x.size());
-  layer.forward_routed(x.data(), ids.data(), route.data(), kTokens, one.data());
+  layer.forward({.tokens = kTokens,
+                 .x = x.data(),
+                 .y = one.data(),
+                 .expert_ids = ids.data(),
+                 .expert_weights = route.data()});
   layer.set_runtime(mxmoe::testing::test_runtime(2));
-  layer.forward_routed(x.data(), ids.data(), route.data(), kTokens, two.data());
+  layer.forward({.tokens = kTokens,
+                 .x = x.data(),
+                 .y = two.data(),
+                 .expert_ids = ids.data(),
+                 .expert_weights = route.data()});
   EXPECT_EQ(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)), 0)
       << "1 and 2 threads differ";
   for (const float v : one) ASSERT_TRUE(std::isfinite(v));

@@ -136,7 +136,7 @@ TEST(CApi, SameBitsAsTheCppApi) {
   const std::vector<float> x = random_x(kTokens, info.hidden, 1);
   std::vector<float> y_c(x.size()), y_cpp(x.size());
   ASSERT_EQ(mxmoe_layer_forward_f32(layer, x.data(), kTokens, y_c.data()), MXMOE_OK);
-  cpp.forward(x.data(), kTokens, y_cpp.data());
+  cpp.forward({.tokens = kTokens, .x = x.data(), .y = y_cpp.data()});
   EXPECT_EQ(std::memcmp(y_c.data(), y_cpp.data(), x.size() * sizeof(float)), 0);
 
   std::vector<int32_t> ids(kTokens * 2);
@@ -150,18 +150,26 @@ TEST(CApi, SameBitsAsTheCppApi) {
   ASSERT_EQ(
       mxmoe_layer_forward_routed_f32(layer, x.data(), ids.data(), w.data(), kTokens, y_c.data()),
       MXMOE_OK);
-  cpp.forward_routed(x.data(), ids.data(), w.data(), kTokens, y_cpp.data());
+  cpp.forward({.tokens = kTokens,
+               .x = x.data(),
+               .y = y_cpp.data(),
+               .expert_ids = ids.data(),
+               .expert_weights = w.data()});
   EXPECT_EQ(std::memcmp(y_c.data(), y_cpp.data(), x.size() * sizeof(float)), 0);
 
   std::vector<uint16_t> xb(x.size()), yb_c(x.size()), yb_cpp(x.size());
   for (std::size_t i = 0; i < x.size(); ++i) xb[i] = mxmoe::f32_to_bf16(x[i]);
   ASSERT_EQ(mxmoe_layer_forward_bf16(layer, xb.data(), kTokens, yb_c.data()), MXMOE_OK);
-  cpp.forward_bf16(xb.data(), kTokens, yb_cpp.data());
+  cpp.forward({.tokens = kTokens, .x_bf16 = xb.data(), .y_bf16 = yb_cpp.data()});
   EXPECT_EQ(yb_c, yb_cpp);
   ASSERT_EQ(
       mxmoe_layer_forward_routed_bf16(layer, xb.data(), ids.data(), w.data(), kTokens, yb_c.data()),
       MXMOE_OK);
-  cpp.forward_routed_bf16(xb.data(), ids.data(), w.data(), kTokens, yb_cpp.data());
+  cpp.forward({.tokens = kTokens,
+               .x_bf16 = xb.data(),
+               .y_bf16 = yb_cpp.data(),
+               .expert_ids = ids.data(),
+               .expert_weights = w.data()});
   EXPECT_EQ(yb_c, yb_cpp);
 
   char* json = nullptr;
@@ -215,13 +223,13 @@ TEST(CApi, HashLayersTakeTokenIds) {
   const mxmoe::Checkpoint cc = mxmoe::Checkpoint::open(dir);
   mxmoe::Runtime runtime(2);
   mxmoe::MoeLayer cpp = reference_cpp_layer(cc, 0, runtime);
-  cpp.forward(x.data(), ids, kTokens, y_cpp.data());
+  cpp.forward({.tokens = kTokens, .x = x.data(), .y = y_cpp.data(), .token_ids = ids});
   EXPECT_EQ(std::memcmp(y.data(), y_cpp.data(), y.size() * sizeof(float)), 0);
 
   std::vector<uint16_t> xb(x.size()), yb(x.size()), yb_cpp(x.size());
   for (std::size_t i = 0; i < x.size(); ++i) xb[i] = mxmoe::f32_to_bf16(x[i]);
   ASSERT_EQ(mxmoe_layer_forward_tokens_bf16(hash, xb.data(), ids, kTokens, yb.data()), MXMOE_OK);
-  cpp.forward_bf16(xb.data(), ids, kTokens, yb_cpp.data());
+  cpp.forward({.tokens = kTokens, .x_bf16 = xb.data(), .y_bf16 = yb_cpp.data(), .token_ids = ids});
   EXPECT_EQ(yb, yb_cpp);
   // A routed layer accepts ids (ignored) and NULL.
   ASSERT_EQ(mxmoe_layer_forward_tokens_f32(routed, x.data(), nullptr, kTokens, y.data()), MXMOE_OK);

@@ -150,7 +150,11 @@ TEST(Conformance, EveryBackendMatchesTheReference) {
     for (ActivationFormat f : mxmoe::all_activation_formats()) {
       std::vector<float> want(x.size());
       mxmoe::testing::test_layer(storage.weights(), selection(*reference, s, hw, f, 2))
-          .forward_routed(x.data(), ids.data(), weights.data(), sc.tokens, want.data());
+          .forward({.tokens = sc.tokens,
+                    .x = x.data(),
+                    .y = want.data(),
+                    .expert_ids = ids.data(),
+                    .expert_weights = weights.data()});
       for (const mxmoe::Backend* b : mxmoe::registered_backends()) {
         const auto sel = selection(*b, s, hw, f, 1);
         if (!b->check(sel.deployment).empty()) continue;  // not selectable here
@@ -158,9 +162,17 @@ TEST(Conformance, EveryBackendMatchesTheReference) {
                      s.name + " tokens=" + std::to_string(sc.tokens));
         mxmoe::MoeLayer layer = mxmoe::testing::test_layer(storage.weights(), sel);
         std::vector<float> one(x.size()), two(x.size());
-        layer.forward_routed(x.data(), ids.data(), weights.data(), sc.tokens, one.data());
+        layer.forward({.tokens = sc.tokens,
+                       .x = x.data(),
+                       .y = one.data(),
+                       .expert_ids = ids.data(),
+                       .expert_weights = weights.data()});
         layer.set_runtime(mxmoe::testing::test_runtime(2));
-        layer.forward_routed(x.data(), ids.data(), weights.data(), sc.tokens, two.data());
+        layer.forward({.tokens = sc.tokens,
+                       .x = x.data(),
+                       .y = two.data(),
+                       .expert_ids = ids.data(),
+                       .expert_weights = weights.data()});
         EXPECT_EQ(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)), 0)
             << "1 and 2 threads differ";
         EXPECT_LT(relative_l2(
@@ -187,13 +199,14 @@ TEST(Conformance, RouterPathMatchesTheReference) {
   for (ActivationFormat f : mxmoe::all_activation_formats()) {
     std::vector<float> want(x.size());
     mxmoe::testing::test_layer(storage.weights(), selection(*reference, s, hw, f, 1))
-        .forward(x.data(), 45, want.data());
+        .forward({.tokens = 45, .x = x.data(), .y = want.data()});
     for (const mxmoe::Backend* b : mxmoe::registered_backends()) {
       const auto sel = selection(*b, s, hw, f, 2);
       if (!b->check(sel.deployment).empty()) continue;
       SCOPED_TRACE(std::string(b->name()) + " " + std::string(mxmoe::to_string(f)));
       std::vector<float> got(x.size());
-      mxmoe::testing::test_layer(storage.weights(), sel).forward(x.data(), 45, got.data());
+      mxmoe::testing::test_layer(storage.weights(), sel)
+          .forward({.tokens = 45, .x = x.data(), .y = got.data()});
       EXPECT_LT(relative_l2(got, expected(*b, want, s, storage.weights(), x, 45, ids, weights, f)),
                 kTolerance);
     }
@@ -234,7 +247,8 @@ TEST(Conformance, DeepSeekV4LayersMatchTheFloat64Evaluator) {
                      s.name);
         std::vector<float> got(x.size());
         mxmoe::testing::test_layer(storage.weights(), sel)
-            .forward(x.data(), token_ids.data(), tokens, got.data());
+            .forward(
+                {.tokens = tokens, .x = x.data(), .y = got.data(), .token_ids = token_ids.data()});
         double num = 0, den = 0;
         for (std::size_t i = 0; i < got.size(); ++i) {
           const double g = got[i];
@@ -352,9 +366,11 @@ TEST(NumericsClass, EveryBackendOfAClassGivesTheRecordedBitsOnEveryArchitecture)
         for (const std::int64_t tokens : {kTokens, std::int64_t{1}}) {
           std::vector<float> part(static_cast<std::size_t>(tokens * H));
           mxmoe::testing::test_layer(layer.weights, sel)
-              .forward_routed(x.data() + (kTokens - tokens) * H,
-                              ids.data() + (kTokens - tokens) * 2,
-                              route_w.data() + (kTokens - tokens) * 2, tokens, part.data());
+              .forward({.tokens = tokens,
+                        .x = x.data() + (kTokens - tokens) * H,
+                        .y = part.data(),
+                        .expert_ids = ids.data() + (kTokens - tokens) * 2,
+                        .expert_weights = route_w.data() + (kTokens - tokens) * 2});
           if (tokens == kTokens) out = part;
           else  // the last token alone: its bits as inside the batch
             EXPECT_EQ(std::memcmp(part.data(), out.data() + (kTokens - 1) * H, H * sizeof(float)),

@@ -16,11 +16,13 @@
 #include "dist/dist_fixture.hpp"
 #include "layer/layer_fixture.hpp"
 #include "mxmoe/hardware.hpp"
+#include "runtime/layer_steps.hpp"
 
 namespace {
 
 using mxmoe::ActivationFormat;
 using mxmoe::Placement;
+using mxmoe::detail::LayerSteps;
 using ::testing::HasSubstr;
 
 struct Family {
@@ -44,9 +46,11 @@ std::vector<float> single_process(const mxmoe::LayerSpec& spec, const mxmoe::Lay
   mxmoe::MoeLayer layer(w, mxmoe::select({spec, hw, r}, mxmoe::preferences_for(spec.family)),
                         runtime);
   std::vector<float> y(x.size());
-  layer.forward(x.data(), token_ids.empty() ? nullptr : token_ids.data(),
-                static_cast<std::int64_t>(x.size() / static_cast<std::size_t>(spec.hidden)),
-                y.data());
+  layer.forward(
+      {.tokens = static_cast<std::int64_t>(x.size() / static_cast<std::size_t>(spec.hidden)),
+       .x = x.data(),
+       .y = y.data(),
+       .token_ids = token_ids.empty() ? nullptr : token_ids.data()});
   return y;
 }
 
@@ -452,7 +456,7 @@ TEST(ExpertParallel, ARankThatCannotBuildItsPartStopsEveryRank) {
                                    "router"));
 }
 
-// The steps MoeLayer exposes compose to forward(), bit for bit, and refuse bad input.
+// forward()'s steps (detail::LayerSteps) compose to forward(), bit for bit, and refuse bad input.
 TEST(MoeLayerSteps, RouteComputeSharedCombineIsForward) {
   const mxmoe::Hardware hw = mxmoe::probe_hardware();
   const mxmoe::LayerSpec spec = family_spec(kFamilies[1]);
@@ -464,12 +468,12 @@ TEST(MoeLayerSteps, RouteComputeSharedCombineIsForward) {
                         mxmoe::select({spec, hw, {}}, mxmoe::preferences_for(spec.family)),
                         runtime);
   std::vector<float> want(x.size());
-  layer.forward(x.data(), tokens, want.data());
+  layer.forward({.tokens = tokens, .x = x.data(), .y = want.data()});
   const auto k = static_cast<std::size_t>(spec.top_k), h = static_cast<std::size_t>(spec.hidden);
   const std::size_t slots = static_cast<std::size_t>(tokens) * k;
   std::vector<std::int32_t> ids(slots), rows(slots);
   std::vector<float> w(slots), out(slots * h), shared(x.size()), y(x.size());
-  layer.route(x.data(), tokens, ids.data(), w.data());
+  LayerSteps::route(layer, x.data(), nullptr, tokens, ids.data(), w.data());
   // The slots in reverse order, each reading its token's row.
   std::vector<std::int32_t> rev_ids(slots), rev_rows(slots);
   for (std::size_t s = 0; s < slots; ++s) {
@@ -477,22 +481,22 @@ TEST(MoeLayerSteps, RouteComputeSharedCombineIsForward) {
     rev_rows[s] = static_cast<std::int32_t>((slots - 1 - s) / k);
   }
   std::vector<float> rev_out(slots * h);
-  layer.compute_slots(x.data(), tokens, rev_ids.data(), rev_rows.data(),
-                      static_cast<std::int64_t>(slots), rev_out.data());
+  LayerSteps::compute_slots(layer, x.data(), tokens, rev_ids.data(), rev_rows.data(),
+                            static_cast<std::int64_t>(slots), rev_out.data());
   for (std::size_t s = 0; s < slots; ++s)
     std::memcpy(out.data() + s * h, rev_out.data() + (slots - 1 - s) * h, h * sizeof(float));
-  ASSERT_TRUE(layer.shared_expert(x.data(), tokens, shared.data()));
-  layer.combine(w.data(), out.data(), shared.data(), tokens, y.data());
+  ASSERT_TRUE(LayerSteps::shared_expert(layer, x.data(), tokens, shared.data()));
+  LayerSteps::combine(layer, w.data(), out.data(), shared.data(), tokens, y.data());
   EXPECT_EQ(dist_test::first_difference(y, want, spec.hidden), -1);
 
   rev_ids[3] = spec.num_experts;
-  EXPECT_THROW(layer.compute_slots(x.data(), tokens, rev_ids.data(), rev_rows.data(),
-                                   static_cast<std::int64_t>(slots), rev_out.data()),
+  EXPECT_THROW(LayerSteps::compute_slots(layer, x.data(), tokens, rev_ids.data(), rev_rows.data(),
+                                         static_cast<std::int64_t>(slots), rev_out.data()),
                std::invalid_argument);
   rev_ids[3] = 0;
   rev_rows[5] = static_cast<std::int32_t>(tokens);
-  EXPECT_THROW(layer.compute_slots(x.data(), tokens, rev_ids.data(), rev_rows.data(),
-                                   static_cast<std::int64_t>(slots), rev_out.data()),
+  EXPECT_THROW(LayerSteps::compute_slots(layer, x.data(), tokens, rev_ids.data(), rev_rows.data(),
+                                         static_cast<std::int64_t>(slots), rev_out.data()),
                std::invalid_argument);
 }
 
@@ -509,14 +513,14 @@ TEST(MoeLayerSteps, APartialLayerRefusesForwardAndForeignExperts) {
   EXPECT_EQ(part.placement().experts_of(part.ep_rank()).front(), 10);
   const auto x = layer_test::random_input(spec, 1, 92);
   std::vector<float> y(x.size());
-  EXPECT_THAT([&] { part.forward(x.data(), 1, y.data()); },
+  EXPECT_THAT([&] { part.forward({.tokens = 1, .x = x.data(), .y = y.data()}); },
               ::testing::ThrowsMessage<std::invalid_argument>(HasSubstr("holds 11 of its 32")));
   const std::int32_t foreign = 9, row = 0;
-  EXPECT_THAT([&] { part.compute_slots(x.data(), 1, &foreign, &row, 1, y.data()); },
+  EXPECT_THAT([&] { LayerSteps::compute_slots(part, x.data(), 1, &foreign, &row, 1, y.data()); },
               ::testing::ThrowsMessage<std::invalid_argument>(
                   HasSubstr("names expert 9, which rank 1 does not hold")));
   const std::int32_t mine = 10;
-  EXPECT_NO_THROW(part.compute_slots(x.data(), 1, &mine, &row, 1, y.data()));
+  EXPECT_NO_THROW(LayerSteps::compute_slots(part, x.data(), 1, &mine, &row, 1, y.data()));
 }
 
 }  // namespace

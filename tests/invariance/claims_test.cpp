@@ -120,7 +120,11 @@ std::vector<float> run_backend(const mxmoe::LayerSpec& spec, const mxmoe::LayerS
       mxmoe::testing::test_layer(storage.weights(), forced_selection(spec, backend, f));
   layer.set_runtime(mxmoe::testing::test_runtime(threads));
   std::vector<float> y(in.x.size());
-  layer.forward_routed(in.x.data(), in.ids.data(), in.route_weights.data(), in.tokens, y.data());
+  layer.forward({.tokens = in.tokens,
+                 .x = in.x.data(),
+                 .y = y.data(),
+                 .expert_ids = in.ids.data(),
+                 .expert_weights = in.route_weights.data()});
   return y;
 }
 

@@ -106,10 +106,15 @@ TEST_P(Suite, AllEqualLogitsPickTheLowestExperts) {
   MoeLayer layer = mxmoe::testing::test_layer(
       storage_.weights(), forced_selection(spec_, GetParam().backend, GetParam().format));
   std::vector<float> batched(in.x.size()), explicit_routing(static_cast<std::size_t>(spec_.hidden));
-  layer.forward_logits(in.x.data(), logits.data(), 31, batched.data());
+  layer.forward(
+      {.tokens = 31, .x = in.x.data(), .y = batched.data(), .router_logits = logits.data()});
   const std::int32_t ids[2] = {0, 1};
   const float weights[2] = {0.5f, 0.5f};
-  layer.forward_routed(in.x.data() + 7 * spec_.hidden, ids, weights, 1, explicit_routing.data());
+  layer.forward({.tokens = 1,
+                 .x = in.x.data() + 7 * spec_.hidden,
+                 .y = explicit_routing.data(),
+                 .expert_ids = ids,
+                 .expert_weights = weights});
   EXPECT_EQ(std::memcmp(batched.data() + 7 * spec_.hidden, explicit_routing.data(),
                         explicit_routing.size() * sizeof(float)),
             0);

@@ -45,7 +45,7 @@ std::vector<float> run_layer(const Checkpoint& c, int layer, const std::vector<f
   MoeLayer moe = make_layer(c.layer_spec(layer), w, probe_hardware(), request,
                             mxmoe::testing::test_runtime(2));
   std::vector<float> y(x.size());
-  moe.forward(x.data(), tokens, y.data());
+  moe.forward({.tokens = tokens, .x = x.data(), .y = y.data()});
   return y;
 }
 

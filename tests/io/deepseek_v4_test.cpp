@@ -169,7 +169,7 @@ void expect_matches(const std::string& dir, const V4Dims& d,
       }
       MoeLayer layer = make_layer(spec, w, probe_hardware(), r, mxmoe::testing::test_runtime(2));
       std::vector<float> y(x.size());
-      layer.forward(x.data(), ids.data(), tokens, y.data());
+      layer.forward({.tokens = tokens, .x = x.data(), .y = y.data(), .token_ids = ids.data()});
       EXPECT_LT(testing_io::relative_l2(y, want), reference ? 1e-5 : 1e-2)
           << layer.selection().chosen;
     }

@@ -81,11 +81,11 @@ TEST(Generate, CheckpointComputesWhatItsWeightsCompute) {
     const std::vector<float> x = testing_io::random_input(7, spec.hidden, 3);
     for (int n = 0; n < 2; ++n) {
       std::vector<float> from_file(x.size()), in_memory(x.size());
-      model.layer(n).forward(x.data(), 7, from_file.data());
+      model.layer(n).forward({.tokens = 7, .x = x.data(), .y = from_file.data()});
       const LayerStorage storage = LayerStorage::random(spec, 40 + static_cast<std::uint64_t>(n));
       MoeLayer direct =
           make_layer(spec, storage.weights(), probe_hardware(), r, mxmoe::testing::test_runtime(1));
-      direct.forward(x.data(), 7, in_memory.data());
+      direct.forward({.tokens = 7, .x = x.data(), .y = in_memory.data()});
       EXPECT_EQ(std::memcmp(from_file.data(), in_memory.data(), x.size() * sizeof(float)), 0)
           << "layer " << n;
     }
@@ -344,7 +344,7 @@ TEST(GenerateFull, GptOssHasEveryTensorOfTheTransformersModel) {
   ASSERT_EQ(model.moe_layers(), (std::vector<int>{0, 1}));
   const std::vector<float> x = testing_io::random_input(5, static_cast<int>(kH), 3);
   std::vector<float> y(x.size());
-  model.layer(1).forward(x.data(), 5, y.data());
+  model.layer(1).forward({.tokens = 5, .x = x.data(), .y = y.data()});
   double sum = 0;
   for (const float v : y) {
     ASSERT_TRUE(std::isfinite(v));
@@ -383,7 +383,7 @@ TEST(GenerateFull, Qwen3IsBf16PerExpertAndQuantizes) {
                               mxmoe::testing::test_runtime(1));
   const std::vector<float> x = testing_io::random_input(4, static_cast<int>(kH), 8);
   std::vector<float> y(x.size());
-  layer.forward(x.data(), 4, y.data());
+  layer.forward({.tokens = 4, .x = x.data(), .y = y.data()});
   for (const float v : y) ASSERT_TRUE(std::isfinite(v));
 }
 

@@ -49,7 +49,7 @@ TEST(Model, BindsLayersOnFirstUseAndMatchesFloat64) {
     MoeLayer& layer = model.layer(n);
     EXPECT_EQ(&layer, &model.layer(n));  // kept, not bound again
     std::vector<float> y(x.size());
-    layer.forward(x.data(), 5, y.data());
+    layer.forward({.tokens = 5, .x = x.data(), .y = y.data()});
     const std::vector<double> want =
         testing_io::gpt_oss_reference(d, layers[static_cast<std::size_t>(n)], x, 5);
     // f32 activations on the reference backend: only float32 accumulation differs.
@@ -199,12 +199,12 @@ TEST(Model, ReferenceLayerReadingATruncatedShardThrowsAtEveryForward) {
   ASSERT_TRUE(layer.reads_weight_views());
   const std::vector<float> x = testing_io::random_input(3, d.hidden, 4);
   std::vector<float> y(x.size());
-  layer.forward(x.data(), 3, y.data());
+  layer.forward({.tokens = 3, .x = x.data(), .y = y.data()});
   const std::string shard = shard_of_layer(0, d.layers);
   truncate_file(dir.path() + "/" + shard);
   for (int call = 0; call < 2; ++call) {
     try {
-      layer.forward(x.data(), 3, y.data());
+      layer.forward({.tokens = 3, .x = x.data(), .y = y.data()});
       FAIL() << "computed from a truncated shard (call " << call << ")";
     } catch (const LoadError& e) {
       EXPECT_THAT(e.what(), HasSubstr(shard));
@@ -228,9 +228,9 @@ TEST(Model, PackedLayerNeverReadsItsShardAgain) {
   if (layer->reads_weight_views()) GTEST_SKIP() << layer->selection().chosen << " reads views";
   const std::vector<float> x = testing_io::random_input(3, d.hidden, 4);
   std::vector<float> before(x.size()), after(x.size());
-  layer->forward(x.data(), 3, before.data());
+  layer->forward({.tokens = 3, .x = x.data(), .y = before.data()});
   truncate_file(dir.path() + "/" + shard_of_layer(0, d.layers));
-  layer->forward(x.data(), 3, after.data());
+  layer->forward({.tokens = 3, .x = x.data(), .y = after.data()});
   EXPECT_EQ(before, after);
 }
 

@@ -142,7 +142,7 @@ TEST(Quantize, Bf16MixtralRoundTripLoadsAndMatchesFloat64) {
     const int tokens = 6;
     const auto x = testing_io::random_input(tokens, kH, 40u + static_cast<std::uint32_t>(n));
     std::vector<float> y(x.size());
-    moe.forward(x.data(), tokens, y.data());
+    moe.forward({.tokens = tokens, .x = x.data(), .y = y.data()});
     // float32 accumulation over <= 96 terms against float64: see checkpoint_test.cpp.
     EXPECT_LT(testing_io::relative_l2(y, mixtral_reference(l.router, w1, w2, x, tokens)), 2e-5);
   }
@@ -520,10 +520,10 @@ TEST_F(QuantizeCompleteModel, EveryNonExpertTensorAndFileIsCopiedUnchanged) {
     std::vector<float> a(x.size()), b(x.size());
     make_layer(full.layer_spec(n), full.layer_weights(n), probe_hardware(), request,
                mxmoe::testing::test_runtime(1))
-        .forward(x.data(), 5, a.data());
+        .forward({.tokens = 5, .x = x.data(), .y = a.data()});
     make_layer(alone.layer_spec(n), alone.layer_weights(n), probe_hardware(), request,
                mxmoe::testing::test_runtime(1))
-        .forward(x.data(), 5, b.data());
+        .forward({.tokens = 5, .x = x.data(), .y = b.data()});
     EXPECT_EQ(a, b) << "layer " << n;
     for (const float v : a) ASSERT_TRUE(std::isfinite(v));
   }

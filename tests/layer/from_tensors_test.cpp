@@ -160,7 +160,7 @@ std::string name_of(const Request& r) {
 }
 
 struct Outputs {
-  std::vector<float> routed, routed_self;  // forward_routed, and forward when it has a router
+  std::vector<float> routed, routed_self;  // routing given, and by its router when it has one
 };
 
 Outputs run(const LayerSpec& spec, const LayerWeights& w, const Request& r,
@@ -169,10 +169,14 @@ Outputs run(const LayerSpec& spec, const LayerWeights& w, const Request& r,
   MoeLayer layer = make_layer(spec, w, probe_hardware(), r, mxmoe::testing::test_runtime(2));
   Outputs o;
   o.routed.assign(x.size(), 0.0f);
-  layer.forward_routed(x.data(), ids.data(), weights.data(), kTokens, o.routed.data());
+  layer.forward({.tokens = kTokens,
+                 .x = x.data(),
+                 .y = o.routed.data(),
+                 .expert_ids = ids.data(),
+                 .expert_weights = weights.data()});
   if (!w.router_weight.empty()) {
     o.routed_self.assign(x.size(), 0.0f);
-    layer.forward(x.data(), kTokens, o.routed_self.data());
+    layer.forward({.tokens = kTokens, .x = x.data(), .y = o.routed_self.data()});
   }
   return o;
 }
@@ -263,7 +267,7 @@ TEST(LayerFromTensors, MatchesAFloat64Evaluation) {
       make_layer(l.spec, l.weights, probe_hardware(), r, mxmoe::testing::test_runtime(2));
   const std::vector<float> x = testing_io::random_input(kTokens, f.d.hidden, 8);
   std::vector<float> y(x.size());
-  layer.forward(x.data(), kTokens, y.data());
+  layer.forward({.tokens = kTokens, .x = x.data(), .y = y.data()});
   // The io tests' own float64 layer: its own E2M1 table, routing and swiglu (f32 accumulation
   // is the only difference: relative L2 ~ sqrt(K) 2^-24).
   EXPECT_LT(testing_io::relative_l2(y, testing_io::gpt_oss_reference(f.d, f.layer, x, kTokens)),
@@ -349,9 +353,17 @@ TEST(LayerFromTensors, APackingBackendNeverReadsTheCallersMemoryAgain) {
     MoeLayer layer =
         make_layer(l.spec, l.weights, probe_hardware(), r, mxmoe::testing::test_runtime(2));
     std::vector<float> before(x.size()), after(x.size());
-    layer.forward_routed(x.data(), ids.data(), weights.data(), kTokens, before.data());
+    layer.forward({.tokens = kTokens,
+                   .x = x.data(),
+                   .y = before.data(),
+                   .expert_ids = ids.data(),
+                   .expert_weights = weights.data()});
     owned.scribble();
-    layer.forward_routed(x.data(), ids.data(), weights.data(), kTokens, after.data());
+    layer.forward({.tokens = kTokens,
+                   .x = x.data(),
+                   .y = after.data(),
+                   .expert_ids = ids.data(),
+                   .expert_weights = weights.data()});
     EXPECT_EQ(layer.reads_weight_views(), layer.packed_weight_bytes() == 0);
     if (layer.reads_weight_views()) {
       // The reference computes from the caller's bytes, in place: they changed, so did y.
@@ -377,7 +389,7 @@ TEST(LayerFromTensors, WithoutARouterOnlyForwardRoutedRuns) {
   const std::vector<float> x = testing_io::random_input(kTokens, f.d.hidden, 3);
   std::vector<float> y(x.size(), 0.0f);
   try {
-    layer.forward(x.data(), kTokens, y.data());
+    layer.forward({.tokens = kTokens, .x = x.data(), .y = y.data()});
     ADD_FAILURE() << "forward ran without router weights";
   } catch (const std::invalid_argument& e) {
     EXPECT_THAT(e.what(), HasSubstr("has no router weights"));
@@ -386,7 +398,11 @@ TEST(LayerFromTensors, WithoutARouterOnlyForwardRoutedRuns) {
   std::vector<std::int32_t> ids;
   std::vector<float> weights;
   random_routing(f.d.experts, f.d.top_k, 4, ids, weights);
-  layer.forward_routed(x.data(), ids.data(), weights.data(), kTokens, y.data());
+  layer.forward({.tokens = kTokens,
+                 .x = x.data(),
+                 .y = y.data(),
+                 .expert_ids = ids.data(),
+                 .expert_weights = weights.data()});
   for (const float v : y) ASSERT_TRUE(std::isfinite(v));
 }
 

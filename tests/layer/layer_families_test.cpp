@@ -69,7 +69,10 @@ std::vector<float> run_layer(const Case& c, const mxmoe::LayerWeights& w, Activa
   mxmoe::MoeLayer layer = mxmoe::testing::test_layer(w, layer_test::reference_selection(c.spec, f));
   std::vector<float> y(x.size());
   const std::vector<std::int32_t> ids = token_ids(c);
-  layer.forward(x.data(), ids.empty() ? nullptr : ids.data(), c.tokens, y.data());
+  layer.forward({.tokens = c.tokens,
+                 .x = x.data(),
+                 .y = y.data(),
+                 .token_ids = ids.empty() ? nullptr : ids.data()});
   return y;
 }
 

@@ -14,6 +14,7 @@
 #include "mxmoe/format.hpp"
 #include "mxmoe/routing.hpp"
 #include "mxmoe/runtime.hpp"
+#include "runtime/layer_steps.hpp"
 #include "test_runtime.hpp"
 
 // Counts every global allocation of this test binary (a test-only replacement). Not under
@@ -97,15 +98,16 @@ TEST(LayerRuntime, NoAllocationAfterWarmUp) {
         mxmoe::testing::test_layer(storage.weights(), reference_selection(spec, f, 2));
     const auto x = layer_test::random_input(spec, 33, 2);
     std::vector<float> y(x.size());
-    layer.forward(x.data(), 33, y.data());  // warm-up at 33 tokens
+    layer.forward({.tokens = 33, .x = x.data(), .y = y.data()});  // warm-up at 33 tokens
     const std::uint64_t grown = layer.workspace_allocations();
     const std::uint64_t before = g_allocations.load();
-    for (std::int64_t tokens : {33, 1, 17, 33}) layer.forward(x.data(), tokens, y.data());
+    for (std::int64_t tokens : {33, 1, 17, 33})
+      layer.forward({.tokens = tokens, .x = x.data(), .y = y.data()});
     if (MXMOE_COUNT_ALLOCATIONS) {
       EXPECT_EQ(g_allocations.load(), before) << "forward allocated after warm-up";
     }
     EXPECT_EQ(layer.workspace_allocations(), grown);
-    layer.forward(x.data(), 0, y.data());
+    layer.forward({.tokens = 0, .x = x.data(), .y = y.data()});
     if (MXMOE_COUNT_ALLOCATIONS) {
       EXPECT_EQ(g_allocations.load(), before);
     }
@@ -120,11 +122,11 @@ TEST(LayerRuntime, WorkspaceGrowsOnlyForLargerCalls) {
   const auto x = layer_test::random_input(spec, 40, 4);
   std::vector<float> y(x.size());
   EXPECT_EQ(layer.workspace_allocations(), 0u);
-  layer.forward(x.data(), 10, y.data());
+  layer.forward({.tokens = 10, .x = x.data(), .y = y.data()});
   EXPECT_EQ(layer.workspace_allocations(), 1u);
-  layer.forward(x.data(), 5, y.data());
+  layer.forward({.tokens = 5, .x = x.data(), .y = y.data()});
   EXPECT_EQ(layer.workspace_allocations(), 1u);
-  layer.forward(x.data(), 40, y.data());
+  layer.forward({.tokens = 40, .x = x.data(), .y = y.data()});
   EXPECT_EQ(layer.workspace_allocations(), 2u);
 }
 
@@ -137,10 +139,10 @@ TEST(LayerRuntime, ThreadCountDoesNotChangeBits) {
         mxmoe::testing::test_layer(storage.weights(), reference_selection(spec, f, 1));
     const auto x = layer_test::random_input(spec, 21, 6);
     std::vector<float> one(x.size()), two(x.size());
-    layer.forward(x.data(), 21, one.data());
+    layer.forward({.tokens = 21, .x = x.data(), .y = one.data()});
     layer.set_runtime(mxmoe::testing::test_runtime(2));
     EXPECT_EQ(layer.threads(), 2);
-    layer.forward(x.data(), 21, two.data());
+    layer.forward({.tokens = 21, .x = x.data(), .y = two.data()});
     EXPECT_TRUE(same_bits(one, two));
   }
 }
@@ -173,7 +175,7 @@ TEST(LayerRuntime, AnInterruptedCallThrowsSoonAndTheLayerStaysUsable) {
     x = layer_test::random_input(spec, tokens, 12);
     expected.assign(x.size(), 0.0f);
     const auto t0 = Clock::now();
-    layer.forward(x.data(), tokens, expected.data());
+    layer.forward({.tokens = tokens, .x = x.data(), .y = expected.data()});
     full = seconds(t0);
     if (full >= 0.3 || tokens >= 16384) break;
   }
@@ -192,18 +194,24 @@ TEST(LayerRuntime, AnInterruptedCallThrowsSoonAndTheLayerStaysUsable) {
     EXPECT_THROW(call(), mxmoe::Interrupted);
     EXPECT_LT(seconds(t0), full / 2) << "a " << full << " s call was not cut short";
   };
-  cut("forward", [&] { layer.forward(x.data(), tokens, y.data()); });
-  cut("forward_bf16", [&] { layer.forward_bf16(x16.data(), tokens, y16.data()); });
-  cut("forward_routed",
-      [&] { layer.forward_routed(x.data(), ids.data(), weights.data(), tokens, y.data()); });
+  cut("forward", [&] { layer.forward({.tokens = tokens, .x = x.data(), .y = y.data()}); });
+  cut("forward_bf16",
+      [&] { layer.forward({.tokens = tokens, .x_bf16 = x16.data(), .y_bf16 = y16.data()}); });
+  cut("forward_routed", [&] {
+    layer.forward({.tokens = tokens,
+                   .x = x.data(),
+                   .y = y.data(),
+                   .expert_ids = ids.data(),
+                   .expert_weights = weights.data()});
+  });
   // A one-token call ends before the first poll: the check is not asked, the call completes.
   asked.store(0);
-  layer.forward(x.data(), 1, y.data());
+  layer.forward({.tokens = 1, .x = x.data(), .y = y.data()});
   EXPECT_EQ(asked.load(), 0);
   EXPECT_EQ(std::memcmp(y.data(), expected.data(), static_cast<std::size_t>(spec.hidden) * 4), 0);
 
   stop.store(false);
-  layer.forward(x.data(), tokens, y.data());
+  layer.forward({.tokens = tokens, .x = x.data(), .y = y.data()});
   EXPECT_TRUE(same_bits(y, expected));
 }
 
@@ -215,9 +223,9 @@ TEST(LayerRuntime, TokenAloneEqualsTokenInBatch) {
   const std::int64_t tokens = 13;
   const auto x = layer_test::random_input(spec, tokens, 8);
   std::vector<float> batch(x.size()), alone(static_cast<std::size_t>(spec.hidden));
-  layer.forward(x.data(), tokens, batch.data());
+  layer.forward({.tokens = tokens, .x = x.data(), .y = batch.data()});
   for (std::int64_t t = 0; t < tokens; ++t) {
-    layer.forward(x.data() + t * spec.hidden, 1, alone.data());
+    layer.forward({.tokens = 1, .x = x.data() + t * spec.hidden, .y = alone.data()});
     EXPECT_EQ(
         std::memcmp(alone.data(), batch.data() + t * spec.hidden, alone.size() * sizeof(float)), 0)
         << "token " << t;
@@ -232,7 +240,7 @@ TEST(LayerRuntime, ForwardVariantsAgree) {
   const std::int64_t tokens = 6;
   const auto x = layer_test::random_input(spec, tokens, 14);
   std::vector<float> y(x.size()), y_logits(x.size()), y_routed(x.size());
-  layer.forward(x.data(), tokens, y.data());
+  layer.forward({.tokens = tokens, .x = x.data(), .y = y.data()});
 
   // Logits as the runtime computes them (router weights . x), then the routing they give.
   const auto& w = storage.weights();
@@ -245,14 +253,19 @@ TEST(LayerRuntime, ForwardVariantsAgree) {
              static_cast<double>(x[static_cast<std::size_t>(t * spec.hidden + h)]);
       logits[static_cast<std::size_t>(t * spec.num_experts + e)] = static_cast<float>(v);
     }
-  layer.forward_logits(x.data(), logits.data(), tokens, y_logits.data());
+  layer.forward(
+      {.tokens = tokens, .x = x.data(), .y = y_logits.data(), .router_logits = logits.data()});
   EXPECT_LT(naive::relative_l2(y_logits, y), 1e-6);
 
   std::vector<std::int32_t> ids(static_cast<std::size_t>(tokens * spec.top_k));
   std::vector<float> weights(ids.size());
   std::vector<float> scratch(mxmoe::routing_scratch_floats(spec));
   mxmoe::route_logits(spec, logits.data(), nullptr, tokens, ids.data(), weights.data(), scratch);
-  layer.forward_routed(x.data(), ids.data(), weights.data(), tokens, y_routed.data());
+  layer.forward({.tokens = tokens,
+                 .x = x.data(),
+                 .y = y_routed.data(),
+                 .expert_ids = ids.data(),
+                 .expert_weights = weights.data()});
   EXPECT_TRUE(same_bits(y_routed, y_logits));
 
   // bf16 in/out: the same layer on the bf16-rounded input, output rounded to bf16.
@@ -262,8 +275,8 @@ TEST(LayerRuntime, ForwardVariantsAgree) {
     xb[i] = mxmoe::f32_to_bf16(x[i]);
     xr[i] = mxmoe::bf16_to_f32(xb[i]);
   }
-  layer.forward_bf16(xb.data(), tokens, yb.data());
-  layer.forward(xr.data(), tokens, yr.data());
+  layer.forward({.tokens = tokens, .x_bf16 = xb.data(), .y_bf16 = yb.data()});
+  layer.forward({.tokens = tokens, .x = xr.data(), .y = yr.data()});
   for (std::size_t i = 0; i < x.size(); ++i) ASSERT_EQ(yb[i], mxmoe::f32_to_bf16(yr[i])) << i;
 }
 
@@ -278,16 +291,32 @@ TEST(LayerRuntime, ForwardRoutedRejectsBadRouting) {
   const std::int32_t out_of_range[] = {0, 1, 2, 4};
   const std::int32_t negative[] = {-1, 1, 2, 3};
   const std::int32_t duplicate[] = {0, 1, 3, 3};
-  EXPECT_THROW(layer.forward_routed(x.data(), out_of_range, good_w, 2, y.data()),
+  EXPECT_THROW(layer.forward({.tokens = 2,
+                              .x = x.data(),
+                              .y = y.data(),
+                              .expert_ids = out_of_range,
+                              .expert_weights = good_w}),
                std::invalid_argument);
-  EXPECT_THROW(layer.forward_routed(x.data(), negative, good_w, 2, y.data()),
+  EXPECT_THROW(layer.forward({.tokens = 2,
+                              .x = x.data(),
+                              .y = y.data(),
+                              .expert_ids = negative,
+                              .expert_weights = good_w}),
                std::invalid_argument);
-  EXPECT_THROW(layer.forward_routed(x.data(), duplicate, good_w, 2, y.data()),
+  EXPECT_THROW(layer.forward({.tokens = 2,
+                              .x = x.data(),
+                              .y = y.data(),
+                              .expert_ids = duplicate,
+                              .expert_weights = good_w}),
                std::invalid_argument);
   const std::int32_t ok[] = {0, 1, 2, 3};
   const float nan_w[] = {0.5f, 0.5f, std::numeric_limits<float>::quiet_NaN(), 0.3f};
-  EXPECT_THROW(layer.forward_routed(x.data(), ok, nan_w, 2, y.data()), std::invalid_argument);
-  EXPECT_NO_THROW(layer.forward_routed(x.data(), ok, good_w, 2, y.data()));
+  EXPECT_THROW(
+      layer.forward(
+          {.tokens = 2, .x = x.data(), .y = y.data(), .expert_ids = ok, .expert_weights = nan_w}),
+      std::invalid_argument);
+  EXPECT_NO_THROW(layer.forward(
+      {.tokens = 2, .x = x.data(), .y = y.data(), .expert_ids = ok, .expert_weights = good_w}));
 }
 
 // The one input check of every forward form (mxmoe/edge_checks.hpp): NaN/Inf in x is refused
@@ -316,14 +345,29 @@ TEST(LayerRuntime, EveryForwardRefusesNonFiniteInputNamingTheToken) {
                                                  "tokens: token 1 (1)"));
     }
   };
-  names_token_1([&] { layer.forward(x.data(), 2, y.data()); });
-  names_token_1([&] { layer.forward_routed(x.data(), ids, w, 2, y.data()); });
-  names_token_1([&] { layer.forward_bf16(xb.data(), 2, yb.data()); });
-  names_token_1([&] { layer.forward_routed_bf16(xb.data(), ids, w, 2, yb.data()); });
-  names_token_1([&] { layer.route(x.data(), 2, routed_ids, routed_w); });
+  names_token_1([&] { layer.forward({.tokens = 2, .x = x.data(), .y = y.data()}); });
+  names_token_1([&] {
+    layer.forward(
+        {.tokens = 2, .x = x.data(), .y = y.data(), .expert_ids = ids, .expert_weights = w});
+  });
+  names_token_1([&] { layer.forward({.tokens = 2, .x_bf16 = xb.data(), .y_bf16 = yb.data()}); });
+  names_token_1([&] {
+    layer.forward({.tokens = 2,
+                   .x_bf16 = xb.data(),
+                   .y_bf16 = yb.data(),
+                   .expert_ids = ids,
+                   .expert_weights = w});
+  });
+  names_token_1(
+      [&] { mxmoe::detail::LayerSteps::route(layer, x.data(), nullptr, 2, routed_ids, routed_w); });
   x[64 + 3] = 0.0f;
   const float negative_w[] = {0.5f, 0.5f, -0.7f, 0.3f};
-  EXPECT_THROW(layer.forward_routed(x.data(), ids, negative_w, 2, y.data()), std::invalid_argument);
+  EXPECT_THROW(layer.forward({.tokens = 2,
+                              .x = x.data(),
+                              .y = y.data(),
+                              .expert_ids = ids,
+                              .expert_weights = negative_w}),
+               std::invalid_argument);
 }
 
 TEST(LayerRuntime, ConstructionChecks) {
@@ -356,7 +400,7 @@ TEST(LayerRuntime, MakeLayerSelectsAndRuns) {
   ASSERT_TRUE(layer.selection().deployment.request.activation.has_value());
   const auto x = layer_test::random_input(spec, 3, 20);
   std::vector<float> y(x.size());
-  layer.forward(x.data(), 3, y.data());
+  layer.forward({.tokens = 3, .x = x.data(), .y = y.data()});
   for (float v : y) ASSERT_TRUE(std::isfinite(v));
 }
 

@@ -121,10 +121,11 @@ TEST(LayerBounds, TokensPerCallAreBoundedAndTheWorkspaceIsKnownBeforehand) {
     EXPECT_NE(std::string(e.what()).find("32 bits"), std::string::npos) << e.what();
   }
   std::vector<float> x(64), y(64);
-  EXPECT_THROW(layer.forward(x.data(), layer.max_tokens() + 1, y.data()), std::invalid_argument);
-  EXPECT_THROW(layer.forward(x.data(), -1, y.data()), std::invalid_argument);
+  EXPECT_THROW(layer.forward({.tokens = layer.max_tokens() + 1, .x = x.data(), .y = y.data()}),
+               std::invalid_argument);
+  EXPECT_THROW(layer.forward({.tokens = -1, .x = x.data(), .y = y.data()}), std::invalid_argument);
   EXPECT_EQ(layer.workspace_allocations(), 0u);  // refused before allocating
-  layer.forward(x.data(), 1, y.data());
+  layer.forward({.tokens = 1, .x = x.data(), .y = y.data()});
   EXPECT_EQ(layer.workspace_allocations(), 1u);
 }
 

@@ -91,7 +91,7 @@ TEST(MpiExpertParallel, EveryTokensBitsMatchOneProcessOnEveryFamilyCheckpoint) {
       mxmoe::MoeLayer whole(
           all, mxmoe::select({spec, hw, request}, mxmoe::preferences_for(spec.family)), runtime);
       std::vector<float> want(x.size());
-      whole.forward(x.data(), tokens, want.data());
+      whole.forward({.tokens = tokens, .x = x.data(), .y = want.data()});
       // This rank's experts only.
       const Placement placement = Placement::contiguous(spec.num_experts, n);
       const mxmoe::LayerWeights mine = checkpoint.layer_weights(0, placement.runs(me));
