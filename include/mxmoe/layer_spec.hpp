@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "mxmoe/element_type.hpp"
 #include "mxmoe/export.h"
 
 namespace mxmoe {
@@ -64,10 +65,6 @@ struct MXMOE_API ActivationParams {
 // rows up, as gpt-oss stores them) or as two halves (rows 0..I-1 gate, I..2I-1 up).
 enum class GateUpLayout : std::uint8_t { interleaved, halves };
 
-// How expert weights are stored. Routed experts are MXFP4; a shared expert may also be dense
-// (bf16, f32) or FP8 E4M3 with 128 x 128 block scales, as DeepSeek-V4's release stores it.
-enum class WeightFormat : std::uint8_t { mxfp4, bf16, f32, fp8_e4m3 };
-
 struct MXMOE_API LayerSpec {
   std::string name;  // preset or model name, for reports
   Family family = Family::gpt_oss;
@@ -84,8 +81,11 @@ struct MXMOE_API LayerSpec {
   GateUpLayout gate_up_layout = GateUpLayout::interleaved;
   int shared_experts = 0;       // count of always-on experts (weight 1, no bias)
   int shared_intermediate = 0;  // total I of the shared experts (fused into one)
-  WeightFormat weight_format = WeightFormat::mxfp4;         // routed experts
-  WeightFormat shared_weight_format = WeightFormat::mxfp4;  // the shared expert
+  // How expert weights are stored (mxmoe/element_type.hpp). Routed experts are MXFP4; a shared
+  // expert may also be dense (bf16, f32) or FP8 E4M3 with 128 x 128 block scales, as
+  // DeepSeek-V4's release stores it.
+  ElementType weight_format = ElementType::mxfp4;         // routed experts
+  ElementType shared_weight_format = ElementType::mxfp4;  // the shared expert
   int vocab = 0;  // hash routing: token ids lie in [0, vocab) (0 for other methods)
 
   friend bool operator==(const LayerSpec&, const LayerSpec&) = default;
@@ -106,14 +106,14 @@ MXMOE_API std::string_view to_string(Family) noexcept;
 MXMOE_API std::string_view to_string(RoutingMethod) noexcept;
 MXMOE_API std::string_view to_string(ActivationFn) noexcept;
 MXMOE_API std::string_view to_string(GateUpLayout) noexcept;
-MXMOE_API std::string_view to_string(WeightFormat) noexcept;
 MXMOE_API std::string_view to_string(ScoreFunction) noexcept;
 // Inverse of to_string; throw std::invalid_argument listing the valid names.
 MXMOE_API Family parse_family(std::string_view);
 MXMOE_API RoutingMethod parse_routing_method(std::string_view);
 MXMOE_API ActivationFn parse_activation_fn(std::string_view);
 MXMOE_API GateUpLayout parse_gate_up_layout(std::string_view);
-MXMOE_API WeightFormat parse_weight_format(std::string_view);
+// parse_element_type(text, "weight format"): the names of to_string(ElementType).
+MXMOE_API ElementType parse_weight_format(std::string_view);
 MXMOE_API ScoreFunction parse_score_function(std::string_view);
 
 // New sizes for a layer spec; 0 keeps the spec's own.

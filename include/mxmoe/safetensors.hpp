@@ -13,10 +13,13 @@
 #include <string_view>
 #include <vector>
 
+#include "mxmoe/element_type.hpp"
 #include "mxmoe/export.h"
 
 namespace mxmoe {
 
+// The dtypes a safetensors file names (the file format's own list, integer types included);
+// element_type() says which of them is one of mxmoe's element types.
 enum class StDtype : std::uint8_t {
   BOOL,
   U8,
@@ -42,6 +45,11 @@ enum class StDtype : std::uint8_t {
 MXMOE_API std::string_view to_string(StDtype) noexcept;
 MXMOE_API std::optional<StDtype> parse_st_dtype(std::string_view) noexcept;
 MXMOE_API int dtype_bits(StDtype) noexcept;  // 4 for F4, 6 for F6_*, 8 for U8, ...
+// The element type a tensor of this dtype holds: F32 -> f32, BF16 -> bf16, F8_E4M3 -> fp8_e4m3;
+// nullopt for every other dtype. No one dtype is mxfp4: an MXFP4 weight is two tensors, E2M1
+// codes (U8, I8 or F4) and E8M0 scales (U8 or F8_E8M0), as each layout names them. Every
+// checkpoint reader maps a tensor's dtype through this.
+MXMOE_API std::optional<ElementType> element_type(StDtype) noexcept;
 
 struct MXMOE_API TensorInfo {
   std::string name;

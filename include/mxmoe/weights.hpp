@@ -8,6 +8,7 @@
 #include <span>
 #include <vector>
 
+#include "mxmoe/element_type.hpp"
 #include "mxmoe/export.h"
 #include "mxmoe/format.hpp"
 #include "mxmoe/layer_spec.hpp"
@@ -15,15 +16,22 @@
 
 namespace mxmoe {
 
-enum class DType : std::uint8_t { f32, bf16 };
-
-// A dense vector/matrix of f32 or bf16 values, row-major. Empty when data == nullptr.
+// A dense vector/matrix of f32 or bf16 values, row-major. Empty when data == nullptr. It
+// holds no other element type: the constructor refuses one (std::invalid_argument naming it),
+// and so do validate(), element_bytes() and at() for a dtype assigned afterwards.
 struct MXMOE_API DenseView {
-  DType dtype = DType::f32;
+  ElementType dtype = ElementType::f32;
   const void* data = nullptr;
   std::int64_t rows = 0, cols = 0;  // a vector is rows=1 or a [E, n] matrix
+
+  DenseView() = default;
+  DenseView(ElementType dtype, const void* data, std::int64_t rows, std::int64_t cols);
+  static bool holds(ElementType t) noexcept {
+    return t == ElementType::f32 || t == ElementType::bf16;
+  }
   bool empty() const noexcept { return data == nullptr; }
-  float at(std::int64_t i) const noexcept;  // flat index, converted to float
+  std::size_t element_bytes() const;  // 4 or 2
+  float at(std::int64_t i) const;     // flat index, converted to float
 };
 
 // Where one run of rows of one expert's MXFP4 matrix lives: `rows` rows of cols/32 blocks of
@@ -79,19 +87,21 @@ struct MXMOE_API Mxfp4View {
 // One expert's dense projection [rows, cols] (the shared expert of a checkpoint that stores
 // it unquantized or in FP8), in up to two row segments like Mxfp4View. Values:
 //   f32 / bf16: as stored;
-//   e4m3: E4M3 ("fn") code x the scale of its 128 x 128 block, the scales of a segment being
-//         [ceil(segment rows / 128), ceil(cols / 128)] E8M0 bytes (exact powers of two) or
-//         float32 values (scale_e8m0 = false).
-enum class DenseElement : std::uint8_t { f32, bf16, e4m3 };
+//   fp8_e4m3: E4M3 ("fn") code x the scale of its 128 x 128 block, the scales of a segment
+//         being [ceil(segment rows / 128), ceil(cols / 128)] E8M0 bytes (exact powers of two)
+//         or float32 values (scale_e8m0 = false).
+// mxfp4 is not a DenseMatrixView's element (an MXFP4 shared expert is an Mxfp4View): validate()
+// refuses it by name, and value() and bytes() throw std::invalid_argument.
 
 struct MXMOE_API DenseMatrixView {
   static constexpr std::int64_t kScaleBlock = 128;
   struct Segment {
     const void* data = nullptr;
-    const void* scales = nullptr;  // e4m3 only
+    const void* scales = nullptr;  // fp8_e4m3 only
   };
-  DenseElement element = DenseElement::bf16;
-  bool scale_e8m0 = true;  // e4m3: E8M0 byte scales, else float32
+  static bool holds(ElementType t) noexcept { return t != ElementType::mxfp4; }
+  ElementType element = ElementType::bf16;
+  bool scale_e8m0 = true;  // fp8_e4m3: E8M0 byte scales, else float32
   int parts = 1;           // 1 or 2
   Segment segment[2];
   std::int64_t rows = 0, cols = 0;
@@ -104,8 +114,8 @@ struct MXMOE_API DenseMatrixView {
   }
   // The weight as a double: exact for every element type and scale (an E4M3 value has 4
   // significant bits, a float32 scale 24: the product fits a double's 53).
-  double value(std::int64_t r, std::int64_t c) const noexcept;
-  std::size_t bytes() const noexcept;  // stored bytes, scales included
+  double value(std::int64_t r, std::int64_t c) const;
+  std::size_t bytes() const;  // stored bytes, scales included
 };
 
 // DeepSeek-V4's hash routing table tid2eid [vocab, top_k]: the experts of a token id, in slot

@@ -29,13 +29,14 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 }
 
 std::string describe(const LayerSpec& s, const LayerWeights& w) {
-  std::string text = fmt::format("MoE{}, MXFP4 experts [{} x {} x {}] + [{} x {} x {}], router {}",
-                                 s.routing == RoutingMethod::hash
-                                     ? fmt::format(" (hash-routed: tid2eid [{} x {}] {})", s.vocab,
-                                                   s.top_k, w.token_experts.int64 ? "I64" : "I32")
-                                     : "",
-                                 w.w1.experts, w.w1.rows, w.w1.cols, w.w2.experts, w.w2.rows,
-                                 w.w2.cols, w.router_weight.dtype == DType::bf16 ? "BF16" : "F32");
+  std::string text =
+      fmt::format("MoE{}, MXFP4 experts [{} x {} x {}] + [{} x {} x {}], router {}",
+                  s.routing == RoutingMethod::hash
+                      ? fmt::format(" (hash-routed: tid2eid [{} x {}] {})", s.vocab, s.top_k,
+                                    w.token_experts.int64 ? "I64" : "I32")
+                      : "",
+                  w.w1.experts, w.w1.rows, w.w1.cols, w.w2.experts, w.w2.rows, w.w2.cols,
+                  w.router_weight.dtype == ElementType::bf16 ? "BF16" : "F32");
   if (s.router_bias) text += " + bias";
   if (s.routing_params.selection_bias) text += ", selection bias";
   if (s.expert_bias) text += ", expert biases";

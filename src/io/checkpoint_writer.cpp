@@ -39,9 +39,9 @@ class Builder {
   Builder(LayerTensors& out, std::string prefix) : out_(out), prefix_(std::move(prefix)) {}
 
   void dense(const std::string& suffix, const DenseView& v, std::vector<std::uint64_t> shape) {
-    const std::size_t element = v.dtype == DType::f32 ? 4 : 2;
+    const std::size_t element = v.element_bytes();  // refuses a type a DenseView cannot hold
     const auto* p = static_cast<const std::uint8_t*>(v.data);
-    add(suffix, v.dtype == DType::f32 ? StDtype::F32 : StDtype::BF16, std::move(shape),
+    add(suffix, v.dtype == ElementType::f32 ? StDtype::F32 : StDtype::BF16, std::move(shape),
         std::vector<std::uint8_t>(p, p + static_cast<std::size_t>(v.rows * v.cols) * element));
   }
 
@@ -91,7 +91,7 @@ void v4_fp4(LayerTensors& out, const std::string& name, const Mxfp4View& v, std:
 
 // Segment p of a dense (FP8) matrix as stored: E4M3 [rows, cols] and its block scales.
 void v4_fp8(LayerTensors& out, const std::string& name, const DenseMatrixView& v, int part) {
-  if (v.element != DenseElement::e4m3 || !v.scale_e8m0)
+  if (v.element != ElementType::fp8_e4m3 || !v.scale_e8m0)
     throw std::invalid_argument(
         "deepseek_v4_layer_tensors: the shared expert must be FP8 E4M3 "
         "with E8M0 scales, or MXFP4");
@@ -177,7 +177,7 @@ LayerTensors deepseek_v4_layer_tensors(const LayerSpec& spec, const LayerWeights
   }
   if (spec.shared_experts > 0) {
     const std::int64_t is = spec.shared_intermediate;
-    if (spec.shared_weight_format == WeightFormat::mxfp4) {
+    if (spec.shared_weight_format == ElementType::mxfp4) {
       v4_fp4(out, p + "shared_experts.w1", w.shared_w1, 0, 0, is);
       v4_fp4(out, p + "shared_experts.w3", w.shared_w1, 0, is, is);
       v4_fp4(out, p + "shared_experts.w2", w.shared_w2, 0, 0, h);
@@ -485,7 +485,7 @@ std::uint64_t layer_bytes(const LayerSpec& s) {
   if (s.expert_bias) n += static_cast<std::uint64_t>(4 * e * (2 * i + h));
   if (s.shared_experts > 0) {
     const std::int64_t is = s.shared_intermediate;
-    if (s.shared_weight_format == WeightFormat::mxfp4) {
+    if (s.shared_weight_format == ElementType::mxfp4) {
       n += mxfp4_bytes(1, 2 * is, h) + mxfp4_bytes(1, h, is);
     } else {  // FP8 E4M3 codes and their 128 x 128 block scales, per projection
       const auto blocks = [](std::int64_t v) { return (v + 127) / 128; };

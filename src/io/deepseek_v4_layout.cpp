@@ -50,14 +50,14 @@ void fp4_projections(const LayerReader& b, const std::string& stem, bool per_exp
 
 // One dense projection of the shared expert in `format` (a segment of a DenseMatrixView).
 DenseMatrixView::Segment dense_matrix(const LayerReader& b, const std::string& stem,
-                                      WeightFormat format, std::int64_t rows, std::int64_t cols,
+                                      ElementType format, std::int64_t rows, std::int64_t cols,
                                       DenseMatrixView& v) {
   const TensorRef& w = b.require(stem + ".weight");
   LayerReader::expect_shape(w, dims({rows, cols}));
-  if (format != WeightFormat::fp8_e4m3) {
-    LayerReader::expect_dtype(w, {format == WeightFormat::bf16 ? StDtype::BF16 : StDtype::F32});
+  if (format != ElementType::fp8_e4m3) {
+    LayerReader::expect_dtype(w, {format == ElementType::bf16 ? StDtype::BF16 : StDtype::F32});
     b.check_finite(w);
-    v.element = format == WeightFormat::bf16 ? DenseElement::bf16 : DenseElement::f32;
+    v.element = format;
     b.reject_unexpected(stem + ".scale", "a " + std::string(to_string(format)) +
                                              " shared expert has no block scales");
     return {w.data().data(), nullptr};
@@ -67,7 +67,7 @@ DenseMatrixView::Segment dense_matrix(const LayerReader& b, const std::string& s
   LayerReader::expect_dtype(s, {StDtype::F8_E8M0, StDtype::U8, StDtype::F32});
   const std::int64_t block = DenseMatrixView::kScaleBlock;
   LayerReader::expect_shape(s, dims({(rows + block - 1) / block, (cols + block - 1) / block}));
-  v.element = DenseElement::e4m3;
+  v.element = ElementType::fp8_e4m3;
   v.scale_e8m0 = s.info->dtype != StDtype::F32;
   return {w.data().data(), s.data().data()};
 }
@@ -91,20 +91,12 @@ V4ExpertStorage deepseek_v4_expert_storage(const TensorSet& set, const std::stri
   return V4ExpertStorage::mxfp4;
 }
 
-WeightFormat deepseek_v4_shared_format(const TensorSet& set, const std::string& prefix) {
+ElementType deepseek_v4_shared_format(const TensorSet& set, const std::string& prefix) {
   const std::string name = prefix + "shared_experts.w1.weight";
   const TensorRef* w = set.find(name);
   if (w == nullptr) throw LoadError("missing tensor \"" + name + "\"");
-  switch (w->info->dtype) {
-    case StDtype::F8_E4M3:
-      return WeightFormat::fp8_e4m3;
-    case StDtype::BF16:
-      return WeightFormat::bf16;
-    case StDtype::F32:
-      return WeightFormat::f32;
-    default:
-      if (is_fp4_storage(w->info->dtype)) return WeightFormat::mxfp4;
-  }
+  if (const std::optional<ElementType> type = element_type(w->info->dtype)) return *type;
+  if (is_fp4_storage(w->info->dtype)) return ElementType::mxfp4;
   throw LoadError(
       fmt::format("{}: tensor \"{}\" has dtype {}; a shared expert is read as FP8 "
                   "E4M3, BF16, F32 or MXFP4 (I8/U8/F4 with .scale)",
@@ -131,7 +123,7 @@ LayerWeights bind_deepseek_v4_layer(const TensorSet& set, const LayerSpec& spec,
   fp4_projections(b, "experts", true, e, h, i, w.w1, w.w2);
   if (spec.shared_experts > 0) {
     const std::int64_t is = spec.shared_intermediate;
-    if (spec.shared_weight_format == WeightFormat::mxfp4) {
+    if (spec.shared_weight_format == ElementType::mxfp4) {
       fp4_projections(b, "shared_experts", false, 1, h, is, w.shared_w1, w.shared_w2);
     } else {
       DenseMatrixView& d1 = w.shared_dense_w1;

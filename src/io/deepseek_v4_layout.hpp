@@ -32,7 +32,7 @@ enum class V4ExpertStorage { mxfp4, dense, fp8 };
 V4ExpertStorage deepseek_v4_expert_storage(const TensorSet& set, const std::string& prefix);
 
 // The shared expert's format from its w1 tensor (LoadError for an unknown dtype/shape).
-WeightFormat deepseek_v4_shared_format(const TensorSet& set, const std::string& prefix);
+ElementType deepseek_v4_shared_format(const TensorSet& set, const std::string& prefix);
 
 // Views of the layer under PREFIX, every dtype and shape checked against SPEC; with
 // check_values also the values of this layer (E8M0 0xFF scales, NaN/Inf in dense tensors);

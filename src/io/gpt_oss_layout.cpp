@@ -49,7 +49,7 @@ LayerWeights bind_gpt_oss_layer(const TensorSet& set, const LayerSpec& spec, int
     LayerReader::expect_shape(t, dims({spec.vocab, spec.top_k}));
     w.token_experts = {t.data().data(), t.info->dtype == StDtype::I64, spec.vocab, spec.top_k};
   }
-  if (spec.shared_experts > 0 && spec.shared_weight_format != WeightFormat::mxfp4)
+  if (spec.shared_experts > 0 && spec.shared_weight_format != ElementType::mxfp4)
     throw LoadError("the gpt-oss layout holds MXFP4 shared experts only, not " +
                     std::string(to_string(spec.shared_weight_format)));
   w.w1 = mxfp4(b, "experts.gate_up_proj", e, 2 * i, h, true);

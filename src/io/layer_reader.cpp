@@ -59,7 +59,7 @@ DenseView LayerReader::dense(const std::string& suffix, std::int64_t rows, std::
   expect_dtype(t, {StDtype::BF16, StDtype::F32});
   expect_shape(t, vector ? dims({cols}) : dims({rows, cols}));
   DenseView v;
-  v.dtype = t.info->dtype == StDtype::BF16 ? DType::bf16 : DType::f32;
+  v.dtype = *element_type(t.info->dtype);  // BF16 or F32, checked above
   v.data = t.data().data();
   v.rows = vector ? 1 : rows;
   v.cols = cols;
@@ -110,10 +110,11 @@ void LayerReader::scan_scales(const TensorRef& t, std::int64_t rows, std::int64_
 
 void LayerReader::check_finite(const TensorRef& t) const {
   if (!check_) return;
+  expect_dtype(t, {StDtype::BF16, StDtype::F32});
   const auto bytes = t.data();
-  const bool bf16 = t.info->dtype == StDtype::BF16;
-  if (const auto bad = first_non_finite(bf16 ? DType::bf16 : DType::f32, bytes.data(),
-                                        bytes.size() / (bf16 ? 2 : 4)))
+  const ElementType type = *element_type(t.info->dtype);
+  if (const auto bad = first_non_finite(
+          type, bytes.data(), bytes.size() / static_cast<std::size_t>(element_bits(type) / 8)))
     throw LoadError(fmt::format("{}: tensor \"{}\" holds NaN or Inf at index {}", t.file->path(),
                                 t.info->name, *bad));
 }

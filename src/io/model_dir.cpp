@@ -44,7 +44,7 @@ void use_deepseek_v4_layout(ModelDir& m, const std::string& prefix) {
   m.layout = ModelDir::Layout::deepseek_v4;
   m.v4_root = prefix.substr(0, prefix.find("layers."));
   if (m.config.moe.shared_experts > 0) {
-    const WeightFormat shared = deepseek_v4_shared_format(m.tensors, prefix);
+    const ElementType shared = deepseek_v4_shared_format(m.tensors, prefix);
     m.config.moe.shared_weight_format = shared;
     m.config.hash_moe.shared_weight_format = shared;
   }

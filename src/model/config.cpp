@@ -448,8 +448,8 @@ void parse_quantization(const Json& q, const std::string& prefix, const std::str
     parse_deepseek_v4_fp8(f, q, label, field);
     // The release's shared expert is one of its FP8 tensors (the tensors decide, when read).
     if (c.moe.shared_experts > 0) {
-      c.moe.shared_weight_format = WeightFormat::fp8_e4m3;
-      c.hash_moe.shared_weight_format = WeightFormat::fp8_e4m3;
+      c.moe.shared_weight_format = ElementType::fp8_e4m3;
+      c.hash_moe.shared_weight_format = ElementType::fp8_e4m3;
     }
     return;
   }

@@ -46,10 +46,10 @@ void write_deepseek_v4(const LayerSpec& s, int num_layers, const HashLayers& has
   const int vocab = all_hash ? s.vocab : hash.vocab;
   require(hash_layers == 0 || vocab >= 1, s, "hash layers without a vocabulary size");
   if (hash_layers > 0) c["vocab_size"] = vocab;
-  require(s.shared_experts == 0 || s.shared_weight_format == WeightFormat::mxfp4 ||
-              s.shared_weight_format == WeightFormat::fp8_e4m3,
+  require(s.shared_experts == 0 || s.shared_weight_format == ElementType::mxfp4 ||
+              s.shared_weight_format == ElementType::fp8_e4m3,
           s, "a bf16/f32 shared expert (not in DeepSeek-V4's release config)");
-  if (s.shared_experts > 0 && s.shared_weight_format == WeightFormat::fp8_e4m3) {
+  if (s.shared_experts > 0 && s.shared_weight_format == ElementType::fp8_e4m3) {
     q = {{"quant_method", "fp8"},
          {"fmt", "e4m3"},
          {"activation_scheme", "dynamic"},
@@ -75,7 +75,7 @@ std::string model_config_json(const LayerSpec& s, int num_layers, const HashLaye
   require(s.routing_params.selection_bias == (deepseek && s.routing != RoutingMethod::hash), s,
           "a selection bias");
   require(s.family == Family::deepseek_v4 ||
-              (s.shared_weight_format == WeightFormat::mxfp4 && hash.hash_layers == 0),
+              (s.shared_weight_format == ElementType::mxfp4 && hash.hash_layers == 0),
           s, "a non-MXFP4 shared expert or hash layers");
   require(deepseek || s.shared_experts == 0, s, "shared experts");
   require(!deepseek || s.shared_intermediate == s.shared_experts * s.intermediate, s,

@@ -18,7 +18,6 @@ constexpr std::array<std::string_view, 3> kScoreFunctionNames = {"sqrtsoftplus",
 constexpr std::array<std::string_view, 3> kActivationFnNames = {"swiglu_oai", "silu_glu",
                                                                 "silu_glu_clamp"};
 constexpr std::array<std::string_view, 2> kGateUpLayoutNames = {"interleaved", "halves"};
-constexpr std::array<std::string_view, 4> kWeightFormatNames = {"mxfp4", "bf16", "f32", "fp8_e4m3"};
 
 using json::get;
 using json::Json;
@@ -37,9 +36,6 @@ std::string_view to_string(ActivationFn v) noexcept {
 std::string_view to_string(GateUpLayout v) noexcept {
   return enum_names::name_of(v, kGateUpLayoutNames);
 }
-std::string_view to_string(WeightFormat v) noexcept {
-  return enum_names::name_of(v, kWeightFormatNames);
-}
 std::string_view to_string(ScoreFunction v) noexcept {
   return enum_names::name_of(v, kScoreFunctionNames);
 }
@@ -56,8 +52,8 @@ ActivationFn parse_activation_fn(std::string_view s) {
 GateUpLayout parse_gate_up_layout(std::string_view s) {
   return enum_names::parse<GateUpLayout>(s, kGateUpLayoutNames, "gate/up layout");
 }
-WeightFormat parse_weight_format(std::string_view s) {
-  return enum_names::parse<WeightFormat>(s, kWeightFormatNames, "weight format");
+ElementType parse_weight_format(std::string_view s) {
+  return parse_element_type(s, "weight format");
 }
 ScoreFunction parse_score_function(std::string_view s) {
   return enum_names::parse<ScoreFunction>(s, kScoreFunctionNames, "score function");

@@ -82,7 +82,7 @@ LayerSpec deepseek_v4_flash() {
   s.shared_experts = 1;
   s.shared_intermediate = 2048;
   // The release stores the shared expert in FP8 E4M3 with 128 x 128 E8M0 block scales.
-  s.shared_weight_format = WeightFormat::fp8_e4m3;
+  s.shared_weight_format = ElementType::fp8_e4m3;
   return s;
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "format/e4m3_blocks.hpp"
+#include "model/dense_view.hpp"
 #include "model/generation_poll.hpp"
 #include "mxmoe/weights.hpp"
 
@@ -28,7 +29,7 @@ class Builder {
   DenseView dense(std::int64_t rows, std::int64_t cols, float scale) {
     float* p = alloc<float>(rows * cols);
     for (std::int64_t i = 0; i < rows * cols; ++i) p[i] = scale * rng_.symmetric();
-    return DenseView{DType::f32, p, rows, cols};
+    return DenseView{ElementType::f32, p, rows, cols};
   }
 
   // Random E2M1 codes (all 16 equally likely) and E8M0 scales of mxfp4_random_scale_base
@@ -71,9 +72,12 @@ class Builder {
 
   // A dense [rows, cols] matrix of values ~ U(-1, 1) / sqrt(cols) (a unit-variance input
   // gives O(1) outputs) in `format`; FP8 gets E8M0 block scales chosen by the round-up rule.
-  DenseMatrixView dense_matrix(WeightFormat format, std::int64_t rows, std::int64_t cols,
+  DenseMatrixView dense_matrix(ElementType format, std::int64_t rows, std::int64_t cols,
                                int parts) {
+    if (!DenseMatrixView::holds(format))
+      refuse_element("DenseMatrixView", kDenseMatrixViewHolds, format);
     DenseMatrixView v;
+    v.element = format;
     v.rows = rows;
     v.cols = cols;
     v.parts = parts;
@@ -83,18 +87,15 @@ class Builder {
       std::vector<float> values(static_cast<std::size_t>(seg_rows * cols));
       for (float& x : values) x = amplitude * rng_.symmetric();
       DenseMatrixView::Segment& g = v.segment[p];
-      if (format == WeightFormat::f32) {
-        v.element = DenseElement::f32;
+      if (format == ElementType::f32) {
         float* d = alloc<float>(seg_rows * cols);
         std::copy(values.begin(), values.end(), d);
         g.data = d;
-      } else if (format == WeightFormat::bf16) {
-        v.element = DenseElement::bf16;
+      } else if (format == ElementType::bf16) {
         auto* d = alloc<std::uint16_t>(seg_rows * cols);
         for (std::size_t i = 0; i < values.size(); ++i) d[i] = f32_to_bf16(values[i]);
         g.data = d;
       } else {
-        v.element = DenseElement::e4m3;
         v.scale_e8m0 = true;
         auto* d = alloc<std::uint8_t>(seg_rows * cols);
         auto* sc = alloc<std::uint8_t>(v.scale_rows() * v.scale_cols());
@@ -157,7 +158,7 @@ LayerStorage LayerStorage::random(const LayerSpec& spec, std::uint64_t seed) {
   if (spec.expert_bias) w.b2 = b.dense(e, h, 0.1f);
   if (spec.shared_experts > 0) {
     const std::int64_t is = spec.shared_intermediate;
-    if (spec.shared_weight_format == WeightFormat::mxfp4) {
+    if (spec.shared_weight_format == ElementType::mxfp4) {
       w.shared_w1 = b.mxfp4(1, 2 * is, h, halves);
       w.shared_w2 = b.mxfp4(1, h, is);
     } else {

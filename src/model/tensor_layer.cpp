@@ -108,7 +108,7 @@ DenseView dense(const HostTensor& t, const char* name, std::vector<std::int64_t>
     fail(fmt::format("{}: its data at {} is not aligned to its {}-byte {} elements", name, t.data,
                      element, dtype_name(t.dtype)));
   DenseView v;
-  v.dtype = t.dtype == TensorDtype::f32 ? DType::f32 : DType::bf16;
+  v.dtype = t.dtype == TensorDtype::f32 ? ElementType::f32 : ElementType::bf16;
   v.data = t.data;
   v.rows = shape.size() == 1 ? 1 : shape[0];
   v.cols = shape.back();
@@ -141,7 +141,7 @@ LayerSpec family_math(Family family, const MathOverrides& o) {
   s.name = std::string(to_string(family));
   s.num_experts = s.top_k = s.hidden = s.intermediate = 0;
   s.shared_experts = s.shared_intermediate = 0;
-  s.shared_weight_format = WeightFormat::mxfp4;
+  s.shared_weight_format = ElementType::mxfp4;
   s.routing_params.n_group = s.routing_params.topk_group = 1;
 
   if (o.activation) s.activation = *o.activation;

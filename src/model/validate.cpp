@@ -66,7 +66,7 @@ void validate(const LayerSpec& s) {
   } else if (s.vocab != 0) {
     fail(s, "vocab = " + std::to_string(s.vocab) + " is only used by hash routing (must be 0)");
   }
-  if (s.weight_format != WeightFormat::mxfp4)
+  if (s.weight_format != ElementType::mxfp4)
     fail(s, "weight_format = " + std::string(to_string(s.weight_format)) +
                 ": routed experts must be mxfp4");
 
@@ -82,7 +82,7 @@ void validate(const LayerSpec& s) {
   } else if (s.shared_intermediate != 0) {
     fail(s, "shared_intermediate = " + std::to_string(s.shared_intermediate) +
                 " without shared experts (shared_experts = 0)");
-  } else if (s.shared_weight_format != WeightFormat::mxfp4) {
+  } else if (s.shared_weight_format != ElementType::mxfp4) {
     fail(s, "shared_weight_format = " + std::string(to_string(s.shared_weight_format)) +
                 " without shared experts (leave it mxfp4)");
   }

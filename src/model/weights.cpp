@@ -1,6 +1,7 @@
-// The LayerWeights views: reading a DenseView or DenseMatrixView element, building and
-// slicing MXFP4 segment tables, and narrowing a layer to a range of experts. The checks are in
-// weights_validation.cpp, the in-memory random layer in random_weights.cpp.
+// The LayerWeights views: reading a DenseView or DenseMatrixView element (and refusing an
+// element type the view cannot hold), building and slicing MXFP4 segment tables, and narrowing
+// a layer to a range of experts. The checks are in weights_validation.cpp, the in-memory
+// random layer in random_weights.cpp.
 #include "mxmoe/weights.hpp"
 
 #include <fmt/core.h>
@@ -9,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <stdexcept>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -16,9 +18,33 @@
 
 namespace mxmoe {
 
-float DenseView::at(std::int64_t i) const noexcept {
-  if (dtype == DType::f32) return static_cast<const float*>(data)[i];
-  return bf16_to_f32(static_cast<const std::uint16_t*>(data)[i]);
+void refuse_element(std::string_view view, std::string_view holds, ElementType t,
+                    std::string_view tensor) {
+  throw std::invalid_argument(fmt::format("{}{}a {} holds {}, not {}", tensor,
+                                          tensor.empty() ? "" : ": ", view, holds, to_string(t)));
+}
+
+DenseView::DenseView(ElementType dtype_, const void* data_, std::int64_t rows_, std::int64_t cols_)
+    : dtype(dtype_), data(data_), rows(rows_), cols(cols_) {
+  if (!holds(dtype)) refuse_element("DenseView", kDenseViewHolds, dtype);
+}
+
+std::size_t DenseView::element_bytes() const {
+  if (!holds(dtype)) refuse_element("DenseView", kDenseViewHolds, dtype);
+  return static_cast<std::size_t>(element_bits(dtype) / 8);
+}
+
+float DenseView::at(std::int64_t i) const {
+  switch (dtype) {
+    case ElementType::f32:
+      return static_cast<const float*>(data)[i];
+    case ElementType::bf16:
+      return bf16_to_f32(static_cast<const std::uint16_t*>(data)[i]);
+    case ElementType::fp8_e4m3:
+    case ElementType::mxfp4:
+      break;
+  }
+  refuse_element("DenseView", kDenseViewHolds, dtype);
 }
 
 std::vector<float> to_floats(const DenseView& v) {
@@ -27,10 +53,12 @@ std::vector<float> to_floats(const DenseView& v) {
   return out;
 }
 
-std::optional<std::size_t> first_non_finite(DType dtype, const void* data, std::size_t count) {
+std::optional<std::size_t> first_non_finite(ElementType dtype, const void* data,
+                                            std::size_t count) {
+  if (!DenseView::holds(dtype)) refuse_element("DenseView", kDenseViewHolds, dtype);
   const auto* bytes = static_cast<const std::byte*>(data);
   for (std::size_t i = 0; i < count; ++i) {
-    if (dtype == DType::bf16) {
+    if (dtype == ElementType::bf16) {
       std::uint16_t v;
       std::memcpy(&v, bytes + 2 * i, 2);
       if ((v & 0x7F80u) == 0x7F80u) return i;
@@ -48,7 +76,7 @@ namespace {
 DenseView slice_dense_rows(const DenseView& v, ExpertRange r) {
   if (v.empty()) return v;
   DenseView s = v;
-  const std::size_t element = v.dtype == DType::f32 ? 4 : 2;
+  const std::size_t element = v.element_bytes();
   s.data = static_cast<const std::byte*>(v.data) +
            static_cast<std::size_t>(r.begin) * static_cast<std::size_t>(v.cols) * element;
   s.rows = r.size();
@@ -89,17 +117,17 @@ Mxfp4View Mxfp4View::slice(ExpertRange range) const noexcept {
   return s;
 }
 
-double DenseMatrixView::value(std::int64_t r, std::int64_t c) const noexcept {
+double DenseMatrixView::value(std::int64_t r, std::int64_t c) const {
   const std::int64_t n = segment_rows();
   const Segment& g = segment[r / n];
   const std::int64_t row = r % n;
   const std::int64_t i = row * cols + c;
   switch (element) {
-    case DenseElement::f32:
+    case ElementType::f32:
       return static_cast<const float*>(g.data)[i];
-    case DenseElement::bf16:
+    case ElementType::bf16:
       return bf16_to_f32(static_cast<const std::uint16_t*>(g.data)[i]);
-    case DenseElement::e4m3: {
+    case ElementType::fp8_e4m3: {
       const std::int64_t b = row / kScaleBlock * scale_cols() + c / kScaleBlock;
       const double scale =
           scale_e8m0
@@ -107,22 +135,26 @@ double DenseMatrixView::value(std::int64_t r, std::int64_t c) const noexcept {
               : static_cast<double>(static_cast<const float*>(g.scales)[b]);
       return static_cast<double>(e4m3_decode(static_cast<const std::uint8_t*>(g.data)[i])) * scale;
     }
+    case ElementType::mxfp4:
+      break;
   }
-  return 0;
+  refuse_element("DenseMatrixView", kDenseMatrixViewHolds, element);
 }
 
-std::size_t DenseMatrixView::bytes() const noexcept {
+std::size_t DenseMatrixView::bytes() const {
   const auto n = static_cast<std::size_t>(rows * cols);
   switch (element) {
-    case DenseElement::f32:
+    case ElementType::f32:
       return 4 * n;
-    case DenseElement::bf16:
+    case ElementType::bf16:
       return 2 * n;
-    case DenseElement::e4m3:
+    case ElementType::fp8_e4m3:
       return n +
              static_cast<std::size_t>(parts * scale_rows() * scale_cols()) * (scale_e8m0 ? 1 : 4);
+    case ElementType::mxfp4:
+      break;
   }
-  return 0;
+  refuse_element("DenseMatrixView", kDenseMatrixViewHolds, element);
 }
 
 LayerWeights slice_experts(const LayerWeights& w, ExpertRange range) {

@@ -33,12 +33,13 @@ void check_dense(std::string_view name, const DenseView& v, bool required, std::
   }
   if (!required)
     throw std::invalid_argument(fmt::format("{} is present but the spec has none", name));
+  if (!DenseView::holds(v.dtype)) refuse_element("DenseView", kDenseViewHolds, v.dtype, name);
   if (v.rows != rows || v.cols != cols)
     throw std::invalid_argument(fmt::format("{} has shape {}, the spec needs {}", name,
                                             shape_text(v.rows, v.cols), shape_text(rows, cols)));
   const ExpertRange all{0, static_cast<int>(rows)};
   const std::span<const ExpertRange> ranges = scan != nullptr ? *scan : std::span(&all, 1);
-  const std::size_t element = v.dtype == DType::f32 ? 4 : 2;
+  const std::size_t element = v.element_bytes();
   for (const ExpertRange& r : ranges) {
     const auto first = static_cast<std::size_t>(r.begin) * static_cast<std::size_t>(cols);
     const auto bad =
@@ -92,6 +93,8 @@ void check_dense_matrix(const char* name, const DenseMatrixView& v, std::int64_t
   if (v.empty())
     throw std::invalid_argument(
         fmt::format("{} is missing (the spec needs {})", name, shape_text(rows, cols)));
+  if (!DenseMatrixView::holds(v.element))
+    refuse_element("DenseMatrixView", kDenseMatrixViewHolds, v.element, name);
   if (v.rows != rows || v.cols != cols)
     throw std::invalid_argument(fmt::format("{} has shape {}, the spec needs {}", name,
                                             shape_text(v.rows, v.cols), shape_text(rows, cols)));
@@ -102,7 +105,7 @@ void check_dense_matrix(const char* name, const DenseMatrixView& v, std::int64_t
   const auto n = static_cast<std::size_t>(seg_rows * cols);
   for (int part = 0; part < v.parts; ++part) {
     const DenseMatrixView::Segment& g = v.segment[part];
-    if (g.data == nullptr || (v.element == DenseElement::e4m3 && g.scales == nullptr))
+    if (g.data == nullptr || (v.element == ElementType::fp8_e4m3 && g.scales == nullptr))
       throw std::invalid_argument(
           fmt::format("{}: rows from {} have no data", name, part * seg_rows));
     const auto bad = [&](std::size_t i, const char* what) {
@@ -111,13 +114,12 @@ void check_dense_matrix(const char* name, const DenseMatrixView& v, std::int64_t
                                               part * seg_rows + flat / cols, flat % cols));
     };
     switch (v.element) {
-      case DenseElement::f32:
-      case DenseElement::bf16: {
-        const DType dtype = v.element == DenseElement::f32 ? DType::f32 : DType::bf16;
-        if (const auto i = first_non_finite(dtype, g.data, n)) bad(*i, "NaN or Inf");
+      case ElementType::f32:
+      case ElementType::bf16: {
+        if (const auto i = first_non_finite(v.element, g.data, n)) bad(*i, "NaN or Inf");
         break;
       }
-      case DenseElement::e4m3: {
+      case ElementType::fp8_e4m3: {
         const auto* codes = static_cast<const std::uint8_t*>(g.data);
         for (std::size_t i = 0; i < n; ++i)
           if ((codes[i] & 0x7Fu) == 0x7Fu) bad(i, "the E4M3 NaN code");
@@ -135,6 +137,8 @@ void check_dense_matrix(const char* name, const DenseMatrixView& v, std::int64_t
         }
         break;
       }
+      case ElementType::mxfp4:  // refused above
+        break;
     }
   }
 }
@@ -202,7 +206,7 @@ void validate(const LayerSpec& spec, const LayerWeights& w, std::span<const Expe
   check_dense(names.b1, w.b1, spec.expert_bias, e, 2 * i, &scan);
   check_mxfp4(names.w2, w.w2, e, h, i, scan);
   check_dense(names.b2, w.b2, spec.expert_bias, e, h, &scan);
-  const bool dense_shared = spec.shared_weight_format != WeightFormat::mxfp4;
+  const bool dense_shared = spec.shared_weight_format != ElementType::mxfp4;
   const std::int64_t is = spec.shared_intermediate;
   if (spec.shared_experts > 0 && !dense_shared) {
     check_mxfp4("shared_w1", w.shared_w1, 1, 2 * is, h, shared);
@@ -210,9 +214,7 @@ void validate(const LayerSpec& spec, const LayerWeights& w, std::span<const Expe
   } else if (spec.shared_experts > 0) {
     check_dense_matrix("shared_w1", w.shared_dense_w1, 2 * is, h);
     check_dense_matrix("shared_w2", w.shared_dense_w2, h, is);
-    const DenseElement want = spec.shared_weight_format == WeightFormat::bf16  ? DenseElement::bf16
-                              : spec.shared_weight_format == WeightFormat::f32 ? DenseElement::f32
-                                                                               : DenseElement::e4m3;
+    const ElementType want = spec.shared_weight_format;
     if (w.shared_dense_w1.element != want || w.shared_dense_w2.element != want)
       throw std::invalid_argument(
           fmt::format("shared_w1/shared_w2 are not stored as the spec's shared_weight_format {}",

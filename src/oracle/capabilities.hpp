@@ -31,7 +31,7 @@ struct BackendCapabilities {
   std::vector<RoutingMethod> routing_methods{
       RoutingMethod::topk_softmax, RoutingMethod::softmax_topk, RoutingMethod::sigmoid_group_topk,
       RoutingMethod::sqrtsoftplus_topk, RoutingMethod::hash};
-  std::vector<WeightFormat> weight_formats{WeightFormat::mxfp4};
+  std::vector<ElementType> weight_formats{ElementType::mxfp4};
   int dim_multiple = 32;    // H and I must be multiples of this
   bool needs_cuda = false;  // no_device when Hardware has no CUDA device
 };

@@ -34,10 +34,10 @@ CallWork call_work(const Deployment& d, double packed_bytes_per_weight) {
 
   // A shared expert that is not MXFP4 runs on the dense kernel every backend shares, which
   // reads bf16 weights (fp8_e4m3 and bf16 sources) or float32 ones.
-  const double shared_bytes_per_weight = l.shared_weight_format == WeightFormat::mxfp4
+  const double shared_bytes_per_weight = l.shared_weight_format == ElementType::mxfp4
                                              ? packed_bytes_per_weight
-                                         : l.shared_weight_format == WeightFormat::f32 ? 4.0
-                                                                                       : 2.0;
+                                         : l.shared_weight_format == ElementType::f32 ? 4.0
+                                                                                      : 2.0;
 
   CallWork w;
   w.weight_bytes = touched * (weights_per_expert * packed_bytes_per_weight + bias_bytes) +

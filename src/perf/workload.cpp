@@ -47,12 +47,12 @@ std::uint64_t shared_weight_bytes(const LayerSpec& spec) {
   if (spec.shared_experts <= 0) return 0;
   const std::uint64_t h = u64(spec.hidden), is = u64(spec.shared_intermediate);
   switch (spec.shared_weight_format) {
-    case WeightFormat::mxfp4:
+    case ElementType::mxfp4:
       return mxfp4_matrix_bytes(2 * is, h) + mxfp4_matrix_bytes(h, is);
-    case WeightFormat::f32:
+    case ElementType::f32:
       return 4 * 3 * h * is;
-    case WeightFormat::bf16:
-    case WeightFormat::fp8_e4m3:  // the dense kernel reads it as exact bf16
+    case ElementType::bf16:
+    case ElementType::fp8_e4m3:  // the dense kernel reads it as exact bf16
       return 2 * 3 * h * is;
   }
   return 0;

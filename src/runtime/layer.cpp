@@ -450,7 +450,7 @@ MoeLayer::MoeLayer(const LayerWeights& weights, Selection selection, Runtime& ru
       sd.request.ep_size = 1;
       sd.request.ep_rank = 0;
       sd.request.placement.clear();
-      if (s.shared_weight_format == WeightFormat::mxfp4) {
+      if (s.shared_weight_format == ElementType::mxfp4) {
         LayerWeights sw;
         sw.w1 = weights.shared_w1;
         sw.w2 = weights.shared_w2;

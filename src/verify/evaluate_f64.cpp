@@ -126,7 +126,7 @@ std::vector<double> evaluate_f64(const LayerSpec& spec, const LayerWeights& w, c
       eval.add(w.w1, w.b1, w.w2, w.b2, e, xq.data(), static_cast<double>(weights[t * k + j]), yt);
     }
     if (spec.shared_experts > 0) {
-      if (spec.shared_weight_format == WeightFormat::mxfp4)
+      if (spec.shared_weight_format == ElementType::mxfp4)
         eval.add(w.shared_w1, DenseView{}, w.shared_w2, DenseView{}, 0, xq.data(), 1.0, yt);
       else
         eval.add(w.shared_dense_w1, DenseView{}, w.shared_dense_w2, DenseView{}, 0, xq.data(), 1.0,

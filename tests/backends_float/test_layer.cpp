@@ -37,8 +37,8 @@ RandomLayer::RandomLayer(const LayerSpec& spec, std::uint64_t seed, ScaleRange w
     b2_.resize(static_cast<std::size_t>(e * h));
     for (auto& v : b1_) v = u(rng);
     for (auto& v : b2_) v = u(rng);
-    views_.b1 = DenseView{DType::f32, b1_.data(), e, 2 * i};
-    views_.b2 = DenseView{DType::f32, b2_.data(), e, h};
+    views_.b1 = DenseView{ElementType::f32, b1_.data(), e, 2 * i};
+    views_.b2 = DenseView{ElementType::f32, b2_.data(), e, h};
   }
 }
 

@@ -57,7 +57,7 @@ struct Cleanup : ::testing::Environment {
 const auto* const kCleanup = ::testing::AddGlobalTestEnvironment(new Cleanup);
 
 mxmoe_dtype dtype_of(const mxmoe::DenseView& v) {
-  return v.dtype == mxmoe::DType::f32 ? MXMOE_DTYPE_F32 : MXMOE_DTYPE_BF16;
+  return v.dtype == mxmoe::ElementType::f32 ? MXMOE_DTYPE_F32 : MXMOE_DTYPE_BF16;
 }
 
 // The checkpoint's layer 0 bytes (each tensor one contiguous run in the mapping) as the C

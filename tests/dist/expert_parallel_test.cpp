@@ -135,7 +135,7 @@ TEST(ExpertParallel, DeepSeekV4LayersKeepTheirBitsForAnyEpSize) {
   for (const char* preset : {"deepseek-v4-flash", "deepseek-v4-flash-hash"}) {
     mxmoe::LayerSpec spec = layer_test::shrink(preset, 16, 3, 128, 64);
     if (spec.routing == mxmoe::RoutingMethod::hash) spec.vocab = 97;
-    ASSERT_EQ(spec.shared_weight_format, mxmoe::WeightFormat::fp8_e4m3);
+    ASSERT_EQ(spec.shared_weight_format, mxmoe::ElementType::fp8_e4m3);
     const mxmoe::LayerStorage storage = mxmoe::LayerStorage::random(spec, 42);
     const std::int64_t tokens = 21;
     const std::vector<float> x = layer_test::random_input(spec, tokens, 43);

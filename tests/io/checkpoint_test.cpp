@@ -80,7 +80,7 @@ TEST(GptOssCheckpoint, ViewsPointIntoTheMappingWithoutCopies) {
   const auto layers = testing_io::write_gpt_oss_checkpoint(dir.path(), d, false);
   const Checkpoint c = Checkpoint::open(dir.path());
   const LayerWeights w = c.layer_weights(0);
-  EXPECT_EQ(w.router_weight.dtype, DType::bf16);
+  EXPECT_EQ(w.router_weight.dtype, ElementType::bf16);
   EXPECT_EQ(w.router_weight.rows, 4);
   EXPECT_EQ(w.router_weight.cols, 64);
   EXPECT_EQ(w.b1.cols, 2 * 96);
@@ -237,7 +237,7 @@ TEST_F(CorruptedCheckpoint, F32RouterAndBiasesAreAccepted) {
   });
   const Checkpoint c = Checkpoint::open(dir_.path());
   const LayerWeights w = c.layer_weights(0);
-  EXPECT_EQ(w.router_weight.dtype, DType::f32);
+  EXPECT_EQ(w.router_weight.dtype, ElementType::f32);
   EXPECT_FLOAT_EQ(w.router_weight.at(3), layers_[0].router_w[3]);
 }
 

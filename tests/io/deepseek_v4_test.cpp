@@ -128,7 +128,7 @@ TEST(DeepSeekV4Config, AliasesScoringAndLimits) {
 
 TEST(DeepSeekV4Config, QuantizationSettingsOfTheRelease) {
   json j = v4_flash();
-  EXPECT_EQ(parse(j).moe.shared_weight_format, WeightFormat::fp8_e4m3);
+  EXPECT_EQ(parse(j).moe.shared_weight_format, ElementType::fp8_e4m3);
   j["expert_dtype"] = "fp8";  // the -Base checkpoints' FP8 routed experts
   EXPECT_THAT(error_of(j), HasSubstr("'expert_dtype'"));
   j = v4_flash();
@@ -186,7 +186,7 @@ TEST(DeepSeekV4Checkpoint, ReleaseNamingReadsDirectlyAndMatchesFloat64) {
   EXPECT_EQ(hash.vocab, d.vocab);
   EXPECT_FALSE(hash.routing_params.selection_bias);
   EXPECT_EQ(routed.routing, RoutingMethod::sqrtsoftplus_topk);
-  EXPECT_EQ(routed.shared_weight_format, WeightFormat::fp8_e4m3);
+  EXPECT_EQ(routed.shared_weight_format, ElementType::fp8_e4m3);
   EXPECT_EQ(routed.gate_up_layout, GateUpLayout::halves);
   // Views on the mapping, never copies: w1 and w3 of an expert are two segments, and asking
   // twice gives the same addresses; the bytes are the file's.
@@ -219,7 +219,7 @@ TEST(DeepSeekV4Checkpoint, TransformersNamingQuantizesLosslesslyAndMatchesFloat6
   io::quantize_checkpoint(in.path(), out.path() + "/q", {});
   const Checkpoint c = Checkpoint::open(out.path() + "/q");
   EXPECT_EQ(c.layer_spec(0).routing, RoutingMethod::hash);
-  EXPECT_EQ(c.layer_spec(1).shared_weight_format, WeightFormat::bf16);  // kept as it was
+  EXPECT_EQ(c.layer_spec(1).shared_weight_format, ElementType::bf16);  // kept as it was
   expect_matches(out.path() + "/q", d, layers);
   // The release's FP4 experts need no quantization.
   TempDir release;

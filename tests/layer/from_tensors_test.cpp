@@ -290,9 +290,10 @@ TEST(LayerFromTensors, AQwen3LayerInHalvesGivesTheCheckpointsBits) {
   t.w13_scales = {w.w1.segment(0, 0).scales, TensorDtype::u8, {e, 2 * i, h / 32}};
   t.w2_blocks = {w.w2.segment(0, 0).blocks, TensorDtype::u8, {e, h, i / 2}};
   t.w2_scales = {w.w2.segment(0, 0).scales, TensorDtype::u8, {e, h, i / 32}};
-  t.router_weight = {w.router_weight.data,
-                     w.router_weight.dtype == DType::f32 ? TensorDtype::f32 : TensorDtype::bf16,
-                     {e, h}};
+  t.router_weight = {
+      w.router_weight.data,
+      w.router_weight.dtype == ElementType::f32 ? TensorDtype::f32 : TensorDtype::bf16,
+      {e, h}};
   LayerSpec math = family_math(Family::qwen3_moe);
   math.top_k = 2;
   const TensorLayer l = layer_from_tensors(math, t);
@@ -610,7 +611,7 @@ TEST(LayerFromTensors, FamilyMathIsThePresetsAndOverridesApplyWhereTheyMean) {
   const LayerSpec v4 = family_math(Family::deepseek_v4);
   EXPECT_EQ(v4.activation, ActivationFn::silu_glu_clamp);
   EXPECT_EQ(v4.activation_params.limit, 10.0f);
-  EXPECT_EQ(v4.shared_weight_format, WeightFormat::mxfp4);
+  EXPECT_EQ(v4.shared_weight_format, ElementType::mxfp4);
   for (const Family f : {Family::mixtral, Family::qwen3_moe}) {
     const LayerSpec s = family_math(f);
     EXPECT_EQ(s.routing, RoutingMethod::softmax_topk);

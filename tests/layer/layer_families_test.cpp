@@ -28,11 +28,11 @@ std::vector<Case> cases() {
   v4_hash.vocab = 300;
   LayerSpec v4_hash_softmax = v4_hash;
   v4_hash_softmax.routing_params.score_function = mxmoe::ScoreFunction::softmax;
-  v4_hash_softmax.shared_weight_format = mxmoe::WeightFormat::bf16;
+  v4_hash_softmax.shared_weight_format = mxmoe::ElementType::bf16;
   LayerSpec v4_shared_f32 = shrink("deepseek-v4-flash", 8, 3, 96, 64);
-  v4_shared_f32.shared_weight_format = mxmoe::WeightFormat::f32;
+  v4_shared_f32.shared_weight_format = mxmoe::ElementType::f32;
   LayerSpec v4_shared_mxfp4 = shrink("deepseek-v4-flash", 8, 3, 96, 64);
-  v4_shared_mxfp4.shared_weight_format = mxmoe::WeightFormat::mxfp4;
+  v4_shared_mxfp4.shared_weight_format = mxmoe::ElementType::mxfp4;
   LayerSpec v4_softmax = shrink("deepseek-v4-flash", 8, 3, 96, 64);
   v4_softmax.routing = mxmoe::RoutingMethod::softmax_topk;
   return {

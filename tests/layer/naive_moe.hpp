@@ -9,6 +9,7 @@
 #include <cstring>
 #include <numeric>
 #include <optional>
+#include <stdexcept>
 #include <vector>
 
 #include "mxmoe/deployment.hpp"
@@ -56,10 +57,10 @@ inline std::vector<double> row(const mxmoe::DenseMatrixView& w, std::int64_t /*e
     const std::int64_t i = rr * w.cols + c;
     double v = 0;
     switch (w.element) {
-      case mxmoe::DenseElement::f32:
+      case mxmoe::ElementType::f32:
         v = static_cast<const float*>(seg.data)[i];
         break;
-      case mxmoe::DenseElement::bf16: {
+      case mxmoe::ElementType::bf16: {
         const std::uint32_t bits =
             static_cast<std::uint32_t>(static_cast<const std::uint16_t*>(seg.data)[i]) << 16;
         float f;
@@ -67,7 +68,7 @@ inline std::vector<double> row(const mxmoe::DenseMatrixView& w, std::int64_t /*e
         v = f;
         break;
       }
-      case mxmoe::DenseElement::e4m3: {
+      case mxmoe::ElementType::fp8_e4m3: {
         const std::int64_t b = rr / 128 * scale_cols + c / 128;
         const double scale =
             w.scale_e8m0 ? std::ldexp(1.0, static_cast<const std::uint8_t*>(seg.scales)[b] - 127)
@@ -75,6 +76,8 @@ inline std::vector<double> row(const mxmoe::DenseMatrixView& w, std::int64_t /*e
         v = e4m3(static_cast<const std::uint8_t*>(seg.data)[i]) * scale;
         break;
       }
+      case mxmoe::ElementType::mxfp4:
+        throw std::invalid_argument("naive_moe: a DenseMatrixView does not hold mxfp4");
     }
     out[static_cast<std::size_t>(c)] = v;
   }
@@ -313,7 +316,7 @@ inline std::vector<double> layer(const mxmoe::LayerSpec& s, const mxmoe::LayerWe
       expert(s, w.w1, w.b1, w.w2, w.b2, r.ids[slot], xq, format,
              static_cast<double>(r.weights[slot]), yt);
     }
-    if (s.shared_experts > 0 && s.shared_weight_format == mxmoe::WeightFormat::mxfp4)
+    if (s.shared_experts > 0 && s.shared_weight_format == mxmoe::ElementType::mxfp4)
       expert(s, w.shared_w1, mxmoe::DenseView{}, w.shared_w2, mxmoe::DenseView{}, 0, xq, format,
              1.0, yt);
     else if (s.shared_experts > 0)

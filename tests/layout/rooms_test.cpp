@@ -36,6 +36,7 @@ const std::map<std::string, std::string>& header_owners() {
       {"build_info", "base"},    {"log", "base"},
       {"errors", "base"},
       {"export", "base"},        {"format", "format"},
+      {"element_type", "format"},
       {"layer_spec", "model"},   {"weights", "model"},
       {"placement", "model"},    {"layer_from_tensors", "model"},
       {"hardware", "hw"},        {"checkpoint", "io"},

@@ -63,7 +63,7 @@ TEST(Presets, RealShapes) {
   // DeepSeek-V4-Flash as released: the shared expert in FP8; hash layers route by token id
   // over the 129280-token vocabulary with the same sqrt(softplus) scores, no selection bias.
   const LayerSpec v4 = mxmoe::preset("deepseek-v4-flash");
-  EXPECT_EQ(v4.shared_weight_format, mxmoe::WeightFormat::fp8_e4m3);
+  EXPECT_EQ(v4.shared_weight_format, mxmoe::ElementType::fp8_e4m3);
   EXPECT_TRUE(v4.routing_params.selection_bias);
   EXPECT_FLOAT_EQ(v4.routing_params.routed_scaling_factor, 1.5f);
   EXPECT_FLOAT_EQ(v4.activation_params.limit, 10.0f);
@@ -122,8 +122,8 @@ TEST(ValidateSpec, RejectsNamingTheField) {
 TEST(DenseView, ReadsF32AndBf16) {
   const float f[] = {1.5f, -2.25f};
   const std::uint16_t b[] = {mxmoe::f32_to_bf16(3.0f), mxmoe::f32_to_bf16(-0.5f)};
-  const mxmoe::DenseView vf{mxmoe::DType::f32, f, 1, 2};
-  const mxmoe::DenseView vb{mxmoe::DType::bf16, b, 1, 2};
+  const mxmoe::DenseView vf{mxmoe::ElementType::f32, f, 1, 2};
+  const mxmoe::DenseView vb{mxmoe::ElementType::bf16, b, 1, 2};
   EXPECT_EQ(vf.at(1), -2.25f);
   EXPECT_EQ(vb.at(0), 3.0f);
   EXPECT_EQ(vb.at(1), -0.5f);
@@ -198,12 +198,12 @@ TEST(ValidateWeights, NamesTheTensor) {
   router[static_cast<std::size_t>(3 * s.hidden + 9)] = std::numeric_limits<float>::infinity();
   w = storage.weights();
   w.router_weight.data = router.data();
-  w.router_weight.dtype = mxmoe::DType::f32;
+  w.router_weight.dtype = mxmoe::ElementType::f32;
   expect_error(w, "router_weight holds NaN or Inf at row 3, column 9");
   std::vector<std::uint16_t> bias(static_cast<std::size_t>(s.num_experts), 0x3F80);  // 1.0
   bias[5] = 0xFFC0;                                                                  // NaN
   w = storage.weights();
-  w.selection_bias = {mxmoe::DType::bf16, bias.data(), 1, s.num_experts};
+  w.selection_bias = {mxmoe::ElementType::bf16, bias.data(), 1, s.num_experts};
   expect_error(w, "selection_bias holds NaN or Inf at row 0, column 5");
 }
 
@@ -212,7 +212,7 @@ TEST(ValidateWeights, ARankScansTheBiasesOfItsExpertsOnly) {
   const LayerSpec s = mxmoe::preset("tiny");  // the gpt-oss math: expert biases
   const auto storage = mxmoe::LayerStorage::random(s, 2);
   mxmoe::LayerWeights w = storage.weights();
-  ASSERT_EQ(w.b1.dtype, mxmoe::DType::f32);
+  ASSERT_EQ(w.b1.dtype, mxmoe::ElementType::f32);
   const auto* first = static_cast<const float*>(w.b1.data);
   std::vector<float> b1(first, first + w.b1.rows * w.b1.cols);
   b1[static_cast<std::size_t>(3 * w.b1.cols + 7)] = std::numeric_limits<float>::quiet_NaN();

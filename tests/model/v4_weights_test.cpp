@@ -17,8 +17,8 @@
 
 namespace {
 
-using mxmoe::DenseElement;
 using mxmoe::DenseMatrixView;
+using mxmoe::ElementType;
 using mxmoe::LayerSpec;
 using mxmoe::LayerWeights;
 using mxmoe::Mxfp4Segment;
@@ -69,7 +69,7 @@ TEST(Mxfp4Segments, RowsComeFromTheirOwnSegment) {
   spec.intermediate = 4 * 8;  // 32: W1 has 64 rows
   spec.shared_experts = 0;
   spec.shared_intermediate = 0;
-  spec.shared_weight_format = mxmoe::WeightFormat::mxfp4;
+  spec.shared_weight_format = mxmoe::ElementType::mxfp4;
   const auto storage = mxmoe::LayerStorage::random(spec, 3);
   LayerWeights w = storage.weights();
   ASSERT_EQ(w.w1.parts, 2);  // the random layer stores halves apart
@@ -98,7 +98,7 @@ TEST(DenseMatrix, ValuesOfEveryStorage) {
   const std::uint8_t e8m0[4] = {120, 127, 131, 90};
   const float f32_scales[4] = {0.75f, -1.0f, 3.0e-3f, 1.0e5f};
   DenseMatrixView v;
-  v.element = DenseElement::e4m3;
+  v.element = ElementType::fp8_e4m3;
   v.rows = rows;
   v.cols = cols;
   v.segment[0] = {codes.data(), e8m0};
@@ -121,7 +121,7 @@ TEST(DenseMatrix, ValuesOfEveryStorage) {
   EXPECT_EQ(v.bytes(), static_cast<std::size_t>(rows * cols + 4));
   const std::uint16_t b[2] = {mxmoe::f32_to_bf16(-1.5f), mxmoe::f32_to_bf16(0.09375f)};
   DenseMatrixView vb;
-  vb.element = DenseElement::bf16;
+  vb.element = ElementType::bf16;
   vb.rows = 2;
   vb.cols = 1;
   vb.parts = 2;  // two one-row segments
@@ -166,7 +166,7 @@ TEST(TokenExperts, ValidateRefusesBadTables) {
 
 TEST(SharedExpert, DenseFormatsValidateAndNameBadValues) {
   for (const auto format :
-       {mxmoe::WeightFormat::fp8_e4m3, mxmoe::WeightFormat::bf16, mxmoe::WeightFormat::f32}) {
+       {mxmoe::ElementType::fp8_e4m3, mxmoe::ElementType::bf16, mxmoe::ElementType::f32}) {
     SCOPED_TRACE(std::string(mxmoe::to_string(format)));
     LayerSpec spec = small_v4(false);
     spec.shared_weight_format = format;
@@ -178,8 +178,12 @@ TEST(SharedExpert, DenseFormatsValidateAndNameBadValues) {
     // The spec says another format than the views hold.
     LayerSpec other = spec;
     other.shared_weight_format =
-        format == mxmoe::WeightFormat::bf16 ? mxmoe::WeightFormat::f32 : mxmoe::WeightFormat::bf16;
+        format == mxmoe::ElementType::bf16 ? mxmoe::ElementType::f32 : mxmoe::ElementType::bf16;
     expect_invalid(other, w, "shared_weight_format");
+    // A view of an element type no DenseMatrixView holds is refused by name.
+    LayerWeights mx = w;
+    mx.shared_dense_w1.element = mxmoe::ElementType::mxfp4;
+    expect_invalid(spec, mx, "shared_w1: a DenseMatrixView holds f32, bf16 or fp8_e4m3, not mxfp4");
   }
   // An E4M3 NaN code in the up half of the FP8 shared expert.
   LayerSpec spec = small_v4(false);
@@ -198,7 +202,7 @@ TEST(HashSpec, ValidatesVocabAndRoundTripsJson) {
   EXPECT_NO_THROW(mxmoe::validate(s));
   EXPECT_EQ(mxmoe::layer_spec_from_json(mxmoe::to_json(s)), s);
   s.routing_params.score_function = mxmoe::ScoreFunction::softmax;
-  s.shared_weight_format = mxmoe::WeightFormat::bf16;
+  s.shared_weight_format = mxmoe::ElementType::bf16;
   EXPECT_EQ(mxmoe::layer_spec_from_json(mxmoe::to_json(s)), s);
   s.vocab = 0;
   EXPECT_THROW(mxmoe::validate(s), std::invalid_argument);

@@ -255,7 +255,7 @@ TEST(Json, EnumNamesRoundTripAndParseErrorsListValidNames) {
     EXPECT_EQ(parse_routing_method(to_string(static_cast<RoutingMethod>(i))),
               static_cast<RoutingMethod>(i));
   EXPECT_EQ(parse_gate_up_layout("halves"), GateUpLayout::halves);
-  EXPECT_EQ(parse_weight_format("mxfp4"), WeightFormat::mxfp4);
+  EXPECT_EQ(parse_weight_format("mxfp4"), ElementType::mxfp4);
   try {
     (void)parse_activation_format("fp8");
     FAIL();

@@ -1,6 +1,5 @@
 #include "backends/common/group16_pack.hpp"
 
-#include <bit>
 #include <stdexcept>
 #include <string>
 
@@ -8,12 +7,6 @@
 
 namespace mxmoe::group16 {
 namespace {
-
-float dense_value(const DenseView& v, std::int64_t i) {
-  if (v.dtype == DType::f32) return static_cast<const float*>(v.data)[i];
-  const std::uint16_t bits = static_cast<const std::uint16_t*>(v.data)[i];
-  return std::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16);
-}
 
 void check_view(const Mxfp4View& v, const char* who, const char* name, std::int64_t experts,
                 std::int64_t rows, std::int64_t cols) {
@@ -83,13 +76,11 @@ PackedExperts pack_experts(const LayerSpec& spec, const LayerWeights& w, NibbleA
     }
     if (spec.expert_bias) {
       for (std::int64_t j = 0; j < inter; ++j) {
-        p.gate_bias[static_cast<std::size_t>(e * inter + j)] =
-            dense_value(w.b1, e * 2 * inter + gate_row(j));
-        p.up_bias[static_cast<std::size_t>(e * inter + j)] =
-            dense_value(w.b1, e * 2 * inter + up_row(j));
+        p.gate_bias[static_cast<std::size_t>(e * inter + j)] = w.b1.at(e * 2 * inter + gate_row(j));
+        p.up_bias[static_cast<std::size_t>(e * inter + j)] = w.b1.at(e * 2 * inter + up_row(j));
       }
       for (std::int64_t o = 0; o < h; ++o)
-        p.b2[static_cast<std::size_t>(e * h + o)] = dense_value(w.b2, e * h + o);
+        p.b2[static_cast<std::size_t>(e * h + o)] = w.b2.at(e * h + o);
     }
   }
   return p;
