@@ -140,6 +140,13 @@ MXMOE_API const Backend* find_backend(std::string_view name);
 // The candidates' names, comma-separated, for messages listing the valid ones.
 MXMOE_API std::string backend_names(
     std::span<const Backend* const> candidates = registered_backends());
+// The one message for a NAME no candidate answers to, whoever read it (flags, MXMOE_*
+// variables, C API fields, judge()): "WHAT: unknown backend 'NAME'; valid backends: A, B"
+// (NAME made printable; "none registered" for no candidates). Each caller throws it as its
+// own error type (a usage error, a ConfigError, std::invalid_argument).
+MXMOE_API std::string unknown_backend_message(
+    std::string_view what, std::string_view name,
+    std::span<const Backend* const> candidates = registered_backends());
 
 // Judges every candidate. Never throws for lack of a backend: returns chosen == "" then.
 // Throws std::invalid_argument for an unknown forced/excluded backend name (message lists

@@ -31,8 +31,7 @@ const EnvironmentConfig& environment() {
 std::string require_backend_name(const std::string& name, const std::string& what) {
   const Backend* b = find_backend(name);
   if (b == nullptr)
-    throw UsageError(
-        fmt::format("{}: unknown backend '{}'; valid backends: {}", what, name, backend_names()));
+    throw UsageError(unknown_backend_message(what, name));
   return std::string(b->name());
 }
 

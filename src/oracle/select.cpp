@@ -7,6 +7,7 @@
 #include <numeric>
 #include <string>
 
+#include "base/printable.hpp"
 #include "mxmoe/log.hpp"
 #include "mxmoe/oracle.hpp"
 #include "oracle/report.hpp"
@@ -22,9 +23,7 @@ bool contains(const std::vector<std::string>& names, std::string_view name) {
 std::string current_name(const std::string& name, std::span<const Backend* const> candidates,
                          std::string_view role) {
   if (const Backend* b = find_backend(name, candidates)) return std::string(b->name());
-  const std::string valid = backend_names(candidates);
-  throw std::invalid_argument(fmt::format("unknown backend '{}' ({}); valid backends: {}", name,
-                                          role, valid.empty() ? "none registered" : valid));
+  throw std::invalid_argument(unknown_backend_message(role, name, candidates));
 }
 
 std::size_t preference_rank(const Preferences& prefs, std::string_view name) {
@@ -238,6 +237,13 @@ std::string backend_names(std::span<const Backend* const> candidates) {
   std::string names;
   for (const Backend* b : candidates) names += (names.empty() ? "" : ", ") + std::string(b->name());
   return names;
+}
+
+std::string unknown_backend_message(std::string_view what, std::string_view name,
+                                    std::span<const Backend* const> candidates) {
+  const std::string valid = backend_names(candidates);
+  return fmt::format("{}: unknown backend '{}'; valid backends: {}", what, printable(name),
+                     valid.empty() ? "none registered" : valid);
 }
 
 Selection judge(const Deployment& d, const Preferences& prefs,

@@ -19,8 +19,7 @@ namespace {
 std::string registered_name(const std::string& what, const std::string& backend) {
   const Backend* b = find_backend(backend);
   if (b == nullptr)
-    throw ConfigError(fmt::format("{}: unknown backend '{}'; valid backends: {}", what,
-                                  printable(backend), backend_names()));
+    throw ConfigError(unknown_backend_message(what, backend));
   return std::string(b->name());
 }
 

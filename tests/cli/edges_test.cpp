@@ -86,6 +86,8 @@ TEST(CliExitCodes, BadFlagsAndVariablesNameThemselvesAndTheRange) {
       {"", "explain --activation fp7", "--activation: unknown activation format 'fp7'"},
       {"", "explain --ep-size 2 --ep-rank 5", "--ep-rank 5 is outside [0, --ep-size 2)"},
       {"", "explain --exclude nope", "--exclude: unknown backend 'nope'"},
+      // A flag's backend name is echoed printable, in the form every reader of one uses.
+      {"", "explain --exclude \"$(printf 'no\\033pe')\"", "--exclude: unknown backend 'no\\x1bpe'"},
       {"", "bench --threads 100000", "--threads: '100000' is not an integer in [0, 1024]"},
       {"", "bench --tokens 1,x", "--tokens: 'x'"},
       {"", "bench --output json", "--output takes a file name"},
