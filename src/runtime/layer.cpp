@@ -56,7 +56,7 @@ std::string join_reasons(const std::vector<Rejection>& reasons) {
 
 // forward()'s combine, the one piece of arithmetic that decides the output bits after the
 // per-slot outputs: y_t = sum over j = 0..k-1, in that order, of w_tj * out_tj, then + shared.
-// An expert-parallel group runs exactly this on the token's own rank (MoeLayer::combine).
+// An expert-parallel group runs exactly this on the token's own rank (detail::LayerSteps::combine).
 void combine_slots(ThreadPool& pool, const float* route_weights, const float* slot_out,
                    const float* shared_out, int k, std::int64_t h, std::int64_t tokens, float* y) {
   pool.parallel_for(tokens, [&](std::int64_t t, int) {
