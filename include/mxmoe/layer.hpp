@@ -30,7 +30,7 @@ namespace mxmoe {
 //   - expert_ids with expert_weights [M, top_k] (as engines pass them): the routing itself,
 //     validated (ids in range and distinct per token, weights finite and >= 0).
 // bf16 is raw uint16 bits, computed in float32 inside. Refused with std::invalid_argument
-// naming the fields: both or neither of an input (output) pair for M > 0, x and y of different
+// naming the fields: both of an input (output) pair, neither for M > 0, x and y of different
 // types, expert_ids without expert_weights or the reverse, router_logits with expert_ids,
 // token_ids with router_logits or expert_ids (they would be ignored). An array of 0 tokens may
 // be null. The fields are in the order calls name them:
