@@ -199,7 +199,7 @@ def test_without_a_router_only_forward_routed_runs(gpt_oss):
     layer = mxmoe.Layer.from_tensors(family="gpt_oss", top_k=K,
                                      **fused(a, router_weight=None, router_bias=None))
     x = x_f32()
-    with pytest.raises(ValueError, match="has no router weights: use .* forward_routed"):
+    with pytest.raises(ValueError, match="has no router weights: pass the routing .*use forward_routed in Python and C"):
         layer(x)
     ids, w = routing()
     assert np.isfinite(layer.forward_routed(x, ids, w)).all()

@@ -218,7 +218,8 @@ struct MoeLayer::Impl {
     const LayerSpec& s = spec();
     if (router_weight.empty())
       throw std::invalid_argument("layer '" + s.name +
-                                  "' has no router weights: use forward_logits or forward_routed");
+                                  "' has no router weights: pass the routing (router_logits, or expert_ids with "
+                                  "expert_weights; use forward_routed in Python and C)");
     // Over (token, block of experts): at decode the E dot products share the threads.
     compute_router_logits(router_weight.data(), router_bias.empty() ? nullptr : router_bias.data(),
                           x, tokens, s.num_experts, s.hidden, logits, pool);
