@@ -383,14 +383,21 @@ void Decoder::step(std::span<const StepRow> rows, float* logits) {
     const std::int64_t base = std::int64_t{rows[static_cast<std::size_t>(r)].token} * H;
     for (int i = 0; i < H; ++i) d.h[static_cast<std::size_t>(r * H + i)] = d.embed.at(base + i);
   }
-  for (int l = 0; l < d.cfg.layers; ++l) d.run_layer(l, m);
+  // The pool skips the tasks of a job once the runtime's interrupt check says so (Ctrl-C in
+  // Python): the step is then abandoned whole, its positions not committed.
+  ThreadPool& pool = d.runtime->pool();
+  for (int l = 0; l < d.cfg.layers; ++l) {
+    d.run_layer(l, m);
+    if (pool.interrupt_requested()) throw Interrupted();
+  }
   std::int64_t n = 0;
   for (std::int64_t r = 0; r < m; ++r)
     if (rows[static_cast<std::size_t>(r)].logits) {
       rms_norm(d.h.data() + r * H, d.final_norm.data(), H, d.cfg.rms_eps, d.head_in.data() + n * H);
       ++n;
     }
-  if (logit_rows > 0) d.head.forward(d.head_in.data(), logit_rows, logits, d.runtime->pool());
+  if (logit_rows > 0) d.head.forward(d.head_in.data(), logit_rows, logits, pool);
+  if (pool.interrupt_requested()) throw Interrupted();
   next = position;
 }
 
