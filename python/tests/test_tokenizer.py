@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import unicodedata
 
 import pytest
 
@@ -191,7 +192,7 @@ def test_a_long_prompt_file_equals_the_library(cli, saved, tmp_path):
 def test_generated_stand_in_tokenizer_agrees(cli, tmp_path, preset, vocab):
     out = tmp_path / "model"
     run = subprocess.run([cli, "generate", "--preset", preset, "--full", "--layers", "1",
-                          "--experts", "4", "--hidden", "64", "--intermediate", "64", "--heads",
+                          "--experts", "8", "--hidden", "64", "--intermediate", "64", "--heads",
                           "4", "--kv-heads", "2", "--head-dim", "16", "--vocab", str(vocab),
                           "--out", str(out)], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
@@ -199,10 +200,11 @@ def test_generated_stand_in_tokenizer_agrees(cli, tmp_path, preset, vocab):
     assert tok.get_vocab_size(with_added_tokens=True) <= vocab
     merges = json.loads((out / "tokenizer.json").read_text())["model"]["merges"]
     if vocab >= 1000:
-        assert len(merges) > 100  # a real BPE: words become fewer tokens than bytes
+        assert len(merges) > 50  # a real BPE: words become fewer tokens than bytes
     for line in CORPUS:
         want = tok.encode(line, add_special_tokens=False).ids
         assert max(want, default=0) < vocab
         assert mxmoe_json(cli, "--model", str(out), "--prompt", line)["ids"] == want
-        if want:
-            assert tok.decode(want) == line
+        if want:  # Qwen's normalizer is NFC: the text comes back composed
+            back = unicodedata.normalize("NFC", line) if preset.startswith("qwen") else line
+            assert tok.decode(want, skip_special_tokens=False) == back
