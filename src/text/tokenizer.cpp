@@ -931,38 +931,42 @@ bool Tokenizer::is_special(TokenId id) const {
 StreamDecoder::StreamDecoder(const Tokenizer& tokenizer, bool skip_special)
     : tokenizer_(tokenizer), skip_special_(skip_special) {}
 
+namespace {
+
+// The text PENDING adds after CONTEXT: the decode of both less the decode of the context. Where
+// the context's text is not a prefix (the ids joined a group of byte tokens that is not UTF-8
+// as a whole, which the library replaces byte by byte), the pending ids' own text.
+std::string added_text(const Tokenizer::Impl& impl, const std::vector<TokenId>& context,
+                       const std::vector<TokenId>& pending, bool skip_special, bool hold_tail) {
+  std::vector<TokenId> all = context;
+  all.insert(all.end(), pending.begin(), pending.end());
+  const std::string before = impl.decode(context, skip_special, false);
+  std::string now = impl.decode(all, skip_special, hold_tail);
+  if (now.starts_with(before)) return now.substr(before.size());
+  return impl.decode(pending, skip_special, hold_tail);
+}
+
+}  // namespace
+
 std::string StreamDecoder::push(TokenId id) {
   const Tokenizer::Impl& impl = *tokenizer_.impl_;
   impl.check_id(id);
   pending_.push_back(id);
-  std::vector<TokenId> all = context_;
-  all.insert(all.end(), pending_.begin(), pending_.end());
-  // The new text is what the ids add to the text of those before them (decoders such as
-  // Metaspace treat the first token apart, so the context is decoded again with them).
-  const std::string before = impl.decode(context_, skip_special_, false);
-  const std::string now = impl.decode(all, skip_special_, true);
-  std::size_t common = 0;
-  while (common < before.size() && common < now.size() && before[common] == now[common]) ++common;
-  const std::string_view added = std::string_view(now).substr(common);
+  // Decoders such as Metaspace treat the first token apart, so the ids already emitted are
+  // decoded again as context.
+  const std::string added = added_text(impl, context_, pending_, skip_special_, true);
   if (utf8::incomplete_tail(added) > 0) return {};  // the character's last byte is still to come
-  std::string out = utf8::lossy(added);
-  // A few ids of context suffice for every decoder here; the text stays linear in the ids.
+  // A few ids of context suffice for every decoder here; the work stays linear in the ids.
   constexpr std::size_t kContext = 4;
-  context_.assign(all.end() - static_cast<std::ptrdiff_t>(std::min(kContext, all.size())), all.end());
+  context_.insert(context_.end(), pending_.begin(), pending_.end());
+  if (context_.size() > kContext) context_.erase(context_.begin(), context_.end() - kContext);
   pending_.clear();
-  return out;
+  return utf8::lossy(added);
 }
 
 std::string StreamDecoder::finish() {
-  const Tokenizer::Impl& impl = *tokenizer_.impl_;
   std::string out;
-  if (!pending_.empty()) {
-    std::vector<TokenId> all = context_;
-    all.insert(all.end(), pending_.begin(), pending_.end());
-    const std::string before = impl.decode(context_, skip_special_, false);
-    const std::string now = impl.decode(all, skip_special_, false);
-    out = now.substr(std::min(before.size(), now.size()));
-  }
+  if (!pending_.empty()) out = added_text(*tokenizer_.impl_, context_, pending_, skip_special_, false);
   context_.clear();
   pending_.clear();
   return out;

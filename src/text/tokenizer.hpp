@@ -67,7 +67,9 @@ class Tokenizer {
 // Decodes ids one at a time as a model makes them: push(id) returns the text that is now
 // complete, never half a UTF-8 character (a character split over byte tokens is held until
 // its last byte comes). The concatenation of every push and finish() equals
-// decode(all ids). Holds a reference to the tokenizer, which must outlive it.
+// decode(all ids), except where byte tokens that are not UTF-8 follow a complete character
+// made of byte tokens: decode replaces that whole group byte by byte, the stream has already
+// written the character. Holds a reference to the tokenizer, which must outlive it.
 class StreamDecoder {
  public:
   explicit StreamDecoder(const Tokenizer& tokenizer, bool skip_special = false);
