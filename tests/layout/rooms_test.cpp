@@ -24,7 +24,8 @@ const std::map<std::string, int>& layers() {
   static const std::map<std::string, int> kLayers = {
       {"base", 0},    {"format", 1}, {"model", 2},  {"hw", 2},      {"io", 3},
       {"routing", 3}, {"oracle", 4}, {"backends", 5}, {"runtime", 6}, {"verify", 7},
-      {"dist", 7},    {"llm", 8},    {"perf", 9},   {"capi", 10},  {"cli", 11},
+      {"dist", 7},    {"text", 7},   {"llm", 8},    {"perf", 9},   {"capi", 10},
+      {"cli", 11},
   };
   return kLayers;
 }
