@@ -1,96 +1,67 @@
 // `mxmoe complete`: a whole model from its checkpoint directory, prompts in, new tokens out,
-// in llama.cpp's and vLLM's habits. Several prompts run as one batch. With --json, one
-// document: {"model", "prompts": [{"prompt_tokens", "tokens", "finish_reason"}], "timing"}.
+// in llama.cpp's and vLLM's habits. Prompts are text (--prompt, --prompt-file: encoded with
+// the model's tokenizer.json, special tokens parsed) or token ids (--prompt-ids); several run
+// as one batch. With --json, one document: {"model", "family", "prompts": [{"prompt_tokens",
+// "tokens", "text", "finish_reason"}], "tokens" and "text" (of a single prompt), "timing"}.
 #include <fmt/core.h>
 
 #include <chrono>
-#include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "cli/command.hpp"
+#include "base/file.hpp"
 #include "base/printable.hpp"
+#include "cli/command.hpp"
 #include "cli/common.hpp"
-#include "mxmoe/llm.hpp"
-#include "mxmoe/runtime.hpp"
+#include "cli/llm_common.hpp"
 
 namespace mxmoe::cli {
 namespace {
 
 struct CompleteOptions {
-  std::string model;
-  std::vector<std::string> prompt_ids;  // each "5,17,42"
-  int max_tokens = 16;
-  float temperature = 0.0f;
-  int top_k = 0;
-  float top_p = 1.0f;
-  float min_p = 0.0f;
-  std::uint64_t seed = 0;
-  int max_context = 0;  // 0: prompt + max_tokens, rounded up
-  bool ignore_eos = false;
+  GenerationFlags gen;
+  std::vector<std::string> prompts, prompt_files, prompt_ids;
   bool json = false;
   bool verbose = false;
-  RequestOptions request;
-  HardwareOptions hardware;
 };
 
-// "5,17,42" -> ids (UsageError naming the flag for anything else).
-std::vector<std::int32_t> parse_ids(const std::string& text, std::size_t index) {
-  std::vector<std::int32_t> ids;
-  std::size_t at = 0;
-  while (at <= text.size()) {
-    const std::size_t comma = std::min(text.find(',', at), text.size());
-    const std::string item = text.substr(at, comma - at);
-    char* end = nullptr;
-    errno = 0;
-    const long long v = item.empty() ? -1 : std::strtoll(item.c_str(), &end, 10);
-    if (item.empty() || *end != '\0' || errno != 0 || v < 0 || v > INT32_MAX)
-      throw UsageError(fmt::format(
-          "--prompt-ids #{}: '{}' is not a token id (a comma list of integers >= 0: 5,17,42)",
-          index + 1, printable(item)));
-    ids.push_back(static_cast<std::int32_t>(v));
-    at = comma + 1;
-  }
-  return ids;
-}
-
 int run_complete(CLI::App& app, const CompleteOptions& o) {
-  if (o.prompt_ids.empty()) throw UsageError("complete: give a prompt (--prompt-ids 5,17,42)");
+  if (o.prompts.empty() && o.prompt_files.empty() && o.prompt_ids.empty())
+    throw UsageError("complete: give a prompt: --prompt TEXT, --prompt-file FILE or --prompt-ids 5,17,42");
+  const bool text_in = !o.prompts.empty() || !o.prompt_files.empty();
+  std::optional<text::Tokenizer> tokenizer = open_tokenizer(o.gen.model, text_in);
+
   std::vector<std::vector<std::int32_t>> prompts;
-  for (std::size_t i = 0; i < o.prompt_ids.size(); ++i) prompts.push_back(parse_ids(o.prompt_ids[i], i));
+  auto encode = [&](const std::string& text, const std::string& what, bool file) {
+    try {
+      prompts.push_back(tokenizer->encode(text, true));
+    } catch (const std::invalid_argument& e) {  // not UTF-8
+      if (!file) throw UsageError(fmt::format("{}: {}", what, e.what()));
+      throw std::runtime_error(fmt::format("{}: {}", what, e.what()));
+    }
+  };
+  for (const std::string& p : o.prompts) encode(p, "--prompt", false);
+  for (const std::string& f : o.prompt_files)
+    encode(files::read_regular_file(f, std::uint64_t{1} << 30), printable(f), true);
+  for (const std::string& ids : o.prompt_ids) prompts.push_back(parse_token_ids(ids, "--prompt-ids"));
   std::size_t longest = 0;
   for (const auto& p : prompts) longest = std::max(longest, p.size());
 
-  const Request request = o.request.resolve(app);
-  const Hardware hardware = o.hardware.resolve();
+  const Request request = o.gen.request.resolve(app);
   Runtime runtime(request.threads);
-  LlmOptions options;
-  options.request = request;
-  options.max_batch = static_cast<int>(prompts.size());
-  options.max_context =
-      o.max_context > 0 ? o.max_context : static_cast<int>(longest) + o.max_tokens;
-  options.memory_limit = available_memory_bytes();
-  const bool progress = !o.json || o.verbose;
-  options.progress = [progress](const std::string& line) {
-    if (progress) fmt::print(stderr, "{}\n", line);
-  };
+  const int context = o.gen.max_context > 0
+                          ? o.gen.max_context
+                          : static_cast<int>(std::min<std::size_t>(longest + static_cast<std::size_t>(o.gen.max_tokens), 1 << 24));
   const auto t0 = std::chrono::steady_clock::now();
-  LanguageModel model(o.model, hardware, runtime, options);
+  auto model = open_model(app, o.gen, runtime, static_cast<int>(prompts.size()), context,
+                          o.json && !o.verbose);
   const auto t1 = std::chrono::steady_clock::now();
-  if (o.verbose) fmt::print(stderr, "{}", model.describe());
+  if (o.verbose) fmt::print(stderr, "{}", model->describe());
 
-  SamplingParams params;
-  params.max_tokens = o.max_tokens;
-  params.temperature = o.temperature;
-  params.top_k = o.top_k;
-  params.top_p = o.top_p;
-  params.min_p = o.min_p;
-  params.seed = o.seed;
-  params.ignore_eos = o.ignore_eos;
   StopOnSignal stop;
   std::vector<Completion> done;
   try {
-    done = model.generate(prompts, params, {}, [] { return StopOnSignal::stop_requested(); });
+    done = model->generate(prompts, o.gen.sampling(), {}, [] { return StopOnSignal::stop_requested(); });
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());  // the prompts and limits are the command line's
   }
@@ -99,32 +70,42 @@ int run_complete(CLI::App& app, const CompleteOptions& o) {
   const double gen_s = std::chrono::duration<double>(t2 - t1).count();
   std::size_t new_tokens = 0;
   for (const auto& c : done) new_tokens += c.tokens.size();
+  auto text_of = [&](const std::vector<std::int32_t>& ids) -> nlohmann::ordered_json {
+    if (!tokenizer) return nullptr;
+    return model_text(*tokenizer, ids);
+  };
 
   if (o.json) {
     nlohmann::ordered_json j;
-    j["model"] = printable(o.model);
-    j["family"] = model.family();
+    j["model"] = printable(o.gen.model);
+    j["family"] = model->family();
     auto& list = j["prompts"] = nlohmann::ordered_json::array();
     for (std::size_t i = 0; i < done.size(); ++i)
       list.push_back({{"prompt_tokens", prompts[i]},
                       {"tokens", done[i].tokens},
-                      {"text", nullptr},
+                      {"text", text_of(done[i].tokens)},
                       {"finish_reason", done[i].finish_reason}});
     if (done.size() == 1) {
       j["tokens"] = done[0].tokens;
-      j["text"] = nullptr;
+      j["text"] = text_of(done[0].tokens);
     }
     j["timing"] = {{"load_s", load_s}, {"generate_s", gen_s}, {"new_tokens", new_tokens}};
-    fmt::print("{}\n", j.dump(2));
+    // The model's text is untrusted: JSON escapes its control characters.
+    fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace));
   } else {
     for (std::size_t i = 0; i < done.size(); ++i) {
-      std::string ids;
-      for (std::size_t t = 0; t < done[i].tokens.size(); ++t)
-        ids += (t ? "," : "") + std::to_string(done[i].tokens[t]);
-      fmt::print("{}{} ({})\n", done.size() > 1 ? fmt::format("[{}] ", i) : "", ids,
-                 done[i].finish_reason);
+      const std::string head = done.size() > 1 ? fmt::format("[{}] ", i) : "";
+      if (tokenizer) {
+        fmt::print("{}{}\n", head, printable_message(model_text(*tokenizer, done[i].tokens)));
+      } else {
+        std::string ids;
+        for (std::size_t t = 0; t < done[i].tokens.size(); ++t)
+          ids += (t ? "," : "") + std::to_string(done[i].tokens[t]);
+        fmt::print("{}{}\n", head, ids);
+      }
     }
-    fmt::print(stderr, "load {:.2f} s, {} new tokens in {:.2f} s\n", load_s, new_tokens, gen_s);
+    fmt::print(stderr, "load {:.2f} s; {} new tokens in {:.2f} s ({})\n", load_s, new_tokens,
+               gen_s, done.empty() ? "" : done[0].finish_reason);
   }
   return StopOnSignal::stop_requested() ? kExitInterrupted : kExitOk;
 }
@@ -134,34 +115,29 @@ int run_complete(CLI::App& app, const CompleteOptions& o) {
 void add_complete(CLI::App& app, Action& action) {
   auto* sub = app.add_subcommand(
       "complete",
-      "Complete prompts with a whole model (gpt-oss, Qwen3-MoE, Mixtral) from its checkpoint.\n"
-      "  mxmoe complete --model DIR --prompt-ids 5,17,42 --max-tokens 32\n"
-      "Several --prompt-ids run as one batch; --json prints the new token ids per prompt.");
+      "Complete prompts with a whole model (gpt-oss, Qwen3-MoE, Mixtral) from its checkpoint");
   auto o = std::make_shared<CompleteOptions>();
-  sub->add_option("--model", o->model, "Checkpoint directory (config.json + safetensors)")
-      ->required();
+  o->gen.add(*sub, "New tokens per prompt, 1..1048576");
+  sub->add_option("--prompt", o->prompts,
+                  "A prompt's text (UTF-8; special tokens such as <|im_start|> are parsed); "
+                  "repeat for a batch");
+  sub->add_option("--prompt-file", o->prompt_files, "A file holding a prompt's text; repeatable");
   sub->add_option("--prompt-ids", o->prompt_ids,
                   "A prompt as token ids, comma-separated (repeat for a batch)");
-  sub->add_option("--max-tokens", o->max_tokens, "New tokens per prompt, 1..1048576")
-      ->check(CLI::Range(1, 1 << 20));
-  sub->add_option("--temperature", o->temperature, "Sampling temperature; 0 = greedy (default)")
-      ->check(finite_in(0, 10000));
-  sub->add_option("--top-k", o->top_k, "Keep the K most likely tokens (0 = all)")
-      ->check(CLI::Range(0, 1 << 24));
-  sub->add_option("--top-p", o->top_p, "Keep the smallest set of tokens with this mass, (0, 1]")
-      ->check(finite_in(1e-9, 1));
-  sub->add_option("--min-p", o->min_p, "Drop tokens below MIN_P x the best one's probability")
-      ->check(finite_in(0, 1));
-  sub->add_option("--seed", o->seed, "Seed of the sampler: the same seed gives the same tokens");
-  sub->add_option("--max-context", o->max_context,
+  sub->add_option("--max-context", o->gen.max_context,
                   "Tokens per sequence, prompt and answer (default: the longest prompt + "
                   "--max-tokens); the KV cache is allocated for it")
       ->check(CLI::Range(1, 1 << 24));
-  sub->add_flag("--ignore-eos", o->ignore_eos, "Generate --max-tokens even past a stop token");
-  sub->add_flag("--json", o->json, "Print one JSON document");
+  sub->add_flag("--json", o->json, "Print one JSON document (token ids and text per prompt)");
   sub->add_flag("--verbose", o->verbose, "Print what each layer runs on (stderr)");
-  o->request.add(*sub, false);
-  o->hardware.add(*sub);
+  sub->footer(
+      "Prompts are run as given: no chat format is applied (use `mxmoe chat` for a "
+      "conversation). Greedy unless --temperature > 0; the same --seed gives the same tokens. "
+      "With --batch-invariant, a prompt's tokens do not depend on the others in the batch.\n"
+      "Examples:\n"
+      "  mxmoe complete --model /tmp/gpt-oss-20b --prompt 'The capital of France is' --max-tokens 16\n"
+      "  mxmoe complete --model DIR --prompt-ids 5,17,42 --prompt-ids 7,8 --json\n"
+      "  mxmoe complete --model DIR --prompt-file story.txt --temperature 0.8 --top-p 0.95 --seed 1");
   sub->callback([&action, o, sub] { action = [o, sub] { return run_complete(*sub, *o); }; });
 }
 

@@ -12,6 +12,7 @@
 #include "base/json.hpp"
 #include "cli/command.hpp"
 #include "cli/common.hpp"
+#include "cli/llm_common.hpp"
 #include "text/tokenizer.hpp"
 #include "text/utf8.hpp"
 
@@ -24,37 +25,10 @@ struct TokenizeOptions {
   bool no_special = false;
 };
 
-// --decode's list: "1,2,3" (spaces allowed around the commas).
-std::vector<text::TokenId> parse_ids(const std::string& list) {
-  std::vector<text::TokenId> ids;
-  std::size_t i = 0;
-  while (i <= list.size()) {
-    std::size_t end = list.find(',', i);
-    if (end == std::string::npos) end = list.size();
-    std::string item = list.substr(i, end - i);
-    item.erase(0, item.find_first_not_of(' '));
-    item.erase(item.find_last_not_of(' ') + 1);
-    text::TokenId id = 0;
-    const auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), id);
-    if (item.empty() || ec != std::errc() || ptr != item.data() + item.size() || id < 0)
-      throw UsageError(fmt::format("--decode: \"{}\" is not a token id (a list such as 1,2,3)",
-                                   text::utf8::lossy(item)));
-    ids.push_back(id);
-    i = end + 1;
-  }
-  return ids;
-}
-
-std::string tokenizer_path(const std::string& model) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  return fs::is_directory(model, ec) ? (fs::path(model) / "tokenizer.json").string() : model;
-}
-
 int run_tokenize(const TokenizeOptions& o) {
   const text::Tokenizer tokenizer = text::Tokenizer::from_file(tokenizer_path(o.model));
   if (!o.decode.empty()) {
-    std::vector<text::TokenId> ids = parse_ids(o.decode);
+    std::vector<text::TokenId> ids = parse_token_ids(o.decode, "--decode");
     std::string out;
     try {
       out = tokenizer.decode(ids, o.no_special);

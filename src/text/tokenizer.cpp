@@ -922,6 +922,11 @@ std::optional<TokenId> Tokenizer::token_id(std::string_view token) const {
   return it->second;
 }
 
+bool Tokenizer::contains(TokenId id) const {
+  return id >= 0 && static_cast<std::size_t>(id) < impl_->tokens.size() &&
+         impl_->present[static_cast<std::size_t>(id)];
+}
+
 bool Tokenizer::is_special(TokenId id) const {
   return id >= 0 && static_cast<std::size_t>(id) < impl_->special.size() && impl_->special[static_cast<std::size_t>(id)];
 }

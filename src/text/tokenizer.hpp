@@ -53,6 +53,9 @@ class Tokenizer {
   TokenId vocab_size() const;
   // The id of a token written as in the file (an added token's content, a vocabulary key).
   std::optional<TokenId> token_id(std::string_view token) const;
+  // Whether ID is a token of this tokenizer. A model's vocabulary can be larger (gpt-oss's
+  // embedding has 201088 rows for 200019 tokens): the ids between are no text at all.
+  bool contains(TokenId id) const;
   // Whether ID is an added token marked special.
   bool is_special(TokenId id) const;
 
