@@ -98,6 +98,21 @@ void bench_linear(benchmark::State& state, const Machine& machine, std::int64_t 
                              machine.limits.dram_gbps_all_threads, machine.fma_peak));
 }
 
+// One parallel_for of one tiny task per thread, as a decoded token's ~250 small jobs are: the
+// time a job costs beyond its work is the workers' wake-up and the join.
+void bench_pool_job(benchmark::State& state, const Machine& machine) {
+  ThreadPool pool(machine.hw.logical_cpus);
+  std::vector<std::int64_t> sink(64 * static_cast<std::size_t>(pool.size()));
+  for (auto _ : state) {
+    pool.parallel_for(pool.size(), [&](std::int64_t task, int) {
+      sink[static_cast<std::size_t>(task) * 64] += task;
+    });
+  }
+  benchmark::DoNotOptimize(sink.data());
+  state.counters["jobs/s"] =
+      benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+}
+
 // compact_int8 against float64 on one 2880 x 4096 layer, 4 tokens.
 void report_accuracy(const Machine& machine) {
   const std::int64_t out = 2880, in = 4096, m = 4;
@@ -171,6 +186,10 @@ int main(int argc, char** argv) {
       b->Arg(1)->Arg(8)->UseRealTime()->Unit(benchmark::kMillisecond);
       if (!s.streamed && s.out < 10000) b->Arg(512);
     }
+  benchmark::RegisterBenchmark(
+      "pool_job", [&machine](benchmark::State& st) { mxmoe::bench_pool_job(st, machine); })
+      ->UseRealTime()
+      ->Unit(benchmark::kMicrosecond);
   benchmark::RunSpecifiedBenchmarks();
   mxmoe::perf::remeasure_dram(machine.hw, machine.limits);
   fmt::print("DRAM read at the end: {:.1f} GB/s (all threads, best pass of that measurement)\n",

@@ -111,7 +111,7 @@ void quantize_x_avx2(const float* x, std::int64_t in, std::int64_t pairs, std::i
 }
 
 void linear_int8_avx2(const LinearInt8Call& c, std::int64_t row0, std::int64_t rows) noexcept {
-  compact_token_tiles(c,
+  compact_token_tiles(c, &quantize_x_avx2,
                       [&](const std::int8_t* xq, const float* dx, std::int64_t t0, std::int64_t n) {
                         switch (n) {
                           case 1:

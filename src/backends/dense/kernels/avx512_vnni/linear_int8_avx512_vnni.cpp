@@ -69,7 +69,7 @@ void sweep(const LinearInt8Call& c, const std::int8_t* xq, const float* dx, std:
 
 void linear_int8_avx512_vnni(const LinearInt8Call& c, std::int64_t row0,
                              std::int64_t rows) noexcept {
-  compact_token_tiles(c,
+  compact_token_tiles(c, &quantize_x_avx2,
                       [&](const std::int8_t* xq, const float* dx, std::int64_t t0, std::int64_t n) {
                         switch (n) {
                           case 1:
