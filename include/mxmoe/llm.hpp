@@ -32,6 +32,10 @@ struct MXMOE_API LlmOptions {
   int max_context = 4096;    // tokens per sequence, prompt and answer (<= max_position_embeddings)
   int max_batch = 1;         // sequences generated at once
   int prefill_chunk = 256;   // prompt tokens per step
+  // The compact mode: the non-expert matrices (attention, dense MLPs, the LM head) quantized
+  // at load to 8 bits per 32-block with a float32 scale (about half the bytes a token reads of
+  // them; accuracy in docs/ACCURACY.md). Off: bf16 / f32 as published, read in place.
+  bool compact = false;
   // Bytes the model may take beside its mapping (KV cache, packed experts), checked before
   // anything large is allocated; 0: no check.
   std::uint64_t memory_limit = 0;

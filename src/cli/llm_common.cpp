@@ -51,6 +51,9 @@ void GenerationFlags::add(CLI::App& app, const std::string& max_tokens_help) {
       ->check(finite_in(0, 1));
   app.add_option("--seed", seed, "Seed of the sampler: the same seed gives the same tokens");
   app.add_flag("--ignore-eos", ignore_eos, "Generate --max-tokens even past a stop token");
+  app.add_flag("--compact", compact,
+               "Compact mode: the non-expert matrices (attention, the LM head) quantized at load "
+               "to 8 bits per 32-block (about half their bytes; accuracy in docs/ACCURACY.md)");
   request.add(app, false);
   hardware.add(app);
 }
@@ -74,6 +77,7 @@ std::unique_ptr<LanguageModel> open_model(CLI::App& app, const GenerationFlags& 
   options.request = flags.request.resolve(app);
   options.max_batch = max_batch;
   options.max_context = context;
+  options.compact = flags.compact;
   options.memory_limit = available_memory_bytes();
   if (!quiet) options.progress = [](const std::string& line) { fmt::print(stderr, "{}\n", line); };
   try {

@@ -34,6 +34,7 @@ struct GenerationFlags {
   std::uint64_t seed = 0;
   int max_context = 0;  // 0: the command's default
   bool ignore_eos = false;
+  bool compact = false;
   RequestOptions request;
   HardwareOptions hardware;
 

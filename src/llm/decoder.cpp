@@ -82,7 +82,7 @@ class Binder {
   }
 
   dense::Linear linear(const std::string& name, std::int64_t out, std::int64_t in, bool bias,
-                       const Hardware& hw) const {
+                       const Hardware& hw, const dense::LinearOptions& options) const {
     const DenseTensor w = need(name + ".weight", {static_cast<std::uint64_t>(out),
                                                   static_cast<std::uint64_t>(in)});
     dense::LinearWeights lw{.name = name + ".weight", .element = w.type, .data = w.data,
@@ -93,7 +93,7 @@ class Binder {
       lw.bias_element = b.type;
     }
     try {
-      return dense::Linear(lw, hw);
+      return dense::Linear(lw, hw, options);
     } catch (const std::invalid_argument& e) {
       throw LoadError(dir_ + ": " + e.what());
     }
@@ -172,27 +172,38 @@ void Decoder::Impl::bind(const std::string& directory) {
 
   // Memory, before anything large is allocated or packed.
   tensors = io::TensorSet::open_dir(dir);
-  std::uint64_t expert_bytes = 0;
-  for (const auto& [name, ref] : tensors.tensors())
-    if (name.find(".experts.") != std::string::npos) expert_bytes += ref.info->bytes();
+  std::uint64_t expert_bytes = 0, dense_elements = 0;
+  for (const auto& [name, ref] : tensors.tensors()) {
+    if (name.find(".experts.") != std::string::npos) {
+      expert_bytes += ref.info->bytes();
+    } else if (ref.info->shape.size() == 2) {
+      dense_elements += ref.info->shape[0] * ref.info->shape[1];
+    }
+  }
+  // The compact copy: one int8 code a weight and one float32 scale a 32-block.
+  const std::uint64_t compact_bytes = opt.compact ? dense_elements + dense_elements / 8 : 0;
   const std::uint64_t kv = KvCache::bytes_for(cfg.layers, opt.max_slots, opt.max_context,
                                               cfg.kv_heads, hd);
-  const std::uint64_t needed = kv + expert_bytes;
+  const std::uint64_t needed = kv + expert_bytes + compact_bytes;
   if (opt.memory_limit != 0 && needed > opt.memory_limit)
     throw std::runtime_error(fmt::format(
         "the model needs {:.2f} GB beside its mapping (KV cache {:.2f} GB for {} sequences x {} "
-        "tokens, packed experts {:.2f} GB), more than the {:.2f} GB available: lower "
-        "--max-context or --max-batch",
-        gb(needed), gb(kv), opt.max_slots, opt.max_context, gb(expert_bytes), gb(opt.memory_limit)));
+        "tokens, packed experts {:.2f} GB, compact matrices {:.2f} GB), more than the {:.2f} GB "
+        "available: lower --max-context or --max-batch",
+        gb(needed), gb(kv), opt.max_slots, opt.max_context, gb(expert_bytes), gb(compact_bytes),
+        gb(opt.memory_limit)));
 
   const Binder b(tensors, dir);
+  const dense::LinearOptions lo{.mode = opt.compact ? dense::DenseMode::compact_int8
+                                                    : dense::DenseMode::as_published,
+                                .pack_pool = &runtime->pool()};
   embed = b.need("model.embed_tokens.weight",
                  {static_cast<std::uint64_t>(cfg.vocab), static_cast<std::uint64_t>(H)});
   final_norm = b.vector("model.norm.weight", H);
   if (cfg.tie_word_embeddings) {
-    head = b.linear("model.embed_tokens", cfg.vocab, H, false, hw);
+    head = b.linear("model.embed_tokens", cfg.vocab, H, false, hw, lo);
   } else {
-    head = b.linear("lm_head", cfg.vocab, H, false, hw);
+    head = b.linear("lm_head", cfg.vocab, H, false, hw, lo);
   }
 
   Request request = opt.request;
@@ -207,10 +218,10 @@ void Decoder::Impl::bind(const std::string& directory) {
     L.window = cfg.window[static_cast<std::size_t>(l)];
     L.in_norm = b.vector(p + "input_layernorm.weight", H);
     L.post_norm = b.vector(p + "post_attention_layernorm.weight", H);
-    L.q = b.linear(p + "self_attn.q_proj", qd, H, cfg.attention_bias, hw);
-    L.k = b.linear(p + "self_attn.k_proj", kvd, H, cfg.attention_bias, hw);
-    L.v = b.linear(p + "self_attn.v_proj", kvd, H, cfg.attention_bias, hw);
-    L.o = b.linear(p + "self_attn.o_proj", H, qd, cfg.attention_bias, hw);
+    L.q = b.linear(p + "self_attn.q_proj", qd, H, cfg.attention_bias, hw, lo);
+    L.k = b.linear(p + "self_attn.k_proj", kvd, H, cfg.attention_bias, hw, lo);
+    L.v = b.linear(p + "self_attn.v_proj", kvd, H, cfg.attention_bias, hw, lo);
+    L.o = b.linear(p + "self_attn.o_proj", H, qd, cfg.attention_bias, hw, lo);
     if (cfg.qk_norm) {
       L.q_norm = b.vector(p + "self_attn.q_norm.weight", hd);
       L.k_norm = b.vector(p + "self_attn.k_norm.weight", hd);
@@ -226,9 +237,9 @@ void Decoder::Impl::bind(const std::string& directory) {
       L.moe = &moe_model->layer(l);
     } else {
       const int I = cfg.dense_intermediate;
-      L.gate = b.linear(p + "mlp.gate_proj", I, H, false, hw);
-      L.up = b.linear(p + "mlp.up_proj", I, H, false, hw);
-      L.down = b.linear(p + "mlp.down_proj", H, I, false, hw);
+      L.gate = b.linear(p + "mlp.gate_proj", I, H, false, hw, lo);
+      L.up = b.linear(p + "mlp.up_proj", I, H, false, hw, lo);
+      L.down = b.linear(p + "mlp.down_proj", H, I, false, hw, lo);
     }
     if (opt.progress)
       opt.progress(fmt::format("loading: layer {}/{} ({})", l + 1, cfg.layers,
@@ -406,7 +417,9 @@ std::string Decoder::describe() const {
   std::string s = fmt::format("{}: {} layers, hidden {}, {} heads ({} kv) of {}, vocab {}\n",
                               to_string(d.cfg.family), d.cfg.layers, d.cfg.hidden, d.cfg.heads,
                               d.cfg.kv_heads, d.cfg.head_dim, d.cfg.vocab);
-  s += fmt::format("  dense layers (attention, head): {}\n", d.head.kernel_name());
+  s += fmt::format("  dense layers (attention, head): {} ({})\n", d.head.kernel_name(),
+                   dense::to_string(d.head.mode()));
+  s += dense::describe(d.head.selection(), "lm_head");
   for (int l = 0; l < d.cfg.layers; ++l) {
     const Layer& L = d.layers[static_cast<std::size_t>(l)];
     if (L.moe) {

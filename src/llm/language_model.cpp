@@ -33,6 +33,7 @@ llm::DecoderOptions decoder_options(const LlmOptions& o) {
           .max_slots = o.max_batch,
           .max_step_rows = std::max(o.prefill_chunk, o.max_batch),
           .memory_limit = o.memory_limit,
+          .compact = o.compact,
           .progress = o.progress};
 }
 
