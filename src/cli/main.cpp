@@ -105,10 +105,11 @@ int main(int argc, char** argv) {
   std::signal(SIGXFSZ, SIG_IGN);
 
   CLI::App app{
-      "mxmoe: Mixture-of-Experts layers with MXFP4 expert weights.\n"
+      "mxmoe: Mixture-of-Experts models with MXFP4 expert weights, whole or layer by layer.\n"
       "One oracle judges every backend for your deployment and says why each one fits or not.\n"
-      "Start with `mxmoe run --preset tiny` (a small layer on generated random weights) or "
-      "`mxmoe explain`.",
+      "Start with `mxmoe chat --model DIR` or `mxmoe complete --model DIR --prompt TEXT` (a whole "
+      "gpt-oss, Qwen3-MoE or Mixtral; `mxmoe generate --full` writes one on random weights), "
+      "`mxmoe run --preset tiny` (one layer) or `mxmoe explain`.",
       "mxmoe"};
   app.set_version_flag("--version", version_text());
   app.require_subcommand(1);

@@ -48,10 +48,10 @@ void expect_clean_message(const Result& r) {
 TEST(CliExitCodes, NoCommandOrAnUnknownOneIsUsage) {
   const Result none = run("", "");
   EXPECT_EQ(none.rc, 2);
-  EXPECT_THAT(none.err, HasSubstr("a command is required: run, explain"));
+  EXPECT_THAT(none.err, HasSubstr("a command is required: run, complete, chat, explain"));
   const Result unknown = run("", "frobnicate --fast");
   EXPECT_EQ(unknown.rc, 2);
-  EXPECT_THAT(unknown.err, HasSubstr("unknown command 'frobnicate'; commands: run, explain"));
+  EXPECT_THAT(unknown.err, HasSubstr("unknown command 'frobnicate'; commands: run, complete, chat, explain"));
   expect_clean_message(none);
   expect_clean_message(unknown);
 }

@@ -37,7 +37,13 @@ LayerSpec tiny_spec(const std::string& preset) {
 // A tiny whole model of PRESET written once per test program (Qwen3's BF16 experts as
 // published, then quantized to MXFP4 as a user converts them).
 const std::string& tiny_model(const std::string& preset) {
-  static std::map<std::string, std::string> made;
+  // Removed when the test program ends.
+  struct Made : std::map<std::string, std::string> {
+    ~Made() {
+      for (const auto& [name, dir] : *this) fs::remove_all(dir);
+    }
+  };
+  static Made made;
   auto it = made.find(preset);
   if (it != made.end()) return it->second;
   const std::string dir = (fs::temp_directory_path() /
@@ -53,7 +59,9 @@ const std::string& tiny_model(const std::string& preset) {
   o.force = true;
   if (preset == "qwen3-30b-a3b") {
     generate_checkpoint(dir + "-bf16", tiny_spec(preset), o);
-    io::quantize_checkpoint(dir + "-bf16", dir, {.force = true});
+    io::QuantizeOptions q;
+    q.force = true;
+    io::quantize_checkpoint(dir + "-bf16", dir, q);
     fs::remove_all(dir + "-bf16");
   } else {
     generate_checkpoint(dir, tiny_spec(preset), o);
@@ -261,14 +269,15 @@ TEST(LanguageModel, TheSameSeedGivesTheSameTokensAndGreedyEqualsTheArgmaxOfTheLo
 
 TEST(Sampler, TopKOneIsGreedyAndMinPOneKeepsOnlyTheBest) {
   const std::vector<float> logits = {0.5f, 2.0f, 1.9f, -1.0f};
-  llm::Sampler k1({.temperature = 1.0f, .top_k = 1, .seed = 7});
-  llm::Sampler p1({.temperature = 5.0f, .min_p = 1.0f, .seed = 7});
+  llm::Sampler k1({.temperature = 1.0f, .top_k = 1, .top_p = 1.0f, .min_p = 0.0f, .seed = 7});
+  llm::Sampler p1({.temperature = 5.0f, .top_k = 0, .top_p = 1.0f, .min_p = 1.0f, .seed = 7});
   for (int i = 0; i < 50; ++i) {
     EXPECT_EQ(k1.next(logits), 1);
     EXPECT_EQ(p1.next(logits), 1);
   }
   // At a high temperature every token is drawn; the draws follow the seed.
-  llm::Sampler a({.temperature = 100.0f, .seed = 1}), b({.temperature = 100.0f, .seed = 1});
+  const llm::SamplerSettings hot{.temperature = 100.0f, .top_k = 0, .top_p = 1.0f, .min_p = 0.0f, .seed = 1};
+  llm::Sampler a(hot), b(hot);
   std::set<std::int32_t> seen;
   for (int i = 0; i < 200; ++i) {
     const std::int32_t x = a.next(logits);
