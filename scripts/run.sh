@@ -17,6 +17,7 @@ model=${MXMOE_RUN_MODEL:-$root/build/models/gpt-oss-small}
 if [ -z "${MXMOE_RUN_MODEL:-}" ] && [ ! -f "$model/config.json" ]; then
   # gpt-oss-20b's structure (sinks, YaRN, alternating sliding windows, MXFP4 experts) at a
   # size that is written and run in seconds: 8 layers, 32 experts of H = I = 512.
+  mkdir -p "$(dirname "$model")"
   "$mxmoe" generate --preset gpt-oss-20b --full --layers 8 --experts 32 --hidden 512 \
     --intermediate 512 --heads 8 --kv-heads 2 --head-dim 64 --vocab 4096 --out "$model" --force
 fi
