@@ -105,8 +105,10 @@ const std::int32_t* token_ids_as_int32(const Matrix& ids, PyLayer& self) {
 }
 
 // x as a layer call reads it: its rows within the bound of every call (require_call_tokens),
-// checked before anything is sized from them.
+// checked before anything is sized from them; and, for a layer that reads its arrays in place,
+// those arrays where the layer found them (require_in_place).
 Matrix read_x(PyLayer& self, nb::handle x_obj, bool bf16_bits) {
+  for (const WeightArray& w : self.sources) require_in_place(w);
   Matrix x = read_matrix(x_obj, x_expect(self), bf16_bits);
   require_call_tokens("x", x.rows, self.layer.spec().top_k);
   return x;
