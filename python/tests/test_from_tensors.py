@@ -293,3 +293,26 @@ def test_errors_name_the_tensor(gpt_oss):
     with pytest.raises(mxmoe.NoBackendError) as e:
         make(exclude=mxmoe.backends())
     assert "user_excluded" in str(e.value)
+
+
+def test_an_output_over_the_weights_the_layer_reads_is_refused(gpt_oss):
+    """Issue 38: `layer(x, out=w2_bias)` on a layer reading its arrays in place was accepted;
+    the first answer was right, every later one silently wrong."""
+    _, a = gpt_oss
+    mine = {k: v.copy() for k, v in fused(a).items()}
+    layer = mxmoe.layer_from_tensors(family="gpt_oss", top_k=K, backend="reference", **mine)
+    x = x_f32(14)
+    ids, w = routing(15)
+    expected = layer(x)
+    bias = mine["w2_bias"]  # [E, H] float32: TOKENS rows of it fit an output
+    kept = bias.copy()
+    with pytest.raises(ValueError, match="out: overlaps w2 bias"):
+        layer(x, out=bias[1:1 + TOKENS])
+    with pytest.raises(ValueError, match="out: overlaps w2 bias"):
+        layer.forward_routed(x, ids, w, out=bias[:TOKENS])
+    np.testing.assert_array_equal(bias, kept)
+    np.testing.assert_array_equal(layer(x), expected)
+    # A layer that packed its own copy reads the arrays no more: they may take its output.
+    packed = mxmoe.layer_from_tensors(family="gpt_oss", top_k=K, **mine)
+    if not packed.reads_source_weights:
+        np.testing.assert_array_equal(packed(x, out=bias[:TOKENS]), packed(x))
