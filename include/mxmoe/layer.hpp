@@ -11,7 +11,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 
+#include "mxmoe/edge_checks.hpp"
 #include "mxmoe/export.h"
 #include "mxmoe/oracle.hpp"
 #include "mxmoe/placement.hpp"
@@ -107,6 +109,11 @@ class MXMOE_API MoeLayer {
   // expert weight and bias: the bytes are then not read again once the constructor has
   // returned, so a host may free them (the router's weight and biases are always copied).
   bool reads_weight_views() const noexcept;
+  // The bytes of those views computing reads at every call (empty when reads_weight_views() is
+  // false), each named ("w13 weights", "w2 bias", ...): an output sharing a byte with one of them
+  // is refused (forward() checks y; the C API and Python name their own output), since writing it
+  // would change every later answer.
+  std::span<const ArrayBytes> weight_bytes_read() const noexcept;
 
  private:
   friend struct detail::LayerSteps;

@@ -24,7 +24,7 @@ struct MXMOE_API LogSink {
   unsigned categories = 0;  // bitwise OR of LogCategory values delivered
 };
 
-// Writes MESSAGE to stderr (the default callback).
+// Writes MESSAGE to stderr (the default callback), its control bytes but line breaks escaped.
 MXMOE_API void log_to_stderr(LogCategory category, const char* message, void* user_data);
 // The default sink: log_to_stderr, warnings only.
 MXMOE_API LogSink default_log_sink() noexcept;

@@ -16,17 +16,28 @@ from . import LoadError, Model, NoBackendError, _judge, _mxmoe, generate, preset
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NO_BACKEND, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
+_CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f]")
+
+
+def _print(text: object = "", file=None, end: str = "\n") -> None:
+    """The one way this command prints, as the C++ command's cli::print: a directory's name,
+    a config's architecture or a hardware probe's model string cannot drive the terminal.
+    Line breaks are kept; every other control byte is written \\xNN, a lone surrogate
+    \\udcNN."""
+    out = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", f"{text}{end}")
+    (file or sys.stdout).write(out.encode("utf-8", "backslashreplace").decode("utf-8"))
+
 
 def _explain(args: argparse.Namespace) -> int:
     report, table = _judge(args.preset, args.model, args.layer, args.activation,
                            args.batch_invariant, args.backend, args.exclude or (), args.tokens,
                            args.threads, args.hardware)
     if args.json:
-        print(json.dumps(report, indent=2))
+        _print(json.dumps(report, indent=2))
     else:
-        print(table, end="")
+        _print(table, end="")
         if report["selected"] is None:
-            print("\n" + report["error"], file=sys.stderr)
+            _print("\n" + report["error"], file=sys.stderr)
     return EXIT_OK if report["selected"] is not None else EXIT_NO_BACKEND
 
 
@@ -38,12 +49,12 @@ def _info(args: argparse.Namespace) -> int:
         if args.json:
             return _model_info(args.model, True, json.loads(hardware))
         rc = _model_info(args.model, False)
-        print(_mxmoe._hardware_report(hardware), end="")
+        _print(_mxmoe._hardware_report(hardware), end="")
         return rc
     if args.json:
-        print(hardware)
+        _print(hardware)
     else:
-        print(_mxmoe._hardware_report(hardware), end="")
+        _print(_mxmoe._hardware_report(hardware), end="")
     return EXIT_OK
 
 
@@ -67,13 +78,13 @@ def _model_info(path: str, as_json: bool, hardware: Optional[dict] = None) -> in
     if hardware is not None:
         out["hardware"] = hardware
     if as_json:
-        print(json.dumps(out, indent=2))
+        _print(json.dumps(out, indent=2))
         return EXIT_OK
-    print(f"model        {out['directory']} ({out['model_type']}; architecture "
+    _print(f"model        {out['directory']} ({out['model_type']}; architecture "
           f"{out['architecture'] or '-'})")
-    print(f"layers       {out['layers']}")
+    _print(f"layers       {out['layers']}")
     for entry in layers:
-        print(f"  layer {entry['layer']:>3}  {entry['status']:<7} {entry['found']}")
+        _print(f"  layer {entry['layer']:>3}  {entry['status']:<7} {entry['found']}")
     return EXIT_OK
 
 
@@ -81,7 +92,7 @@ def _generate(args: argparse.Namespace) -> int:
     generate(args.out, args.preset, layers=args.layers, experts=args.experts, top_k=args.top_k,
              hidden=args.hidden, intermediate=args.intermediate, seed=args.seed,
              force=args.force)
-    print(f"mxmoe generate: wrote {args.out}", file=sys.stderr)
+    _print(f"mxmoe generate: wrote {args.out}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -97,8 +108,16 @@ def _comma_list(text: str) -> List[str]:
     return [item for item in text.split(",") if item]
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's usage, help and errors (which echo a flag's value) through _print too."""
+
+    def _print_message(self, message, file=None):
+        if message:
+            _print(message, file=file or sys.stderr, end="")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="python -m mxmoe",
         description="mxmoe: Mixture-of-Experts layers with MXFP4 expert weights (the package's "
                     "explain, info and generate; the C++ command `mxmoe` has the rest).")
@@ -156,16 +175,16 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         return args.run(args)
     except NoBackendError as e:
-        print(str(e), file=sys.stderr)
+        _print(str(e), file=sys.stderr)
         return EXIT_NO_BACKEND
     except KeyboardInterrupt:
-        print("mxmoe: interrupted", file=sys.stderr)
+        _print("mxmoe: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except (ValueError, TypeError) as e:
-        print(f"mxmoe: error: {e}", file=sys.stderr)
+        _print(f"mxmoe: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     except (LoadError, OSError, RuntimeError) as e:
-        print(f"mxmoe: error: {e}", file=sys.stderr)
+        _print(f"mxmoe: error: {e}", file=sys.stderr)
         return EXIT_ERROR
 
 

@@ -400,6 +400,43 @@ nb::object Result::finish() {
       .cast();
 }
 
+namespace {
+
+struct MemoryPlace {
+  std::uintptr_t at = 0;
+  std::size_t bytes = 0;
+};
+
+// Where HOLDER's memory is now (read_weight's `memory`): a torch storage's data_ptr() and
+// nbytes(); a numpy array's data address and nbytes; any other producer's, imported again.
+MemoryPlace memory_place(nb::handle holder, Framework framework) {
+  switch (framework) {
+    case Framework::torch:
+      return {nb::cast<std::uintptr_t>(holder.attr("data_ptr")()),
+              nb::cast<std::size_t>(holder.attr("nbytes")())};
+    case Framework::numpy:
+      return {nb::cast<std::uintptr_t>(holder.attr("__array_interface__")["data"][0]),
+              nb::cast<std::size_t>(holder.attr("nbytes"))};
+    case Framework::other:
+      break;
+  }
+  nb::ndarray<nb::ro> again;
+  if (!nb::try_cast(holder, again, false)) return {};
+  return {reinterpret_cast<std::uintptr_t>(again.data()), again.nbytes()};
+}
+
+}  // namespace
+
+void require_in_place(const WeightArray& w) {
+  const MemoryPlace now = memory_place(w.memory, w.framework);
+  if (now.at == w.memory_at && now.bytes == w.memory_bytes) return;
+  throw std::runtime_error(
+      w.name +
+      ": the array's memory was reallocated after the layer was made (t.resize_(...), numpy "
+      "resize(refcheck=False), ...); this layer reads its weights in place, so it refuses to "
+      "read freed memory: make the layer again from the arrays as they are now");
+}
+
 WeightArray read_weight(nb::handle obj, const std::string& name, bool bytes) {
   WeightArray w;
   const char* expected = bytes ? "a uint8 array (MXFP4 blocks and E8M0 scales are bytes: pass an "
@@ -435,6 +472,12 @@ WeightArray read_weight(nb::handle obj, const std::string& name, bool bytes) {
   w.tensor.data = w.array.data();
   for (std::size_t i = 0; i < w.array.ndim(); ++i)
     w.tensor.shape.push_back(static_cast<std::int64_t>(w.array.shape(i)));
+  w.name = name;
+  w.framework = framework_of(obj);
+  w.memory = w.framework == Framework::torch ? obj.attr("untyped_storage")() : nb::borrow(obj);
+  const MemoryPlace place = memory_place(w.memory, w.framework);
+  w.memory_at = place.at;
+  w.memory_bytes = place.bytes;
   return w;
 }
 

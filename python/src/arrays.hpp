@@ -96,11 +96,25 @@ class Result {
 // never copied: the layer may read it for its whole life) and of one of the dtypes BYTES
 // (uint8) or not BYTES (float32 or bfloat16) asks for: TypeError (not an array, wrong dtype)
 // or ValueError (strided, not on the CPU), naming the argument.
+//
+// A layer that computes from the arrays (the reference backend) holds their memory itself, not
+// only the tensor object: a torch tensor's storage (so `t.set_(...)` and `t.data = other`,
+// which give the tensor object other memory, leave the layer's bytes alive and unchanged), a
+// numpy array or another producer's object. What the holder cannot stop (the storage itself
+// resized or reallocated: `t.resize_(...)`, numpy's `resize(refcheck=False)`) is found by
+// require_in_place before every call, which refuses it by name.
 struct WeightArray {
   nb::object owner;  // keeps the memory alive (the producer's array, or its uint16 view)
   nb::ndarray<nb::ro> array;
   HostTensor tensor;
+  std::string name;
+  Framework framework = Framework::other;
+  nb::object memory;  // the memory's holder: a torch tensor's untyped storage, else the object
+  std::uintptr_t memory_at = 0;  // where the holder's memory was when the layer was made
+  std::size_t memory_bytes = 0;
 };
 WeightArray read_weight(nb::handle obj, const std::string& name, bool bytes);
+// Throws std::runtime_error naming the argument when W's memory is no longer where it was.
+void require_in_place(const WeightArray& w);
 
 }  // namespace mxmoe::python

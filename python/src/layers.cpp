@@ -105,8 +105,10 @@ const std::int32_t* token_ids_as_int32(const Matrix& ids, PyLayer& self) {
 }
 
 // x as a layer call reads it: its rows within the bound of every call (require_call_tokens),
-// checked before anything is sized from them.
+// checked before anything is sized from them; and, for a layer that reads its arrays in place,
+// those arrays where the layer found them (require_in_place).
 Matrix read_x(PyLayer& self, nb::handle x_obj, bool bf16_bits) {
+  for (const WeightArray& w : self.sources) require_in_place(w);
   Matrix x = read_matrix(x_obj, x_expect(self), bf16_bits);
   require_call_tokens("x", x.rows, self.layer.spec().top_k);
   return x;
@@ -122,6 +124,15 @@ void require_finite(const Result& y, const Matrix& x) {
                           x.cols);
 }
 
+// A call's INPUTS and the weights the layer reads in place: its output may overlap none.
+std::vector<ArrayBytes> read_by_call(const PyLayer& self,
+                                     std::initializer_list<ArrayBytes> inputs) {
+  std::vector<ArrayBytes> all(inputs);
+  const std::span<const ArrayBytes> weights = self.layer.weight_bytes_read();
+  all.insert(all.end(), weights.begin(), weights.end());
+  return all;
+}
+
 nb::object forward(PyLayer& self, nb::handle x_obj, nb::handle out, bool bf16_bits,
                    nb::handle token_ids_obj) {
   const Matrix x = read_x(self, x_obj, bf16_bits);
@@ -129,8 +140,9 @@ nb::object forward(PyLayer& self, nb::handle x_obj, nb::handle out, bool bf16_bi
   if (!token_ids_obj.is_none())
     ids = read_matrix(token_ids_obj,
                       {"token_ids", {Element::i32, Element::i64}, x.rows, 0, "tokens", ""});
-  const ArrayBytes inputs[] = {bytes_of(x, "x"),
-                               ids ? bytes_of(*ids, "token_ids") : ArrayBytes{"token_ids", {}, {}}};
+  const std::vector<ArrayBytes> inputs = read_by_call(
+      self,
+      {bytes_of(x, "x"), ids ? bytes_of(*ids, "token_ids") : ArrayBytes{"token_ids", {}, {}}});
   Result y(out, x, x.cols, inputs);
   if (x.rows > 0) {
     nb::gil_scoped_release release;
@@ -180,8 +192,8 @@ nb::object forward_routed(PyLayer& self, nb::handle x_obj, nb::handle ids_obj,
       ids_obj, {"topk_ids", {Element::i32, Element::i64}, x.rows, k, "tokens", "top_k"});
   const Matrix weights =
       read_matrix(weights_obj, {"topk_weights", {Element::f32}, x.rows, k, "tokens", "top_k"});
-  const ArrayBytes inputs[] = {bytes_of(x, "x"), bytes_of(ids, "topk_ids"),
-                               bytes_of(weights, "topk_weights")};
+  const std::vector<ArrayBytes> inputs = read_by_call(
+      self, {bytes_of(x, "x"), bytes_of(ids, "topk_ids"), bytes_of(weights, "topk_weights")});
   Result y(out, x, x.cols, inputs);
   if (x.rows > 0) {
     nb::gil_scoped_release release;
@@ -217,7 +229,7 @@ nb::tuple time_cpp_forward(PyLayer& self, nb::handle x_obj, nb::handle out, int 
   const Matrix x =
       read_matrix(x_obj, {"x", {Element::f32}, -1, self.layer.spec().hidden, "tokens", "hidden"});
   if (!x.contiguous()) throw nb::value_error("x: expected a C-contiguous array");
-  const ArrayBytes inputs[] = {bytes_of(x, "x")};
+  const std::vector<ArrayBytes> inputs = read_by_call(self, {bytes_of(x, "x")});
   Result y(out, x, x.cols, inputs);
   double wall = 0, cpu = 0;
   {

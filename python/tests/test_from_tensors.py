@@ -155,6 +155,50 @@ def test_torch_uint8_tensors_are_read_without_a_copy(gpt_oss):
 
 
 @needs_torch
+def test_tensors_given_other_memory_keep_the_layers_bytes_alive(gpt_oss):
+    """Issue 38: the layer held the tensor objects, not their memory. `t.set_(...)` and
+    `t.data = other` (an engine's process_weights_after_loading) freed the bytes it read: a
+    SIGSEGV for large tensors, another answer for small ones. It holds the storages now."""
+    _, a = gpt_oss
+    tensors = {k: torch.tensor(v) for k, v in fused(a).items()}  # torch's own memory
+    layer = mxmoe.layer_from_tensors(family="gpt_oss", top_k=K, backend="reference", **tensors)
+    x = x_f32(10)
+    ids, w = routing(11)
+    before = layer.forward_routed(x, ids, w)
+    for name, t in tensors.items():
+        if name in ("w13_blocks", "w2_scales", "router_weight"):
+            t.data = torch.full_like(t, 0x7F)
+        else:
+            t.set_(torch.full_like(t, 0x7F))
+    junk = [torch.full_like(t, 0x7F) for t in tensors.values() for _ in range(4)]  # reuses freed
+    gc.collect()
+    np.testing.assert_array_equal(layer.forward_routed(x, ids, w), before)
+    del junk
+
+
+@needs_torch
+def test_memory_reallocated_under_the_layer_is_refused_by_name(gpt_oss):
+    _, a = gpt_oss
+    tensors = {k: torch.tensor(v) for k, v in fused(a).items()}
+    layer = mxmoe.layer_from_tensors(family="gpt_oss", top_k=K, backend="reference", **tensors)
+    x = x_f32(12)
+    ids, w = routing(13)
+    before = layer.forward_routed(x, ids, w)
+    tensors["w2_scales"].resize_(1 << 20)  # the storage itself grows: reallocated
+    with pytest.raises(RuntimeError, match="w2_scales: the array's memory was reallocated"):
+        layer.forward_routed(x, ids, w)
+    with pytest.raises(RuntimeError, match="w2_scales"):
+        layer(x)
+
+    mine = {k: v.copy() for k, v in fused(a).items()}
+    layer = mxmoe.layer_from_tensors(family="gpt_oss", top_k=K, backend="reference", **mine)
+    np.testing.assert_array_equal(layer.forward_routed(x, ids, w), before)
+    mine["w13_bias"].resize((1 << 20,), refcheck=False)
+    with pytest.raises(RuntimeError, match="w13_bias: the array's memory was reallocated"):
+        layer.forward_routed(x, ids, w)
+
+
+@needs_torch
 def test_a_packing_backend_holds_no_reference_to_the_tensors(gpt_oss):
     _, a = gpt_oss
     tensors = {k: torch.from_numpy(v.copy()) for k, v in fused(a).items()}
@@ -249,3 +293,26 @@ def test_errors_name_the_tensor(gpt_oss):
     with pytest.raises(mxmoe.NoBackendError) as e:
         make(exclude=mxmoe.backends())
     assert "user_excluded" in str(e.value)
+
+
+def test_an_output_over_the_weights_the_layer_reads_is_refused(gpt_oss):
+    """Issue 38: `layer(x, out=w2_bias)` on a layer reading its arrays in place was accepted;
+    the first answer was right, every later one silently wrong."""
+    _, a = gpt_oss
+    mine = {k: v.copy() for k, v in fused(a).items()}
+    layer = mxmoe.layer_from_tensors(family="gpt_oss", top_k=K, backend="reference", **mine)
+    x = x_f32(14)
+    ids, w = routing(15)
+    expected = layer(x)
+    bias = mine["w2_bias"]  # [E, H] float32: TOKENS rows of it fit an output
+    kept = bias.copy()
+    with pytest.raises(ValueError, match="out: overlaps w2 bias"):
+        layer(x, out=bias[1:1 + TOKENS])
+    with pytest.raises(ValueError, match="out: overlaps w2 bias"):
+        layer.forward_routed(x, ids, w, out=bias[:TOKENS])
+    np.testing.assert_array_equal(bias, kept)
+    np.testing.assert_array_equal(layer(x), expected)
+    # A layer that packed its own copy reads the arrays no more: they may take its output.
+    packed = mxmoe.layer_from_tensors(family="gpt_oss", top_k=K, **mine)
+    if not packed.reads_source_weights:
+        np.testing.assert_array_equal(packed(x, out=bias[:TOKENS]), packed(x))

@@ -3,6 +3,9 @@
 
 #include <cstdio>
 #include <mutex>
+#include <string>
+
+#include "base/printable.hpp"
 
 namespace mxmoe {
 
@@ -20,8 +23,16 @@ Sink& the_sink() noexcept {
 
 }  // namespace
 
+// A layer's name (a directory's) can be in the message: escaped as the CLI's output is. Out
+// of memory for the escaped copy, the message is dropped (a sink must not throw).
 void log_to_stderr(LogCategory, const char* message, void*) {
-  std::fputs(message, stderr);
+  std::string text;
+  try {
+    text = printable_message(message);
+  } catch (...) {
+    return;
+  }
+  std::fwrite(text.data(), 1, text.size(), stderr);
   std::fflush(stderr);
 }
 

@@ -5,6 +5,11 @@
 // One job at a time owns the workers. A parallel_for that finds them busy (a second host
 // thread, or a nested call from inside a task) runs its tasks on its own calling thread as
 // thread 0 of a one-thread pool: never a deadlock, never a wait on another caller's job.
+//
+// fork(): a child process holds a copy of the pool but none of its worker threads. The pool
+// notices at its first job in the child (a process-wide count of forks, kept by a
+// pthread_atfork handler) and starts a new crew of workers there; the parent's crew, whose
+// threads and locks the child cannot use, is left alone (never joined, never unlocked).
 #pragma once
 
 #include <atomic>
@@ -28,7 +33,7 @@ class ThreadPool {
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
-  int size() const noexcept { return static_cast<int>(workers_.size()) + 1; }
+  int size() const noexcept { return threads_; }
 
   // Before sleeping on a condition variable, a worker waits this long for the next job, and
   // a caller this long for its job's workers, polling an atomic: a decoded token runs ~250
@@ -56,28 +61,19 @@ class ThreadPool {
 
  private:
   using Trampoline = void (*)(void*, std::int64_t, int);
+  // The workers and what they share with the job's caller; one per process (thread_pool.cpp).
+  struct Crew;
   void run(std::int64_t tasks, void* ctx, Trampoline fn);
-  void worker_loop(int thread);
-  void drain(int thread);
+  // This process's crew: after a fork, a new one (the parent's is abandoned, see above).
+  Crew& crew();
   // Thread 0's share of a job (every task when it runs alone): drain() polling the check.
   void drain_polled(std::int64_t tasks, void* ctx, Trampoline fn, std::atomic<std::int64_t>& next);
 
+  int threads_;
+  std::vector<int> cpu_affinity_;
   std::function<bool()> interrupt_;
-
-  std::vector<std::thread> workers_;
-  std::mutex mutex_;
-  std::condition_variable wake_, done_;
-  std::uint64_t generation_ = 0;
-  // generation_ as the spinning workers read it (stored under the mutex, read without it).
-  std::atomic<std::uint64_t> published_{0};
-  std::atomic<int> busy_{0};  // workers still in the job; the last one notifies under the mutex
-  bool stop_ = false;
-  // The job in flight.
-  void* ctx_ = nullptr;
-  Trampoline fn_ = nullptr;
-  std::int64_t tasks_ = 0;
-  std::atomic<std::int64_t> next_{0};
-  std::atomic<bool> claimed_{false};  // a job owns the workers
+  std::atomic<Crew*> crew_{nullptr};
+  std::atomic<std::uint64_t> crew_forks_{0};  // the fork count of the process that made crew_
 };
 
 }  // namespace mxmoe

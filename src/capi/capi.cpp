@@ -512,6 +512,7 @@ mxmoe_status layer_call(const char* fn, Layer* layer, std::int64_t tokens,
     if (tokens > 0 && y == nullptr) refuse(fn, "y must not be NULL");
     const mxmoe::ArrayBytes out = mxmoe::dense_bytes("y", y, t * h * sizeof(Y));
     mxmoe::require_disjoint({in.data(), n}, {&out, 1});
+    mxmoe::require_disjoint(local_layer(*layer).weight_bytes_read(), {&out, 1});
     call();
     mxmoe::require_finite_output("the output", y, tokens, spec.hidden);
   });

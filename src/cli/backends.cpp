@@ -42,7 +42,7 @@ std::string rows_json(const std::vector<CapabilityRow>& rows) {
 int run_backends(const BackendsOptions& o) {
   if (o.markdown && o.json) throw UsageError("--markdown and --json: choose one");
   const auto rows = capability_matrix(registered_backends(), o.hardware.resolve());
-  fmt::print("{}", o.json       ? rows_json(rows)
+  cli::print("{}", o.json       ? rows_json(rows)
                    : o.markdown ? format_capability_markdown(rows)
                                 : format_capability_text(rows));
   return kExitOk;

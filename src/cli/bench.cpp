@@ -56,7 +56,7 @@ void check_output_file(const BenchOptions& o) {
 }
 
 void say(const std::string& line) {
-  fmt::print(stderr, "{}\n", line);
+  cli::print(stderr, "{}\n", line);
 }
 
 // Same computation, whatever the name (compared through the JSON form, which lists every
@@ -414,14 +414,14 @@ int run_bench_command(const BenchOptions& o, CLI::App& sub) {
       for (const std::string& n : report.notes) say("note: " + n);
       break;
     case perf::OutputFormat::csv:
-      fmt::print(stderr, "{}\n{}\n", perf::format_limits_markdown(limits), report.mode);
+      cli::print(stderr, "{}\n{}\n", perf::format_limits_markdown(limits), report.mode);
       text = perf::to_csv(report);
       for (const std::string& n : report.notes) say("note: " + n);
       break;
   }
   say(fmt::format("bench: memory estimate {:.0f} bytes (the most any check found)", *estimate));
   if (o.output.empty()) {
-    fmt::print("{}", text);
+    cli::print("{}", text);
   } else {
     files::write_file_atomically(o.output, text);
     say("bench: wrote " + o.output);

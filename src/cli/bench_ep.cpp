@@ -55,7 +55,7 @@ int bench_expert_parallel(const EpBenchOptions& o, Communicator& comm) {
     if (root) report += text;
   };
   const auto note = [&](const std::string& text) {
-    if (root) fmt::print(stderr, "{}\n", text);
+    if (root) cli::print(stderr, "{}\n", text);
   };
 
   std::optional<Checkpoint> checkpoint;
@@ -179,7 +179,7 @@ int bench_expert_parallel(const EpBenchOptions& o, Communicator& comm) {
       per_rank);
   if (root) {
     if (o.output.empty()) {
-      fmt::print("{}", report);
+      cli::print("{}", report);
     } else {
       files::write_file_atomically(o.output, report);
       note("bench: wrote " + o.output);

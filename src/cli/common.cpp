@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "base/file.hpp"
+#include "base/printable.hpp"
 #include "io/checkpoint_file.hpp"
 #include "model/model_config.hpp"
 #include "mxmoe/checkpoint.hpp"
@@ -22,6 +23,11 @@
 #include "oracle/report.hpp"
 
 namespace mxmoe::cli {
+
+void write_printable(std::FILE* to, std::string_view text) {
+  const std::string out = printable_message(text);
+  std::fwrite(out.data(), 1, out.size(), to);
+}
 
 const EnvironmentConfig& environment() {
   static const EnvironmentConfig config = config_from_environment();

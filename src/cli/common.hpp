@@ -8,12 +8,17 @@
 //   --json); stderr carries progress, warnings, the dispatch log and errors.
 #pragma once
 
+#include <fmt/core.h>
+
 #include <CLI/CLI.hpp>
 #include <csignal>
 #include <cstdint>
+#include <cstdio>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "base/file.hpp"
@@ -23,6 +28,20 @@
 #include "mxmoe/oracle.hpp"
 
 namespace mxmoe::cli {
+
+// The one way the command prints, to stdout or (progress, warnings, errors) stderr: the text
+// passes printable_message, so a name that came from a file, a path, a directory's name or a
+// hardware probe cannot drive the terminal (issue 38); line breaks are kept, every other control
+// byte is written \xNN. JSON needs nothing more: its writer escapes control bytes itself.
+void write_printable(std::FILE* to, std::string_view text);
+template <class... Args>
+void print(std::FILE* to, fmt::format_string<Args...> format, Args&&... args) {
+  write_printable(to, fmt::format(format, std::forward<Args>(args)...));
+}
+template <class... Args>
+void print(fmt::format_string<Args...> format, Args&&... args) {
+  write_printable(stdout, fmt::format(format, std::forward<Args>(args)...));
+}
 
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitError = 1;

@@ -97,11 +97,11 @@ int run_explain(CLI::App& sub, const ExplainOptions& o) {
   const Deployment d{spec, o.hardware.resolve(), request};
   const Selection s = judge(d, preferences_for(spec.family));
   if (o.json) {
-    fmt::print("{}\n", explain_json_with_ranks(s));
+    cli::print("{}\n", explain_json_with_ranks(s));
   } else {
-    fmt::print("{}", format_selection_table(s));
-    if (s.deployment.request.ep_size != 1) fmt::print("{}", expert_parallel_text(s));
-    if (s.chosen.empty()) fmt::print(stderr, "\n{}\n", format_no_backend_message(s));
+    cli::print("{}", format_selection_table(s));
+    if (s.deployment.request.ep_size != 1) cli::print("{}", expert_parallel_text(s));
+    if (s.chosen.empty()) cli::print(stderr, "\n{}\n", format_no_backend_message(s));
   }
   return s.chosen.empty() ? kExitNoBackend : kExitOk;
 }

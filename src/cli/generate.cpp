@@ -44,7 +44,7 @@ int generate(const GenerateFlags& o) {
   g.head_dim = o.head_dim;
   // Progress is best effort: a full or closed stderr never stops the writing.
   g.progress = [](const std::string& line) {
-    std::fputs((line + "\n").c_str(), stderr);
+    cli::print(stderr, "{}\n", line);
     std::fflush(stderr);
   };
   const StopOnSignal stop;  // from here on Ctrl-C deletes what was written and exits 130
@@ -59,10 +59,10 @@ int generate(const GenerateFlags& o) {
   try {
     generate_checkpoint(o.out, spec, g);
   } catch (const GenerateCancelled& e) {
-    fmt::print(stderr, "mxmoe: {} (signal {})\n", e.what(), StopOnSignal::signal());
+    cli::print(stderr, "mxmoe: {} (signal {})\n", e.what(), StopOnSignal::signal());
     return kExitInterrupted;
   }
-  fmt::print(stderr, "mxmoe generate: wrote {}\n", o.out);
+  cli::print(stderr, "mxmoe generate: wrote {}\n", o.out);
   return kExitOk;
 }
 

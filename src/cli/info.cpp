@@ -30,13 +30,13 @@ int run_info(const InfoOptions& o) {
       return info_model(o.model, true, &hardware);
     }
     const int rc = info_model(o.model, false);
-    fmt::print("{}", format_hardware_report(h));
+    cli::print("{}", format_hardware_report(h));
     return rc;
   }
   if (o.json)
-    fmt::print("{}\n", to_json(h));
+    cli::print("{}\n", to_json(h));
   else
-    fmt::print("{}", format_hardware_report(h));
+    cli::print("{}", format_hardware_report(h));
   return kExitOk;
 }
 

@@ -89,7 +89,7 @@ void read_values_strictly(CLI::App& app) {
 // Every message leaves through here: a flag's value echoed raw (by the parser, or in our own
 // text) cannot drive the terminal (mxmoe::printable_message).
 void print_error(const std::string& text) {
-  fmt::print(stderr, "{}", mxmoe::printable_message(text));
+  mxmoe::cli::write_printable(stderr, text);
 }
 
 int error(int code, const std::string& message) {
@@ -123,7 +123,7 @@ int main(int argc, char** argv) {
   read_values_strictly(app);
 
   if (argc < 2) {
-    fmt::print(stderr, "{}\n", app.help());
+    mxmoe::cli::print(stderr, "{}\n", app.help());
     return error(mxmoe::cli::kExitUsage, "a command is required: " + command_names(app));
   }
   const std::string first = argv[1];

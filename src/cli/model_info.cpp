@@ -160,7 +160,7 @@ int info_model(const std::string& dir, bool json, const std::string* hardware_js
     }
     layers.push_back(entry);
   }
-  for (const std::string& text : warnings) fmt::print(stderr, "mxmoe: warning: {}\n", text);
+  for (const std::string& text : warnings) cli::print(stderr, "mxmoe: warning: {}\n", text);
 
   nlohmann::ordered_json out = {
       {"directory", dir},
@@ -203,40 +203,40 @@ int info_model(const std::string& dir, bool json, const std::string* hardware_js
 
   if (json) {
     if (hardware_json != nullptr) out["hardware"] = nlohmann::ordered_json::parse(*hardware_json);
-    fmt::print("{}\n", out.dump(2));
+    cli::print("{}\n", out.dump(2));
     return all_ok ? kExitOk : kExitError;
   }
-  fmt::print("model        {} ({}; architecture {})\n", printable(dir), printable(c.model_type),
+  cli::print("model        {} ({}; architecture {})\n", printable(dir), printable(c.model_type),
              c.architecture.empty() ? "-" : printable(c.architecture));
-  fmt::print("family       {}\n", to_string(s.family));
-  fmt::print("MoE layer    E={} top-k={} H={} I={}{} gate/up {}\n", s.num_experts, s.top_k,
+  cli::print("family       {}\n", to_string(s.family));
+  cli::print("MoE layer    E={} top-k={} H={} I={}{} gate/up {}\n", s.num_experts, s.top_k,
              s.hidden, s.intermediate,
              s.shared_experts ? fmt::format(" shared={}", s.shared_experts) : "",
              to_string(s.gate_up_layout));
-  fmt::print("layers       {}{}\n", c.num_layers,
+  cli::print("layers       {}{}\n", c.num_layers,
              out["hash_layers"].get<int>() > 0
                  ? fmt::format(" ({} hash-routed by token id)", out["hash_layers"].get<int>())
                  : "");
-  fmt::print("naming       {}\n", out["tensor_naming"].get<std::string>());
-  fmt::print("files        {} shard(s){}, {} tensors, {} bytes\n", model.tensors.files().size(),
+  cli::print("naming       {}\n", out["tensor_naming"].get<std::string>());
+  cli::print("files        {} shard(s){}, {} tensors, {} bytes\n", model.tensors.files().size(),
              model.tensors.sharded() ? " via model.safetensors.index.json" : "",
              model.tensors.tensors().size(), model.tensors.tensor_bytes());
   std::string fmt_line;
   for (const auto& [dtype, nb] : formats)
     fmt_line += fmt::format("{}{} ({} tensors, {} bytes)", fmt_line.empty() ? "" : ", ", dtype,
                             nb.first, nb.second);
-  fmt::print("formats      {}\n", fmt_line);
-  fmt::print("open         {:.2f} ms, resident +{} KiB\n", open_ms,
+  cli::print("formats      {}\n", fmt_line);
+  cli::print("open         {:.2f} ms, resident +{} KiB\n", open_ms,
              out["resident_after_open_bytes"].get<std::uint64_t>() / 1024);
   if (first_moe >= 0)
-    fmt::print("load layer {} {:.2f} ms with value checks, resident +{} KiB{}\n", first_moe,
+    cli::print("load layer {} {:.2f} ms with value checks, resident +{} KiB{}\n", first_moe,
                layer_ms, layer_rss / 1024, layer_error.empty() ? "" : ": " + layer_error);
   for (const auto& l : layers) {
-    fmt::print("  layer {:>3}  {:<7} {}\n", l["layer"].get<int>(), l["status"].get<std::string>(),
+    cli::print("  layer {:>3}  {:<7} {}\n", l["layer"].get<int>(), l["status"].get<std::string>(),
                l["found"].get<std::string>());
     if (l.contains("warnings"))
       for (const auto& w : l["warnings"])
-        fmt::print("             warning: {}\n", w.get<std::string>());
+        cli::print("             warning: {}\n", w.get<std::string>());
   }
   return all_ok ? kExitOk : kExitError;
 }

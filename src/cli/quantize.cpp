@@ -26,7 +26,7 @@ int quantize(const QuantizeArgs& args) {
   options.force = args.force;
   // Progress is best effort: a full or closed stderr never stops the conversion.
   options.progress = [](const std::string& line) {
-    std::fputs((line + "\n").c_str(), stderr);
+    cli::print(stderr, "{}\n", line);
     std::fflush(stderr);
   };
   const StopOnSignal stop;
@@ -34,10 +34,10 @@ int quantize(const QuantizeArgs& args) {
   try {
     io::quantize_checkpoint(args.in, args.out, options);
   } catch (const io::QuantizeCancelled& e) {
-    fmt::print(stderr, "mxmoe: {} (signal {})\n", e.what(), StopOnSignal::signal());
+    cli::print(stderr, "mxmoe: {} (signal {})\n", e.what(), StopOnSignal::signal());
     return kExitInterrupted;
   }
-  fmt::print(stderr, "quantize: wrote {}\n", args.out);
+  cli::print(stderr, "quantize: wrote {}\n", args.out);
   return kExitOk;
 }
 

@@ -142,10 +142,10 @@ int run(const RunOptions& o, CLI::App& sub) {
     json::Json out = choice_json(spec, sel, request.batch_invariant);
     out["us_per_call_median"] = median * 1e6;
     out.update(timing_json(tokens, layer.threads(), reps, median, bytes, o.output));
-    fmt::print("{}\n", out.dump(2));
+    cli::print("{}\n", out.dump(2));
     return kExitOk;
   }
-  fmt::print("layer: {} (E={}, top-{}, H={}, I={}{}{})\n", spec.name, spec.num_experts, spec.top_k,
+  cli::print("layer: {} (E={}, top-{}, H={}, I={}{}{})\n", spec.name, spec.num_experts, spec.top_k,
              spec.hidden, spec.intermediate,
              spec.shared_experts > 0 ? fmt::format(", shared I={} {}", spec.shared_intermediate,
                                                    to_string(spec.shared_weight_format))
@@ -153,20 +153,20 @@ int run(const RunOptions& o, CLI::App& sub) {
              spec.routing == RoutingMethod::hash
                  ? fmt::format(", hash-routed by token id over {} ids", spec.vocab)
                  : "");
-  fmt::print(
+  cli::print(
       "deployment: activation={}, batch_invariant={}, threads={}, tokens={} (preferences: {})\n",
       to_string(*sel.deployment.request.activation), request.batch_invariant, layer.threads(),
       tokens, sel.preferences_source);
-  fmt::print("candidates:\n");
-  for (const Verdict& v : sel.candidates) fmt::print("{}\n", candidate_line(sel, v));
-  fmt::print("chosen: {} ({})\n", sel.chosen, sel.why);
-  fmt::print("time: {:.1f} us/call (median of {} after a warm-up; {} threads)\n", median * 1e6,
+  cli::print("candidates:\n");
+  for (const Verdict& v : sel.candidates) cli::print("{}\n", candidate_line(sel, v));
+  cli::print("chosen: {} ({})\n", sel.chosen, sel.why);
+  cli::print("time: {:.1f} us/call (median of {} after a warm-up; {} threads)\n", median * 1e6,
              reps, layer.threads());
-  fmt::print(
+  cli::print(
       "throughput: {:.1f} tokens/s, {:.2f} GB/s of expert weights ({:.1f} MB touched per call)\n",
       static_cast<double>(tokens) / median, bytes / median / 1e9, bytes / 1e6);
   if (!o.output.empty())
-    fmt::print("output: {} [{} x {}] float32\n", o.output, tokens, spec.hidden);
+    cli::print("output: {} [{} x {}] float32\n", o.output, tokens, spec.hidden);
   return kExitOk;
 }
 

@@ -41,7 +41,7 @@ CommandInputs inputs_of(const RunOptions& o);
 // Progress (stderr), flushed so it shows while the command works.
 template <class... Args>
 void progress(fmt::format_string<Args...> f, Args&&... args) {
-  fmt::print(stderr, f, std::forward<Args>(args)...);
+  cli::print(stderr, f, std::forward<Args>(args)...);
   std::fflush(stderr);
 }
 

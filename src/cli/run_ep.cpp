@@ -131,30 +131,30 @@ int run_expert_parallel(const RunOptions& o, CLI::App& sub, Communicator& comm) 
                 {"tokens_per_s", static_cast<double>(tokens) / median},
                 {"ranks", ranks},
                 {"output", o.output.empty() ? json::Json(nullptr) : json::Json(o.output)}});
-    fmt::print("{}\n", out.dump(2));
+    cli::print("{}\n", out.dump(2));
     return kExitOk;
   }
-  fmt::print("layer: {} (E={}, top-{}, H={}, I={}{})\n", spec.name, spec.num_experts, spec.top_k,
+  cli::print("layer: {} (E={}, top-{}, H={}, I={}{})\n", spec.name, spec.num_experts, spec.top_k,
              spec.hidden, spec.intermediate,
              spec.shared_experts > 0 ? fmt::format(", shared I={}", spec.shared_intermediate) : "");
-  fmt::print("expert parallel: {} ranks, placement {}\n", comm.size(),
+  cli::print("expert parallel: {} ranks, placement {}\n", comm.size(),
              request.placement.empty() ? "contiguous ranges" : "from --placement");
-  fmt::print(
+  cli::print(
       "deployment: activation={}, batch_invariant={}, threads per rank={}, tokens={} on rank 0 "
       "(preferences: {})\n",
       to_string(*sel.deployment.request.activation), request.batch_invariant, request.threads,
       tokens, sel.preferences_source);
-  fmt::print("candidates (agreed by every rank):\n");
-  for (const Verdict& v : sel.candidates) fmt::print("{}\n", candidate_line(sel, v));
-  fmt::print("chosen: {} ({})\n", sel.chosen, sel.why);
-  fmt::print("time: {:.1f} us/call (median of {} after a warm-up; {} ranks)\n", median * 1e6, reps,
+  cli::print("candidates (agreed by every rank):\n");
+  for (const Verdict& v : sel.candidates) cli::print("{}\n", candidate_line(sel, v));
+  cli::print("chosen: {} ({})\n", sel.chosen, sel.why);
+  cli::print("time: {:.1f} us/call (median of {} after a warm-up; {} ranks)\n", median * 1e6, reps,
              comm.size());
-  fmt::print("throughput: {:.1f} tokens/s\n", static_cast<double>(tokens) / median);
+  cli::print("throughput: {:.1f} tokens/s\n", static_cast<double>(tokens) / median);
   for (int r = 0; r < comm.size(); ++r) {
     const auto i = static_cast<std::size_t>(r);
     const ExpertParallelTimes& t = all_times[i];
     const double calls = static_cast<double>(std::max<std::int64_t>(t.calls, 1));
-    fmt::print(
+    cli::print(
         "rank {}: {} experts, {:.1f} MB resident for the layer ({:.1f} MB packed); per call: "
         "route {:.0f} us, dispatch {:.0f} us, compute {:.0f} us, return {:.0f} us, combine "
         "{:.0f} us; {:.1f} kB sent, {:.1f} kB received\n",
@@ -164,7 +164,7 @@ int run_expert_parallel(const RunOptions& o, CLI::App& sub, Communicator& comm) 
         static_cast<double>(t.bytes_received) / calls / 1e3);
   }
   if (!o.output.empty())
-    fmt::print("output: {} [{} x {}] float32\n", o.output, tokens, spec.hidden);
+    cli::print("output: {} [{} x {}] float32\n", o.output, tokens, spec.hidden);
   return kExitOk;
 }
 

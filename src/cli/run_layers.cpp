@@ -110,23 +110,23 @@ int run_layers(const RunOptions& o, const Request& flags) {
                       {"first_step_us", warm * 1e6},
                       {"us_per_step_median", median * 1e6}};
     out.update(timing_json(tokens, runtime.threads(), reps, median, bytes, o.output));
-    fmt::print("{}\n", out.dump(2));
+    cli::print("{}\n", out.dump(2));
     return kExitOk;
   }
   std::string list;
   for (std::size_t i = 0; i < indices.size(); ++i)
     list += fmt::format("{}{} ({})", i == 0 ? "" : ", ", indices[i], chosen[i]);
-  fmt::print("layers: {}\n", list);
-  fmt::print(
+  cli::print("layers: {}\n", list);
+  cli::print(
       "time: {:.1f} us per step through {} layers (median of {} after a warm-up step of "
       "{:.1f} us; {} threads)\n",
       median * 1e6, count, reps, warm * 1e6, runtime.threads());
-  fmt::print(
+  cli::print(
       "throughput: {:.2f} tokens/s, {:.2f} GB/s of expert weights ({:.1f} MB touched per "
       "step)\n",
       static_cast<double>(tokens) / median, bytes / median / 1e9, bytes / 1e6);
   if (!o.output.empty())
-    fmt::print("output: {} [{} x {} x {}] float32 (layer, token, hidden)\n", o.output, count,
+    cli::print("output: {} [{} x {} x {}] float32 (layer, token, hidden)\n", o.output, count,
                tokens, hidden);
   return kExitOk;
 }

@@ -60,7 +60,7 @@ InvarianceOptions invariance_options(bool thorough, int pool_threads, std::int64
 
 template <class... Args>
 void progress(fmt::format_string<Args...> f, Args&&... args) {
-  fmt::print(stderr, f, std::forward<Args>(args)...);
+  cli::print(stderr, f, std::forward<Args>(args)...);
   std::fflush(stderr);
 }
 
@@ -150,14 +150,14 @@ Tally verify_layer(const VerifyOptions& o, const std::vector<const Backend*>& ba
 
   json::Json results = json::Json::array();
   if (!o.json) {
-    if (checkpoint != nullptr) fmt::print("== layer {} ==\n", layer_index);
-    fmt::print("layer: {} (E={}, top-{}, H={}, I={}{}{}), {} tokens\n", spec.name, spec.num_experts,
+    if (checkpoint != nullptr) cli::print("== layer {} ==\n", layer_index);
+    cli::print("layer: {} (E={}, top-{}, H={}, I={}{}{}), {} tokens\n", spec.name, spec.num_experts,
                spec.top_k, spec.hidden, spec.intermediate,
                spec.shared_experts > 0
                    ? fmt::format(", shared {}", to_string(spec.shared_weight_format))
                    : "",
                spec.routing == RoutingMethod::hash ? ", hash-routed by token id" : "", tokens);
-    fmt::print("{:<{}} {:<6} {:>14} {:>10} {:>14} {:>10} {:<10}{}\n", "backend", width, "format",
+    cli::print("{:<{}} {:<6} {:>14} {:>10} {:>14} {:>10} {:<10}{}\n", "backend", width, "format",
                "vs f64 same", "budget", "format error", "budget", "result",
                o.batch_invariant ? "  batch-invariant" : "");
     std::fflush(stdout);
@@ -195,7 +195,7 @@ Tally verify_layer(const VerifyOptions& o, const std::vector<const Backend*>& ba
                              {"reason", std::string(to_string(reasons.front().code)) + ": " +
                                             reasons.front().detail}});
         } else {
-          fmt::print("{:<{}} {:<6} skipped: {}: {}\n", b->name(), width, to_string(f),
+          cli::print("{:<{}} {:<6} skipped: {}: {}\n", b->name(), width, to_string(f),
                      to_string(reasons.front().code), reasons.front().detail);
           std::fflush(stdout);
         }
@@ -224,7 +224,7 @@ Tally verify_layer(const VerifyOptions& o, const std::vector<const Backend*>& ba
       bool ok =
           !bad.any() && vs_same <= budget.against_same_format && vs_exact <= budget.format_error;
       if (bad.any())
-        fmt::print(stderr, "mxmoe verify: {} {}: the output holds {}\n", b->name(), to_string(f),
+        cli::print(stderr, "mxmoe verify: {} {}: the output holds {}\n", b->name(), to_string(f),
                    bad.describe(tokens));
       std::string invariance;
       if (o.batch_invariant && b->is_reference() && !o.thorough) {
@@ -240,7 +240,7 @@ Tally verify_layer(const VerifyOptions& o, const std::vector<const Backend*>& ba
             [&](Runtime& rt) { return MoeLayer(w, sel, rt); },
             random_invariance_inputs(spec, routing, pool_tokens, o.seed + 3), inv);
         if (!report.identical())
-          fmt::print(stderr, "mxmoe verify: {} {}: {}\n", b->name(), to_string(f),
+          cli::print(stderr, "mxmoe verify: {} {}: {}\n", b->name(), to_string(f),
                      report.first_mismatch->describe());
         invariance = report.identical() ? "  identical bits" : "  DIFFERENT bits";
         ok = ok && report.identical();
@@ -259,7 +259,7 @@ Tally verify_layer(const VerifyOptions& o, const std::vector<const Backend*>& ba
         if (o.batch_invariant) r["batch_invariance"] = invariance.substr(2);
         results.push_back(r);
       } else {
-        fmt::print("{:<{}} {:<6} {:>14.3e} {:>10.1e} {:>14.3e} {:>10.1e} {:<10}{}\n", b->name(),
+        cli::print("{:<{}} {:<6} {:>14.3e} {:>10.1e} {:>14.3e} {:>10.1e} {:<10}{}\n", b->name(),
                    width, to_string(f), vs_same, budget.against_same_format, vs_exact,
                    budget.format_error, ok ? "pass" : "FAIL", invariance);
         std::fflush(stdout);  // each result as it completes
@@ -317,12 +317,12 @@ int verify(const VerifyOptions& o) {
                                                  : json::Json{{"layers", per_layer},
                                                               {"verified", verified},
                                                               {"passed", verified - failures}};
-    fmt::print("{}\n", out.dump(2));
+    cli::print("{}\n", out.dump(2));
   } else if (verified > 0) {
-    fmt::print("{} of {} passed\n", verified - failures, verified);
+    cli::print("{} of {} passed\n", verified - failures, verified);
   }
   if (verified == 0) {
-    fmt::print(stderr,
+    cli::print(stderr,
                "mxmoe verify: nothing verified: no backend x format passed its check on this "
                "machine\n");
     return kExitError;

@@ -384,11 +384,36 @@ bool is_weight_file(const std::string& name) {
   return false;
 }
 
+// Where a link among IN's other files may lead: inside IN, or, when IN is a Hugging Face
+// cache snapshot (<repo>/snapshots/<rev>/, every file a link), into <repo>/blobs/. Anywhere
+// else (`notes.txt -> /proc/self/environ`, `tokenizer.json -> /etc/passwd`) a hostile
+// repository would have the user's files copied into the output they then upload.
+std::vector<fs::path> link_roots(const std::string& in_dir) {
+  std::error_code ec;
+  const fs::path dir = fs::canonical(in_dir, ec);
+  if (ec)
+    throw LoadError(files::printable(in_dir) + ": cannot resolve the directory: " + ec.message());
+  std::vector<fs::path> roots{dir};
+  if (dir.parent_path().filename() == "snapshots") {
+    const fs::path blobs = fs::weakly_canonical(dir.parent_path().parent_path() / "blobs", ec);
+    if (!ec) roots.push_back(blobs);
+  }
+  return roots;
+}
+
+bool lies_within(const fs::path& path, const fs::path& root) {
+  auto r = root.begin();
+  for (auto p = path.begin(); r != root.end(); ++r, ++p)
+    if (p == path.end() || *p != *r) return false;
+  return true;
+}
+
 // Copies every other file at the top of IN (tokenizer, generation config, chat template,
-// vocab/merges, README, ...) into the writer, byte for byte. Links are followed (a Hugging Face
-// cache snapshot links every file into its blobs), as for the checkpoint's own files; what a
+// vocab/merges, README, ...) into the writer, byte for byte. Links are followed only where
+// link_roots allows (a Hugging Face cache snapshot links every file into its blobs); what a
 // name resolves to must be a readable regular file of at most kMaxExtraFileBytes, else the
-// conversion stops naming it. Directories and weight files are left out, said in `progress`.
+// conversion stops naming it. Directories, weight files and links that lead out of IN are
+// left out, said in `progress`.
 void copy_other_files(const std::string& in_dir, CheckpointDirectoryWriter& writer,
                       const std::function<void(const std::string&)>& progress) {
   std::vector<std::string> names;
@@ -397,18 +422,31 @@ void copy_other_files(const std::string& in_dir, CheckpointDirectoryWriter& writ
     names.push_back(e.path().filename().string());
   if (ec) throw LoadError(in_dir + ": cannot list the directory: " + ec.message());
   std::sort(names.begin(), names.end());
-  std::vector<std::string> copied, left_out;
+  const std::vector<fs::path> roots = link_roots(in_dir);
+  std::vector<std::string> copied, left_out, links_out;
   for (const std::string& name : names) {
     if (name == "config.json" || name == kCheckpointMarker ||
         name.find(".mxmoe-tmp-") != std::string::npos)
       continue;
-    const std::string path = in_dir + "/" + name;
+    std::string path = in_dir + "/" + name;
     if (is_weight_file(name)) {
-      if (name.find(".safetensors") == std::string::npos) left_out.push_back(name);
+      if (name.find(".safetensors") == std::string::npos)
+        left_out.push_back(files::printable(name));
       continue;
     }
+    if (fs::is_symlink(fs::symlink_status(path, ec))) {
+      const fs::path target = fs::canonical(path, ec);
+      if (!ec) {  // a dangling link is refused below, by the read
+        if (std::none_of(roots.begin(), roots.end(),
+                         [&](const fs::path& root) { return lies_within(target, root); })) {
+          links_out.push_back(files::printable(name) + " -> " + files::printable(target.string()));
+          continue;
+        }
+        path = target.string();  // what was checked is what is read
+      }
+    }
     if (fs::is_directory(fs::status(path, ec))) {
-      left_out.push_back(name + "/");
+      left_out.push_back(files::printable(name) + "/");
       continue;
     }
     std::string error;
@@ -419,13 +457,18 @@ void copy_other_files(const std::string& in_dir, CheckpointDirectoryWriter& writ
                       " (every file of IN but its weights is copied to OUT; remove or "
                       "move this one away)");
     writer.add_file(name, *bytes);
-    copied.push_back(name);
+    copied.push_back(files::printable(name));
   }
   if (progress && !copied.empty())
     progress(fmt::format("quantize: copied {}", fmt::join(copied, ", ")));
   if (progress && !left_out.empty())
     progress(fmt::format("quantize: not copied (directories, weights in other formats): {}",
                          fmt::join(left_out, ", ")));
+  if (progress && !links_out.empty())
+    progress(
+        fmt::format("quantize: not copied (links that lead out of the model directory, "
+                    "which could hold anyone's files): {}",
+                    fmt::join(links_out, ", ")));
 }
 
 // The input tensors of layer N that OUT keeps as they are: every one of the layer's tensors

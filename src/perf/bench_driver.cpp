@@ -114,19 +114,18 @@ Call timed_call(BuiltLayers& built, Inputs& in, const LayerSpec& spec, int token
 // What a row holds at its peak: the inputs, the weights, the packed copies and workspaces of
 // the built layers, and (when the limits are measured next to each row, with the layers
 // still built) the DRAM bandwidth buffer.
-std::vector<std::pair<std::string, double>> memory_parts(const Inputs& in,
-                                                         const BenchLayers& layers,
+std::vector<std::pair<std::string, double>> memory_parts(const BenchLayers& layers, int max_tokens,
                                                          const BuiltLayers* built, int tokens,
                                                          double dram_buffer) {
   const auto copies = static_cast<double>(layers.copies.size());
-  double routing = 0;
-  for (std::size_t c = 0; c < in.ids.size(); ++c)
-    routing += static_cast<double>(in.ids[c].size() * sizeof(std::int32_t) +
-                                   in.routing_weights[c].size() * sizeof(float));
+  // Inputs' sizes, known before they are allocated (the bench allocates them after the first
+  // check of a row: issue 38, a request that could never fit allocated gigabytes first).
+  const double row = static_cast<double>(max_tokens) * layers.spec.hidden * sizeof(float);
+  const double slots = static_cast<double>(max_tokens) * layers.spec.top_k;
   std::vector<std::pair<std::string, double>> parts = {
-      {"input", static_cast<double>(in.x.size() * sizeof(float))},
-      {"output", static_cast<double>(in.y.size() * sizeof(float))},
-      {"routing", routing},
+      {"input", row},
+      {"output", row},
+      {"routing", copies * slots * static_cast<double>(sizeof(std::int32_t) + sizeof(float))},
       {"layer weights", copies * static_cast<double>(layer_weight_bytes(layers.spec))}};
   if (built != nullptr && !built->layers.empty()) {
     const MoeLayer& first = built->layers.front();
@@ -137,11 +136,11 @@ std::vector<std::pair<std::string, double>> memory_parts(const Inputs& in,
   return parts;
 }
 
-void check_memory(const BenchConfig& config, const Inputs& in, const BenchLayers& layers,
+void check_memory(const BenchConfig& config, const BenchLayers& layers, int max_tokens,
                   const BuiltLayers& built, int tokens, double dram_buffer,
                   const std::string& what) {
   if (config.check_memory)
-    config.check_memory(what, memory_parts(in, layers, &built, tokens, dram_buffer));
+    config.check_memory(what, memory_parts(layers, max_tokens, &built, tokens, dram_buffer));
 }
 
 int choose_reps(const BenchConfig& config, double call_seconds, int calls_per_cycle) {
@@ -257,7 +256,8 @@ BenchReport run_bench(const BenchLayers& layers, const Hardware& hw, const Machi
     throw std::invalid_argument("run_bench: layers_per_step must be 1 or the number of copies");
   // Layer mode cycles through the copies: one timed call per copy at least.
   const int calls_per_cycle = per_step == 1 ? static_cast<int>(layers.copies.size()) : 1;
-  Inputs in(spec, tokens.back(), layers.copies.size());
+  // Allocated at the first row, once every check before it has passed.
+  std::optional<Inputs> inputs;
   // The limits are measured again next to every row, with the row's layers still built.
   const double remeasure_buffer =
       config.remeasure_dram
@@ -330,7 +330,8 @@ BenchReport run_bench(const BenchLayers& layers, const Hardware& hw, const Machi
             for (const LayerWeights& copy : layers.copies) {
               built.layers.emplace_back(copy, selection, *runtimes.at(t));
               if (built.layers.size() == 1)  // its packed bytes say what the others will take
-                check_memory(config, in, layers, built, 0, remeasure_buffer, key + ": packing");
+                check_memory(config, layers, tokens.back(), built, 0, remeasure_buffer,
+                             key + ": packing");
             }
             const double build_seconds = seconds_since(build_start);
             const std::size_t packed = built.layers.front().packed_weight_bytes();
@@ -345,8 +346,10 @@ BenchReport run_bench(const BenchLayers& layers, const Hardware& hw, const Machi
                                                   static_cast<double>(built.layers.size()) / 1e9)));
           }
           for (MoeLayer& layer : built.layers) layer.set_runtime(*runtimes.at(t));
-          check_memory(config, in, layers, built, m, remeasure_buffer,
+          check_memory(config, layers, tokens.back(), built, m, remeasure_buffer,
                        fmt::format("{}: {} tokens", key, m));
+          if (!inputs) inputs.emplace(spec, tokens.back(), layers.copies.size());
+          Inputs& in = *inputs;
 
           // Warm-up, untimed in the row's statistics: one call on every copy (workspaces grow
           // to this size, packed pages fault in). The first call is reported on its own.

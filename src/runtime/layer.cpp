@@ -97,6 +97,8 @@ struct MoeLayer::Impl {
 
   // The guarded mappings the layer's views lie in while it reads them (empty: it does not).
   std::vector<int> sources;
+  // The views' bytes computing reads at every call (weight_bytes_read()).
+  std::vector<ArrayBytes> read_in_place;
 
   const LayerSpec& spec() const { return selection.deployment.layer; }
 
@@ -205,6 +207,10 @@ struct MoeLayer::Impl {
     return true;
   }
 
+  void require_output_outside_weights(const ArrayBytes& y) const {
+    require_disjoint(read_in_place, {&y, 1});
+  }
+
   void require_all_experts(const char* call) const {
     if (holds_all()) return;
     throw std::invalid_argument(fmt::format(
@@ -217,9 +223,10 @@ struct MoeLayer::Impl {
   void router_logits(const float* x, std::int64_t tokens, float* logits) {
     const LayerSpec& s = spec();
     if (router_weight.empty())
-      throw std::invalid_argument("layer '" + s.name +
-                                  "' has no router weights: pass the routing (router_logits, or expert_ids with "
-                                  "expert_weights; use forward_routed in Python and C)");
+      throw std::invalid_argument(
+          "layer '" + s.name +
+          "' has no router weights: pass the routing (router_logits, or expert_ids with "
+          "expert_weights; use forward_routed in Python and C)");
     // Over (token, block of experts): at decode the E dot products share the threads.
     compute_router_logits(router_weight.data(), router_bias.empty() ? nullptr : router_bias.data(),
                           x, tokens, s.num_experts, s.hidden, logits, pool);
@@ -377,6 +384,9 @@ struct MoeLayer::Impl {
     const std::int64_t tokens = a.tokens;
     if (!(f.bf16 ? begin_forward(f.call, a.x_bf16, tokens) : begin_forward(f.call, a.x, tokens)))
       return;
+    const std::size_t y_bytes = static_cast<std::size_t>(tokens * spec().hidden) * (f.bf16 ? 2 : 4);
+    require_output_outside_weights(
+        dense_bytes("y", f.bf16 ? static_cast<const void*>(a.y_bf16) : a.y, y_bytes));
     if (f.routing == Routing::given)
       validate_routing(spec(), a.expert_ids, a.expert_weights, tokens);
     else if (f.routing == Routing::router && spec().routing == RoutingMethod::hash)
@@ -467,6 +477,14 @@ MoeLayer::MoeLayer(const LayerWeights& weights, Selection selection, Runtime& ru
     m.selection_bias = to_floats(weights.selection_bias);
   });
   if (!reads_weight_views()) m.sources.clear();  // computing never reads them again
+  const auto in_place = [](const ExpertKernel* k) {
+    return k != nullptr && k->packed_bytes() == 0;
+  };
+  const bool experts_in_place =
+      std::any_of(m.parts.begin(), m.parts.end(),
+                  [&](const Impl::Part& p) { return in_place(p.kernel.get()); });
+  m.read_in_place = weight_bytes(weights, experts_in_place, in_place(m.shared_kernel.get()),
+                                 s.routing == RoutingMethod::hash);
   m.selection = std::move(selection);
 }
 
@@ -550,6 +568,8 @@ void LayerSteps::combine(const MoeLayer& layer, const float* weights, const floa
   const MoeLayer::Impl& m = *layer.impl_;
   m.check_tokens("combine", tokens);
   const LayerSpec& s = m.spec();
+  m.require_output_outside_weights(
+      dense_bytes("y", y, static_cast<std::size_t>(tokens * s.hidden) * sizeof(float)));
   m.start_call();
   combine_slots(*m.pool, weights, slot_out, shared, s.top_k, s.hidden, tokens, y);
   m.stop_if_interrupted();
@@ -600,6 +620,10 @@ std::size_t MoeLayer::packed_weight_bytes() const noexcept {
   std::size_t bytes = impl_->shared_kernel ? impl_->shared_kernel->packed_bytes() : 0;
   for (const Impl::Part& p : impl_->parts) bytes += p.kernel->packed_bytes();
   return bytes;
+}
+
+std::span<const ArrayBytes> MoeLayer::weight_bytes_read() const noexcept {
+  return impl_->read_in_place;
 }
 
 bool MoeLayer::reads_weight_views() const noexcept {

@@ -164,6 +164,41 @@ TEST(CApiFromTensors, FromCGivesTheCheckpointsBits) {
   }
 }
 
+// Issue 38: an output over the weights a layer reads in place (the reference backend) was
+// accepted; the first answer was right, every later one silently wrong. Refused now, naming
+// them, and the weights are left as they were.
+TEST(CApiFromTensors, AnOutputOverTheWeightsTheLayerReadsIsRefused) {
+  const mxmoe::Checkpoint c = mxmoe::Checkpoint::open(gpt_oss_dir());
+  const mxmoe::LayerWeights w = c.layer_weights(0);
+  ASSERT_EQ(w.b2.dtype, mxmoe::ElementType::f32);
+  const auto* b2 = static_cast<const float*>(w.b2.data);
+  std::vector<float> w2_bias(b2, b2 + kE * kH);  // the caller's own, writable copy
+  c_gpt_oss_tensors t = gpt_oss_tensors(w);
+  t.w2_bias = w2_bias.data();
+  const mxmoe_request_params p = params_for("reference");
+  mxmoe_layer* layer = nullptr;
+  ASSERT_EQ(c_gpt_oss_layer(&t, C_CALLER_CURRENT, &p, &layer), MXMOE_OK) << mxmoe_last_error();
+  bool reads = false;
+  ASSERT_EQ(mxmoe_layer_reads_source_weights(layer, &reads), MXMOE_OK);
+  ASSERT_TRUE(reads);
+  const std::vector<float> x = random_x(5);
+  std::vector<float> y(x.size());
+  ASSERT_EQ(mxmoe_layer_forward_f32(layer, x.data(), kTokens, y.data()), MXMOE_OK);
+  const std::vector<float> before = w2_bias;
+  EXPECT_EQ(mxmoe_layer_forward_f32(layer, x.data(), kTokens, w2_bias.data() + 7),
+            MXMOE_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(mxmoe_last_error(), HasSubstr("y: overlaps w2 bias"));
+  EXPECT_EQ(mxmoe_layer_forward_routed_f32(layer, x.data(), kIds.data(), kWeights.data(), kTokens,
+                                           w2_bias.data() + kE * kH - 1),
+            MXMOE_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(mxmoe_last_error(), HasSubstr("y: overlaps w2 bias"));
+  EXPECT_EQ(w2_bias, before);
+  std::vector<float> again(x.size());
+  ASSERT_EQ(mxmoe_layer_forward_f32(layer, x.data(), kTokens, again.data()), MXMOE_OK);
+  EXPECT_EQ(again, y);
+  mxmoe_layer_destroy(layer);
+}
+
 TEST(CApiFromTensors, AnOldCallersSmallerStructKeepsTheDefaults) {
   const mxmoe::Checkpoint c = mxmoe::Checkpoint::open(gpt_oss_dir());
   const mxmoe::LayerWeights w = c.layer_weights(0);

@@ -84,5 +84,23 @@ TEST(MemoryEstimate, BenchCoversItsMeasuredPeak) {
   }
 }
 
+// Issue 38: `bench --tokens 1048576` allocated its inputs and routing streams (4.8 GB with the
+// tiny preset) and generated them for 13 s before the check that found the workspaces could
+// never fit (621 GB). Every check now comes before what it covers: refused at once, small.
+TEST(MemoryEstimate, BenchRefusesARequestThatCannotFitBeforeAllocatingIt) {
+  MXMOE_REQUIRE_X86_BACKENDS();
+  if (kUnderAddressSanitizer) GTEST_SKIP() << "AddressSanitizer's own memory is resident";
+  const MeasuredResult r =
+      run_measured("",
+                   "bench --preset tiny --reps 1 --threads 1 --memory-budget-mb "
+                   "16 --dram-buffer-mb 16 --tokens 1048576");
+  if (r.rc == 0) GTEST_SKIP() << "this machine has the memory for 1048576 tokens";
+  EXPECT_EQ(r.rc, 1) << r.err;
+  EXPECT_THAT(r.err, ::testing::HasSubstr("more than the"));
+  const double measured = static_cast<double>(r.max_rss_kb) * 1024.0 - baseline_bytes();
+  EXPECT_LT(measured, 256 * kMiB) << "held " << measured / kMiB
+                                  << " MiB before refusing: " << r.err;
+}
+
 }  // namespace
 }  // namespace mxmoe

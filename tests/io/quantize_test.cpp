@@ -555,11 +555,57 @@ TEST_F(QuantizeCompleteModel, AnUncopyableFileLeavesTheOutputAsItWas) {
   { std::ofstream big(in + "/big.txt"); }
   std::filesystem::resize_file(in + "/big.txt", io::kMaxExtraFileBytes + 1);  // sparse
   expect_refused("big.txt", "more than the");
-  // A link to a file outside IN is followed (a Hugging Face cache snapshot links every file).
-  testing_io::write_bytes(root / "blob", "linked bytes");
-  std::filesystem::create_symlink(root / "blob", in + "/added_tokens.json");
-  io::quantize_checkpoint(in, out, force);
-  EXPECT_EQ(directory_snapshot(out).at("added_tokens.json"), "linked bytes");
+}
+
+// Issue 38: a link among IN's other files was copied wherever it led, so a hostile repository
+// (`notes.txt -> /proc/self/environ`, `tokenizer.json -> /etc/passwd`) put the user's files
+// into the OUT they then upload. Links are followed inside IN and, in a Hugging Face cache
+// snapshot, into the repository's blobs/ only; the others are left out, named in the progress.
+TEST_F(QuantizeCompleteModel, LinksOutOfTheModelDirectoryAreNotCopied) {
+  namespace fs = std::filesystem;
+  const std::string secret = "the user's secret";
+  testing_io::write_bytes(root / "secret.txt", secret);
+  fs::create_symlink(root / "secret.txt", in + "/notes.txt");
+  fs::create_symlink("/proc/self/environ", in + "/env.txt");
+  fs::create_symlink("../secret.txt", in + "/relative.txt");
+  testing_io::write_bytes(in + "/original/inside.txt", "inside bytes");
+  fs::create_symlink("original/inside.txt", in + "/inside.json");
+  std::vector<std::string> progress;
+  io::QuantizeOptions options;
+  options.progress = [&](const std::string& line) { progress.push_back(line); };
+  io::quantize_checkpoint(in, out, options);
+  const auto files = directory_snapshot(out);
+  for (const char* name : {"notes.txt", "env.txt", "relative.txt"})
+    EXPECT_EQ(files.count(name), 0u) << name;
+  for (const auto& [name, bytes] : files) EXPECT_EQ(bytes.find(secret), std::string::npos) << name;
+  EXPECT_EQ(files.at("inside.json"), "inside bytes");  // a link inside IN is followed
+  EXPECT_THAT(progress, ::testing::Contains(::testing::AllOf(
+                            HasSubstr("not copied (links that lead out of the model directory"),
+                            HasSubstr("env.txt -> /proc/"), HasSubstr("notes.txt -> "),
+                            HasSubstr("relative.txt -> "))));
+
+  // A Hugging Face cache snapshot: every file a link into ../../blobs/, all of them copied.
+  const fs::path repo = root / "models--org--name";
+  const fs::path snapshot = repo / "snapshots" / "0123abcd";
+  fs::create_directories(repo / "blobs");
+  fs::create_directories(snapshot);
+  int blob = 0;
+  const auto in_files = directory_snapshot(in);
+  std::map<std::string, std::string> expected;
+  for (const fs::directory_entry& e : fs::directory_iterator(in)) {
+    if (!e.is_regular_file() || e.is_symlink()) continue;
+    const std::string name = e.path().filename().string(), hash = "blob" + std::to_string(blob++);
+    fs::copy_file(e.path(), repo / "blobs" / hash);
+    fs::create_symlink(fs::path("..") / ".." / "blobs" / hash, snapshot / name);
+    if (name.find(".safetensors") == std::string::npos && name != "config.json" &&
+        name != "pytorch_model.bin")
+      expected[name] = in_files.at(name);
+  }
+  ASSERT_FALSE(expected.empty());
+  const std::string hub_out = root / "hub_out";
+  io::quantize_checkpoint(snapshot.string(), hub_out, {});
+  const auto hub_files = directory_snapshot(hub_out);
+  for (const auto& [name, bytes] : expected) EXPECT_EQ(hub_files.at(name), bytes) << name;
 }
 
 // Cancelled between the pieces of the copies (what SIGINT does), at every point of the

@@ -1,12 +1,16 @@
 // The fork-join pool: every task runs exactly once per parallel_for, on a valid thread, for
 // back-to-back calls (workers still spinning), calls after the workers fell asleep, and
-// pools destroyed while spinning or asleep.
+// pools destroyed while spinning or asleep, and pools used in a forked child.
 #include "base/thread_pool.hpp"
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <random>
 #include <thread>
 #include <vector>
@@ -101,6 +105,83 @@ TEST(ThreadPool, AnInterruptCheckEndsAJobEarlyAndTheNextJobRunsWhole) {
     stop.store(false);
     run_and_check(pool, 500);
   }
+}
+
+// Runs BODY in a forked child and returns its exit status; -1 when the child had not ended
+// after 30 s (a hang: it is killed).
+int exit_status_in_child(const std::function<int()>& body) {
+  const pid_t pid = ::fork();
+  if (pid == 0) ::_exit(body());
+  if (pid < 0) return -2;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  int status = 0;
+  while (::waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// In the child: 0 when a job of slow tasks ran every task once with a worker taking part.
+int job_runs_on_workers(ThreadPool& pool) {
+  constexpr int kTasks = 64;
+  std::vector<std::atomic<int>> runs(kTasks);
+  std::atomic<int> on_workers{0};
+  pool.parallel_for(kTasks, [&](std::int64_t t, int thread) {
+    runs[static_cast<std::size_t>(t)].fetch_add(1);
+    if (thread != 0) on_workers.fetch_add(1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  });
+  for (const auto& r : runs)
+    if (r.load() != 1) return 3;
+  return on_workers.load() > 0 ? 0 : 4;
+}
+
+// Issue 38: a pool whose workers had run waited forever at its first job in a forked child
+// (the workers are not copied by fork). The child starts its own workers; destroying the pool
+// there returns too (it never joins the parent's threads).
+TEST(ThreadPool, AForkedChildRunsJobsOnItsOwnWorkers) {
+  ThreadPool pool(3);
+  run_and_check(pool, 100);
+  EXPECT_EQ(exit_status_in_child([&] { return job_runs_on_workers(pool); }), 0);
+  // A pool destroyed in the child, after a job there or without one.
+  for (bool job_first : {true, false}) {
+    auto* doomed = new ThreadPool(3);
+    run_and_check(*doomed, 100);
+    EXPECT_EQ(exit_status_in_child([&] {
+                const int status = job_first ? job_runs_on_workers(*doomed) : 0;
+                delete doomed;
+                return status;
+              }),
+              0)
+        << "job_first " << job_first;
+    delete doomed;
+  }
+  run_and_check(pool, 100);  // the parent's workers are untouched
+}
+
+// A fork while another thread's job holds the workers (the child inherits them claimed), and
+// the child's own child, which never used the pool in between.
+TEST(ThreadPool, AChildForkedDuringAJobAndAGrandchildRunOnWorkers) {
+  ThreadPool pool(3);
+  std::atomic<bool> in_job{false}, release{false};
+  std::thread busy([&] {
+    pool.parallel_for(8, [&](std::int64_t, int) {
+      in_job.store(true);
+      while (!release.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    });
+  });
+  while (!in_job.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(exit_status_in_child([&] { return job_runs_on_workers(pool); }), 0);
+  release.store(true);
+  busy.join();
+  EXPECT_EQ(exit_status_in_child(
+                [&] { return exit_status_in_child([&] { return job_runs_on_workers(pool); }); }),
+            0);
 }
 
 }  // namespace
