@@ -13,6 +13,7 @@
 
 #include "backends/kernel.hpp"
 #include "backends/kernel_isa.hpp"
+#include "mxmoe/backend.hpp"
 #include "oracle/capabilities.hpp"
 #include "oracle/cost.hpp"
 

@@ -6,7 +6,7 @@
 #include "hw/hardware_json.hpp"
 #include "model/layer_spec_json.hpp"
 #include "mxmoe/deployment.hpp"
-#include "mxmoe/oracle.hpp"
+#include "mxmoe/selection.hpp"
 
 namespace mxmoe::json_io {
 

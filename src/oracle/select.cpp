@@ -9,7 +9,9 @@
 
 #include "base/printable.hpp"
 #include "mxmoe/log.hpp"
-#include "mxmoe/oracle.hpp"
+#include "mxmoe/judge.hpp"
+#include "mxmoe/no_backend_error.hpp"
+#include "mxmoe/reports.hpp"
 #include "oracle/report.hpp"
 
 namespace mxmoe {
