@@ -14,8 +14,8 @@
 #include "backends/kernel.hpp"
 #include "backends/kernel_isa.hpp"
 #include "mxmoe/backend.hpp"
-#include "oracle/capabilities.hpp"
-#include "oracle/cost.hpp"
+#include "contract/capabilities.hpp"
+#include "contract/cost.hpp"
 
 namespace mxmoe {
 

@@ -23,8 +23,8 @@ namespace fs = std::filesystem;
 const std::map<std::string, int>& layers() {
   static const std::map<std::string, int> kLayers = {
       {"base", 0},    {"format", 1}, {"model", 2},  {"hw", 2},      {"io", 3},
-      {"routing", 3}, {"oracle", 4}, {"backends", 5}, {"runtime", 6}, {"verify", 7},
-      {"dist", 7},    {"perf", 8},   {"capi", 9},   {"cli", 10},
+      {"routing", 3}, {"contract", 4}, {"backends", 5}, {"oracle", 6}, {"runtime", 7},
+      {"verify", 8},  {"dist", 8},   {"perf", 9},   {"capi", 10},  {"cli", 11},
   };
   return kLayers;
 }
@@ -42,8 +42,8 @@ const std::map<std::string, std::string>& header_owners() {
       {"hardware", "hw"},        {"checkpoint", "io"},
       {"safetensors", "io"},     {"npy", "io"},
       {"generate", "io"},        {"routing", "routing"},
-      {"deployment", "oracle"},  {"oracle", "oracle"},
-      {"reason_codes", "oracle"}, {"backend", "oracle"},
+      {"deployment", "contract"}, {"oracle", "oracle"},
+      {"reason_codes", "contract"}, {"backend", "contract"},
       {"selection", "oracle"},   {"judge", "oracle"},
       {"no_backend_error", "oracle"}, {"reports", "oracle"},
       {"registry", "backends"},

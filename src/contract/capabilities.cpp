@@ -1,6 +1,6 @@
 // check_capabilities: the predicates every backend shares, each failing one reported as
 // its own Rejection (never only the first).
-#include "oracle/capabilities.hpp"
+#include "contract/capabilities.hpp"
 
 #include <fmt/format.h>
 
