@@ -30,6 +30,8 @@ from ._mxmoe import Layer, LoadError, NoBackendError, NumericError, __version__
 from . import _mxmoe
 
 __all__ = [
+    "Completion",
+    "LLM",
     "Layer",
     "LoadError",
     "Model",
@@ -507,3 +509,6 @@ def dequantize_mxfp4(blocks: Any, scales: Any):
     [..., K/32] (uint8, the layout of :func:`quantize_mxfp4`). Exact: every MXFP4 value is a
     float32. Any other dtype is a TypeError (a float or int64 array is not a block of bytes)."""
     return _mxmoe._dequantize_mxfp4(_uint8_array(blocks, "blocks"), _uint8_array(scales, "scales"))
+
+
+from .llm import LLM, Completion  # noqa: E402  (uses the helpers above)

@@ -4,7 +4,8 @@
 // translation of the standard exceptions). The package's
 // Python files (python/mxmoe/) build the user-facing API on top (docs/PYTHON.md).
 // This file is the module's table of contents: edge.cpp (errors, interrupts, runtimes, the
-// request), layers.cpp (Model, Layer, a layer from tensors), functions.cpp (the rest), and
+// request), layers.cpp (Model, Layer, a layer from tensors), llm.cpp (a whole model),
+// functions.cpp (the rest), and
 // arrays.cpp (arrays in and out).
 #include "bindings.hpp"
 #include "edge.hpp"
@@ -17,4 +18,5 @@ NB_MODULE(_mxmoe, m) {
   mxmoe::python::register_errors(m);
   mxmoe::python::bind_layers(m);
   mxmoe::python::bind_functions(m);
+  mxmoe::python::bind_llm(m);
 }

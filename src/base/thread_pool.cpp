@@ -5,6 +5,23 @@
 
 namespace mxmoe {
 
+namespace {
+// Polls done() for at most ThreadPool::kSpinBeforeSleep; true when it held. Between polls
+// the thread yields its CPU, so on an oversubscribed machine the thread it waits for (or
+// anyone else) runs instead of the spin.
+template <class Done>
+bool spin_until(Done&& done) noexcept {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point until = Clock::now() + ThreadPool::kSpinBeforeSleep;
+  for (;;) {
+    for (int i = 0; i < 16; ++i)
+      if (done()) return true;
+    if (Clock::now() >= until) return false;
+    std::this_thread::yield();
+  }
+}
+}  // namespace
+
 ThreadPool::ThreadPool(int threads, const std::vector<int>& cpu_affinity) {
   const int workers = threads > 1 ? threads - 1 : 0;
   workers_.reserve(static_cast<std::size_t>(workers));
@@ -86,17 +103,18 @@ void ThreadPool::run(std::int64_t tasks, void* ctx, Trampoline fn) {
     fn_ = fn;
     tasks_ = tasks;
     next_.store(0, std::memory_order_relaxed);
-    busy_ = static_cast<int>(workers_.size());
+    busy_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
     ++generation_;
+    published_.store(generation_, std::memory_order_release);
   }
   wake_.notify_all();
   if (interrupt_)
     drain_polled(tasks, ctx, fn, next_);
   else
     drain(0);
-  {
+  if (!spin_until([this] { return busy_.load(std::memory_order_acquire) == 0; })) {
     std::unique_lock lock(mutex_);
-    done_.wait(lock, [this] { return busy_ == 0; });
+    done_.wait(lock, [this] { return busy_.load(std::memory_order_acquire) == 0; });
   }
   claimed_.store(false, std::memory_order_release);
 }
@@ -104,6 +122,7 @@ void ThreadPool::run(std::int64_t tasks, void* ctx, Trampoline fn) {
 void ThreadPool::worker_loop(int thread) {
   std::uint64_t seen = 0;
   for (;;) {
+    spin_until([&] { return published_.load(std::memory_order_acquire) != seen; });
     {
       std::unique_lock lock(mutex_);
       wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
@@ -111,9 +130,9 @@ void ThreadPool::worker_loop(int thread) {
       seen = generation_;
     }
     drain(thread);
-    {
-      std::lock_guard lock(mutex_);
-      if (--busy_ == 0) done_.notify_one();
+    if (busy_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      std::lock_guard lock(mutex_);  // the caller either sees busy_ == 0 or is waiting
+      done_.notify_one();
     }
   }
 }

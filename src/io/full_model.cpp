@@ -2,9 +2,13 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
+#include <map>
 #include <stdexcept>
 
+#include "base/byte_level.hpp"
 #include "base/json.hpp"
 #include "model/config_writer.hpp"
 
@@ -72,20 +76,88 @@ int id_of(std::span<const Special> special, const std::vector<int>& ids, std::st
   throw std::logic_error("no special token " + std::string(text));
 }
 
-// UTF-8 of a code point below 0x800 (all the byte-level alphabet needs).
-std::string utf8(unsigned cp) {
-  if (cp < 0x80) return std::string(1, static_cast<char>(cp));
-  return {static_cast<char>(0xC0 | (cp >> 6)), static_cast<char>(0x80 | (cp & 0x3F))};
+// The text the stand-in tokenizer learns its merges from: English prose, digits and code,
+// enough for frequent words and pieces to become single tokens.
+constexpr std::string_view kMergeText =
+    "The model reads the text as tokens and writes the next token. The experts of a layer are "
+    "chosen by the router for each token, and the output is the sum of the chosen experts "
+    "weighted by the router. This is a small stand-in tokenizer for a generated checkpoint: it "
+    "is not the published one, but it is a real byte-level BPE with merges, so that a prompt "
+    "becomes fewer tokens than bytes. The quick brown fox jumps over the lazy dog. Hello, "
+    "world! What is the answer? It is 42, and 2026-12-01 is a date. def forward(self, x): "
+    "return self.down(self.act(self.gate(x)) * self.up(x)) # the expert's feed-forward\n"
+    "for (int i = 0; i < n; ++i) { sum += a[i] * b[i]; }\n";
+
+// Merges learned from kMergeText, at most MAX: words are split at spaces (a space starts the
+// next word), each merge the most frequent pair of adjacent tokens, ties to the smaller pair
+// of texts, so the same merges come out on every machine. Returns the merges as pairs of
+// tokens' bytes, in rank order.
+std::vector<std::pair<std::string, std::string>> learn_merges(std::size_t max) {
+  std::map<std::vector<std::string>, int> words;
+  std::size_t begin = 0;
+  for (std::size_t i = 1; i <= kMergeText.size(); ++i) {
+    if (i == kMergeText.size() || kMergeText[i] == ' ') {
+      std::vector<std::string> bytes;
+      for (const char c : kMergeText.substr(begin, i - begin)) bytes.emplace_back(1, c);
+      ++words[bytes];
+      begin = i;
+    }
+  }
+  std::vector<std::pair<std::string, std::string>> merges;
+  while (merges.size() < max) {
+    std::map<std::pair<std::string, std::string>, int> pairs;
+    for (const auto& [word, count] : words)
+      for (std::size_t k = 0; k + 1 < word.size(); ++k) pairs[{word[k], word[k + 1]}] += count;
+    const auto best = std::max_element(pairs.begin(), pairs.end(), [](const auto& a, const auto& b) {
+      return a.second < b.second;  // the first of equals (the smallest pair) wins
+    });
+    if (best == pairs.end() || best->second < 2) break;
+    merges.push_back(best->first);
+    std::map<std::vector<std::string>, int> next;
+    for (const auto& [word, count] : words) {
+      std::vector<std::string> merged;
+      for (std::size_t k = 0; k < word.size(); ++k) {
+        if (k + 1 < word.size() && word[k] == best->first.first && word[k + 1] == best->first.second) {
+          merged.push_back(word[k] + word[k + 1]);
+          ++k;
+        } else {
+          merged.push_back(word[k]);
+        }
+      }
+      next[merged] += count;
+    }
+    words = std::move(next);
+  }
+  return merges;
 }
 
-// A byte-level BPE (GPT-2's byte-to-character alphabet, no merges): every text encodes, one
-// token per UTF-8 byte, and decodes back; the special tokens sit at their ids.
-std::string tokenizer_json(std::span<const Special> special, const std::vector<int>& ids) {
+// The pre-tokenizer patterns of the published tokenizers: o200k's (gpt-oss) and Qwen2's.
+constexpr const char* kO200kPattern =
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr const char* kQwen2Pattern =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+// A byte-level BPE in the family's published form (gpt-oss: o200k's Split then ByteLevel;
+// Qwen: NFC, Qwen2's Split, ByteLevel): the 256 byte tokens, merges learned from
+// kMergeText as far as the ids below the special tokens allow, the special tokens at their
+// ids. Every text encodes and decodes back.
+std::string tokenizer_json(Family family, std::span<const Special> special, const std::vector<int>& ids,
+                           int vocab_size) {
+  const std::array<std::string, 256> alphabet = byte_level::characters();
+  auto spelled = [&](const std::string& bytes) {
+    std::string out;
+    for (const char c : bytes) out += alphabet[static_cast<unsigned char>(c)];
+    return out;
+  };
   Json vocab = Json::object();
-  unsigned extra = 0;
-  for (unsigned b = 0; b < 256; ++b) {
-    const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174;
-    vocab[utf8(printable ? b : 256 + extra++)] = b;
+  for (unsigned b = 0; b < 256; ++b) vocab[alphabet[b]] = b;
+  int free_ids = vocab_size - static_cast<int>(special.size());
+  for (const int id : ids) free_ids = std::min(free_ids, id);
+  Json merges = Json::array();
+  int next_id = 256;
+  for (const auto& [a, b] : learn_merges(static_cast<std::size_t>(std::clamp(free_ids - 256, 0, 400)))) {
+    merges.push_back(spelled(a) + " " + spelled(b));
+    if (!vocab.contains(spelled(a + b))) vocab[spelled(a + b)] = next_id++;  // ab+c, a+bc
   }
   Json added = Json::array();
   for (std::size_t k = 0; k < special.size(); ++k) {
@@ -98,18 +170,24 @@ std::string tokenizer_json(std::span<const Special> special, const std::vector<i
                      {"normalized", false},
                      {"special", true}});
   }
-  const Json byte_level = {{"type", "ByteLevel"},
-                           {"add_prefix_space", false},
-                           {"trim_offsets", true},
-                           {"use_regex", true}};
+  const bool gpt_oss = family == Family::gpt_oss;
+  const Json pre_tokenizer = {
+      {"type", "Sequence"},
+      {"pretokenizers",
+       {{{"type", "Split"},
+         {"pattern", {{"Regex", gpt_oss ? kO200kPattern : kQwen2Pattern}}},
+         {"behavior", "Isolated"},
+         {"invert", false}},
+        {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", gpt_oss}, {"use_regex", false}}}}};
+  const Json decoder = {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}};
   return Json{{"version", "1.0"},
               {"truncation", nullptr},
               {"padding", nullptr},
               {"added_tokens", added},
-              {"normalizer", nullptr},
-              {"pre_tokenizer", byte_level},
+              {"normalizer", gpt_oss ? Json(nullptr) : Json{{"type", "NFC"}}},
+              {"pre_tokenizer", pre_tokenizer},
               {"post_processor", nullptr},
-              {"decoder", byte_level},
+              {"decoder", decoder},
               {"model",
                {{"type", "BPE"},
                 {"dropout", nullptr},
@@ -120,7 +198,7 @@ std::string tokenizer_json(std::span<const Special> special, const std::vector<i
                 {"byte_fallback", false},
                 {"ignore_merges", false},
                 {"vocab", vocab},
-                {"merges", Json::array()}}}}
+                {"merges", merges}}}}
              .dump() +
          "\n";
 }
@@ -308,7 +386,7 @@ FullModel full_model(const LayerSpec& spec, const FullModelSizes& sizes) {
   t.linear("lm_head.weight", z.vocab, h);
 
   m.config_json = config_json(spec, z, pub.special, ids);
-  m.tokenizer_json = tokenizer_json(pub.special, ids);
+  m.tokenizer_json = tokenizer_json(spec.family, pub.special, ids, z.vocab);
   Json generation, tokenizer_config;
   if (spec.family == Family::gpt_oss) {
     generation = {{"bos_token_id", id_of(pub.special, ids, "<|startoftext|>")},

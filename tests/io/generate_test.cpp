@@ -290,7 +290,17 @@ void expect_model_files(const std::string& dir, const std::string& model_type) {
   EXPECT_EQ(ids.size(), vocab.size());
   EXPECT_EQ(*ids.begin(), 0);
   EXPECT_LT(*ids.rbegin(), static_cast<int>(kVocab));
-  EXPECT_EQ(vocab.size(), 256 + tokenizer.at("added_tokens").size());
+  // A byte-level BPE: the 256 byte tokens, a token per merge (learned from a fixed text, so
+  // the same on every machine), the special tokens.
+  const auto& merges = tokenizer.at("model").at("merges");
+  EXPECT_GT(merges.size(), 20u);  // kVocab leaves 35 ids below the special tokens
+  EXPECT_EQ(vocab.size(), 256 + merges.size() + tokenizer.at("added_tokens").size());
+  for (const auto& merge : merges) {
+    const std::string m = merge.get<std::string>();
+    const std::size_t space = m.find(' ');
+    ASSERT_NE(space, std::string::npos) << m;
+    EXPECT_TRUE(vocab.contains(m.substr(0, space) + m.substr(space + 1))) << m;
+  }
   for (const auto& added : tokenizer.at("added_tokens"))
     EXPECT_EQ(vocab.at(added.at("content").get<std::string>()), added.at("id"));
   const auto generation =

@@ -1,0 +1,103 @@
+// LanguageModel: a whole MoE model (gpt-oss, Qwen3-MoE, Mixtral) from its published
+// checkpoint directory to tokens, in mxmoe itself: the embeddings, attention with its KV cache,
+// norms, the MoE layers (MoeLayer, judged by the oracle like any layer), the LM head and the
+// sampler. Weights are read in place from the mapping; the experts are packed once by their
+// backend. This class speaks token ids; text goes through the model's tokenizer (the CLI's
+// complete and chat, the Python package).
+//
+// Batch invariance: with Request::batch_invariant, a sequence's tokens and logits are
+// bit-identical whether it runs alone or in a batch, at any position of the batch and any
+// thread count (docs/INVARIANCE.md).
+//
+// Threads: one LanguageModel must not be used by two threads at once; it computes on its
+// Runtime's pool.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "mxmoe/deployment.hpp"
+#include "mxmoe/export.h"
+#include "mxmoe/hardware.hpp"
+#include "mxmoe/runtime.hpp"
+
+namespace mxmoe {
+
+struct MXMOE_API LlmOptions {
+  Request request;           // how the MoE layers are judged (activation, batch_invariant, ...)
+  int max_context = 4096;    // tokens per sequence, prompt and answer (<= max_position_embeddings)
+  int max_batch = 1;         // sequences generated at once
+  int prefill_chunk = 256;   // prompt tokens per step
+  // Bytes the model may take beside its mapping (KV cache, packed experts), checked before
+  // anything large is allocated; 0: no check.
+  std::uint64_t memory_limit = 0;
+  std::function<void(const std::string&)> progress;  // loading progress lines (e.g. to stderr)
+};
+
+struct MXMOE_API SamplingParams {
+  int max_tokens = 16;       // new tokens per sequence, >= 1
+  float temperature = 0.0f;  // 0: greedy
+  int top_k = 0;             // 0: no limit
+  float top_p = 1.0f;        // (0, 1]
+  float min_p = 0.0f;        // [0, 1]
+  std::uint64_t seed = 0;    // each sequence samples from its own generator seeded with this
+  bool ignore_eos = false;   // run to max_tokens even past a stop token
+  std::vector<std::int32_t> stop_ids;  // ids that end a sequence, besides the model's EOS ids
+};
+
+struct MXMOE_API Completion {
+  std::vector<std::int32_t> tokens;  // the new tokens, a stop token included
+  std::string finish_reason;         // "stop" (a stop token), "length" (max_tokens), "cancelled"
+};
+
+class MXMOE_API LanguageModel {
+ public:
+  // Opens DIR (config.json, generation_config.json, the safetensors). Throws LoadError (a
+  // missing or malformed file; a tensor that disagrees with config.json, naming it; a family
+  // mxmoe does not run whole, naming what is missing), std::invalid_argument (options out of
+  // range), std::runtime_error (more memory than memory_limit, naming the bytes),
+  // NoBackendError (a MoE layer nothing runs).
+  LanguageModel(const std::string& dir, const Hardware& hardware, Runtime& runtime,
+                LlmOptions options = {});
+  ~LanguageModel();
+  LanguageModel(LanguageModel&&) noexcept;
+  LanguageModel& operator=(LanguageModel&&) noexcept;
+
+  std::string family() const;  // "gpt_oss", "qwen3_moe", "mixtral"
+  int vocab_size() const noexcept;
+  int max_context() const noexcept;
+  int max_batch() const noexcept;
+  std::vector<std::int32_t> eos_ids() const;  // config.json's and generation_config.json's
+  std::int32_t bos_id() const noexcept;       // -1 when the model has none
+
+  // Called for each new token of sequence SEQUENCE as it is chosen; returning false ends that
+  // sequence ("cancelled"). Between steps, `cancel` (if set) is asked whether to end them all.
+  using TokenCallback = std::function<bool(std::size_t sequence, std::int32_t token)>;
+
+  // Completes every prompt (at most max_batch, each non-empty, each token in the vocabulary,
+  // and prompt + max_tokens within max_context: std::invalid_argument naming the prompt and the
+  // limit, before any work).
+  std::vector<Completion> generate(const std::vector<std::vector<std::int32_t>>& prompts,
+                                   const SamplingParams& params, const TokenCallback& on_token = {},
+                                   const std::function<bool()>& cancel = {});
+
+  // The logits after every position of PROMPT, [prompt.size(), vocab_size()] row-major: what a
+  // reference implementation is compared with.
+  std::vector<float> prompt_logits(std::span<const std::int32_t> prompt);
+
+  // What runs where: the family and sizes, the dense kernels, each layer's MoE backend.
+  std::string describe() const;
+  // Bytes of weights one decoded token reads (the active experts only), and the KV cache's.
+  std::uint64_t bytes_per_token() const;
+  std::uint64_t kv_cache_bytes() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace mxmoe

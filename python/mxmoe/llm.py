@@ -1,0 +1,148 @@
+"""mxmoe.LLM: a whole MoE model (gpt-oss, Qwen3-MoE, Mixtral) from its checkpoint directory,
+run by mxmoe itself (C++: the attention, norms, MoE layers, head and sampler), in the spirit of
+``vllm.LLM`` and ``llama_cpp.Llama``. The GIL is released while it computes.
+
+    import mxmoe
+    llm = mxmoe.LLM("/tmp/tiny-oss", max_context=256)
+    out = llm.generate([[5, 17, 42]], max_tokens=8)
+    print(out[0].tokens, out[0].finish_reason)
+
+Prompts are lists of token ids; ``stream`` yields each new token as it is chosen.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple, Union
+
+from . import _mxmoe
+from . import _bool, _int, _names, _optional_str, _path, _threads, PathLike
+
+
+@dataclass
+class Completion:
+    """One prompt's answer: its new token ids (a stop token included) and why it ended:
+    "stop" (a stop token), "length" (max_tokens) or "cancelled"."""
+
+    tokens: List[int]
+    finish_reason: str
+
+
+def _prompts(prompts: Any) -> List[List[int]]:
+    if not isinstance(prompts, (list, tuple)) or not prompts:
+        raise TypeError("prompts: expected a non-empty list of token-id lists")
+    if all(isinstance(t, int) and not isinstance(t, bool) for t in prompts):
+        prompts = [prompts]  # one prompt given as its ids
+    out = []
+    for i, p in enumerate(prompts):
+        if not isinstance(p, (list, tuple)):
+            raise TypeError(f"prompts[{i}]: expected a list of token ids, got {type(p).__name__}")
+        out.append([_int(t, f"prompts[{i}] token", 0, 2**31 - 1) for t in p])
+    return out
+
+
+def _float(value: Any, argument: str, low: float, high: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{argument}: expected a number, got {type(value).__name__}")
+    value = float(value)
+    if not low <= value <= high:  # NaN fails too
+        raise ValueError(f"{argument}: expected a number in [{low}, {high}], got {value}")
+    return value
+
+
+class LLM:
+    """A whole model bound for generation.
+
+    ``max_context``: tokens per sequence, prompt and answer (the KV cache is allocated for
+    ``max_batch`` sequences of it at load). ``activation``, ``batch_invariant``, ``threads``,
+    ``backend``, ``exclude``: the request every MoE layer is judged with (as
+    :meth:`mxmoe.Model.layer`). ``progress``: a callable given each loading line.
+    """
+
+    def __init__(self, path: PathLike, max_context: int = 4096, max_batch: int = 1,
+                 activation: Optional[str] = None, batch_invariant: bool = False,
+                 threads: int = 0, backend: Optional[str] = None,
+                 exclude: Union[str, Sequence[str]] = (), prefill_chunk: int = 256,
+                 progress: Optional[Callable[[str], Any]] = None) -> None:
+        self._llm = _mxmoe._LLM(
+            _path(path, "path"), _optional_str(activation, "activation"),
+            _bool(batch_invariant, "batch_invariant"), _threads(threads),
+            _optional_str(backend, "backend"), _names(exclude, "exclude"),
+            _int(max_context, "max_context", 1, 1 << 24),
+            _int(max_batch, "max_batch", 1, 4096), _int(prefill_chunk, "prefill_chunk", 1, 1 << 20),
+            progress)
+        self._lock = threading.Lock()  # one generation at a time: the KV cache is the model's
+
+    family = property(lambda self: self._llm.family, doc='"gpt_oss", "qwen3_moe" or "mixtral".')
+    vocab_size = property(lambda self: self._llm.vocab_size)
+    max_context = property(lambda self: self._llm.max_context)
+    max_batch = property(lambda self: self._llm.max_batch)
+    eos_ids = property(lambda self: list(self._llm.eos_ids),
+                       doc="Token ids that end a sequence (config and generation_config).")
+
+    def describe(self) -> str:
+        """What runs where: sizes, the dense kernels, each layer's MoE backend."""
+        return self._llm.describe()
+
+    def generate(self, prompts: Any, max_tokens: int = 16, temperature: float = 0.0,
+                 top_k: int = 0, top_p: float = 1.0, min_p: float = 0.0, seed: int = 0,
+                 ignore_eos: bool = False, stop_ids: Sequence[int] = (),
+                 on_token: Optional[Callable[[int, int], Any]] = None) -> List[Completion]:
+        """Completes every prompt (a list of token-id lists, or one list of ids) as one batch.
+        ``on_token(sequence, token)`` is called for each new token; returning False ends that
+        sequence. Greedy at temperature 0; the same seed gives the same tokens."""
+        args = (
+            _prompts(prompts), _int(max_tokens, "max_tokens", 1, 1 << 24),
+            _float(temperature, "temperature", 0.0, 1e4), _int(top_k, "top_k", 0, 1 << 24),
+            _float(top_p, "top_p", 1e-9, 1.0), _float(min_p, "min_p", 0.0, 1.0),
+            _int(seed, "seed", 0, 2**64 - 1), _bool(ignore_eos, "ignore_eos"),
+            [_int(t, "stop_ids", 0, 2**31 - 1) for t in stop_ids])
+        callback = None
+        if on_token is not None:
+            def callback(sequence: int, token: int) -> bool:
+                return on_token(sequence, token) is not False
+        with self._lock:
+            done = self._llm.generate(*args, callback)
+        return [Completion(list(tokens), reason) for tokens, reason in done]
+
+    def stream(self, prompt: Sequence[int], **kwargs: Any) -> Iterator[int]:
+        """Yields the new tokens of one prompt as they are chosen (generation runs on a
+        thread of its own; closing the iterator early cancels it)."""
+        tokens: "queue.Queue[Tuple[str, Any]]" = queue.Queue()
+        stop = threading.Event()
+
+        def on_token(_: int, token: int) -> bool:
+            tokens.put(("token", token))
+            return not stop.is_set()
+
+        def run() -> None:
+            try:
+                self.generate([list(prompt)], on_token=on_token, **kwargs)
+                tokens.put(("end", None))
+            except BaseException as e:  # handed to the consumer
+                tokens.put(("error", e))
+
+        worker = threading.Thread(target=run, daemon=True)
+        worker.start()
+        try:
+            while True:
+                kind, value = tokens.get()
+                if kind == "token":
+                    yield value
+                elif kind == "error":
+                    raise value
+                else:
+                    return
+        finally:
+            stop.set()
+            worker.join()
+
+    def prompt_logits(self, prompt: Sequence[int]):
+        """The logits after every position of PROMPT: numpy float32 [len(prompt), vocab]."""
+        with self._lock:
+            return self._llm.prompt_logits(_prompts(list(prompt))[0])
+
+    def __repr__(self) -> str:
+        return f"<mxmoe.LLM {self.family}: vocab {self.vocab_size}, context {self.max_context}>"

@@ -1,0 +1,184 @@
+"""mxmoe.LLM, the whole model in mxmoe itself, against the model authors' code: a tiny model of
+each family built with transformers' own classes (hf_families.py), written as a checkpoint
+mxmoe reads, and transformers' float32 forward on the same MXFP4-rounded weights.
+
+Tolerance: with float32 activations (activation="f32") the two differ only in the order of
+float32 sums (H = 128, I = 64, head_dim = 32 terms: ~1e-7 relative each), mxmoe's router and
+norms accumulated in double and rounded once, and RoPE's angles (both in float32, the same
+inverse frequencies; cos/sin of libm and of torch may differ by an ulp). Through 2-3 layers and
+the head that leaves ~1e-6 of the largest logit (measured below 3e-6); 1e-4 keeps a margin and
+still sees any real difference: a wrong weight, bias, sink, window or rotation moves logits by
+1e-2 or more (test_the_comparison_sees_a_wrong_window).
+
+Run where torch and transformers are installed; scripts/test.sh installs them (the pins of
+python/requirements-test.txt) and sets MXMOE_REQUIRE_INTEGRATIONS=1, so there they never skip.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+if os.environ.get("MXMOE_REQUIRE_INTEGRATIONS") != "1":
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+
+import torch  # noqa: E402
+
+import mxmoe  # noqa: E402
+from hf_families import write_checkpoint  # noqa: E402
+
+FAMILIES = ["gpt_oss", "qwen3_moe", "mixtral"]
+LOGIT_TOLERANCE = 1e-4
+NEW_TOKENS = 16
+THREADS = 2
+# Longer than gpt-oss's tiny sliding window (16): its sliding layers drop the oldest keys.
+PROMPT_LENGTH = 27
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("llm"))
+
+
+@pytest.fixture(scope="module")
+def built(work, cli):
+    """family -> (transformers' model, checkpoint directory, mxmoe.LLM in float32)."""
+    cache = {}
+
+    def get(family):
+        if family not in cache:
+            torch.set_num_threads(THREADS)
+            reference, directory = write_checkpoint(family, seed=FAMILIES.index(family) + 21,
+                                                    work=work, cli=cli)
+            llm = mxmoe.LLM(directory, max_context=64, max_batch=3, activation="f32",
+                            batch_invariant=True, threads=THREADS)
+            cache[family] = (reference, directory, llm)
+        return cache[family]
+
+    return get
+
+
+def _prompt(length=PROMPT_LENGTH, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(3, 512, (length,), generator=g).tolist()
+
+
+def _relative(a, b):
+    return float(np.abs(a - b).max() / np.abs(b).max())
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_logits_match_transformers(built, family):
+    reference, _, llm = built(family)
+    prompt = _prompt()
+    with torch.no_grad():
+        want = reference(torch.tensor([prompt])).logits[0].numpy()
+    got = llm.prompt_logits(prompt)
+    assert got.dtype == np.float32 and got.shape == want.shape == (PROMPT_LENGTH, 512)
+    assert np.isfinite(got).all()
+    assert _relative(got, want) <= LOGIT_TOLERANCE
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_greedy_tokens_match_transformers_through_the_cache(built, family):
+    reference, _, llm = built(family)
+    prompt = _prompt(seed=2)
+    # transformers' own cache, one token a step, greedy, end-of-sequence tokens included (its
+    # generate(min_new_tokens=...) would forbid them instead).
+    want = []
+    with torch.no_grad():
+        out = reference(torch.tensor([prompt]), use_cache=True)
+        for _ in range(NEW_TOKENS):
+            want.append(int(out.logits[0, -1].argmax()))
+            out = reference(torch.tensor([[want[-1]]]), past_key_values=out.past_key_values,
+                            use_cache=True)
+    got = llm.generate([prompt], max_tokens=NEW_TOKENS, ignore_eos=True)
+    assert got[0].tokens == want
+    assert got[0].finish_reason == "length"
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_batch_of_three_prompts_equals_each_alone(built, family):
+    _, _, llm = built(family)
+    prompts = [_prompt(5, seed=3), _prompt(PROMPT_LENGTH, seed=4), _prompt(13, seed=5)]
+    alone = [llm.generate([p], max_tokens=NEW_TOKENS, ignore_eos=True)[0].tokens for p in prompts]
+    together = [c.tokens for c in llm.generate(prompts, max_tokens=NEW_TOKENS, ignore_eos=True)]
+    assert together == alone
+    # And at another position of the batch.
+    reordered = [c.tokens for c in llm.generate(prompts[::-1], max_tokens=NEW_TOKENS,
+                                                ignore_eos=True)]
+    assert reordered == alone[::-1]
+
+
+def test_the_comparison_sees_a_wrong_window(built, work):
+    """The tolerance is tight enough: the same gpt-oss model with its sliding window widened
+    (every layer attends to the whole prompt) is far from transformers' logits."""
+    reference, directory, _ = built("gpt_oss")
+    wide = os.path.join(work, "gpt_oss-wide-window")
+    shutil.copytree(directory, wide)
+    with open(os.path.join(wide, "config.json"), encoding="utf-8") as f:
+        config = json.load(f)
+    config["sliding_window"] = 4096
+    with open(os.path.join(wide, "config.json"), "w", encoding="utf-8") as f:
+        json.dump(config, f)
+    prompt = _prompt()
+    with torch.no_grad():
+        want = reference(torch.tensor([prompt])).logits[0].numpy()
+    got = mxmoe.LLM(wide, max_context=64, activation="f32").prompt_logits(prompt)
+    assert _relative(got, want) > 100 * LOGIT_TOLERANCE
+
+
+def test_sampling_is_reproducible_and_streams_the_same_tokens(built):
+    _, _, llm = built("qwen3_moe")
+    prompt = _prompt(9, seed=6)
+    kwargs = dict(max_tokens=12, temperature=0.8, top_p=0.9, seed=1234, ignore_eos=True)
+    first = llm.generate([prompt], **kwargs)[0].tokens
+    assert llm.generate([prompt], **kwargs)[0].tokens == first
+    assert list(llm.stream(prompt, **kwargs)) == first
+
+
+def test_on_token_can_stop_a_sequence(built):
+    _, _, llm = built("mixtral")
+    seen = []
+
+    def on_token(sequence, token):
+        seen.append(token)
+        return len(seen) < 3
+
+    done = llm.generate([_prompt(6, seed=7)], max_tokens=10, ignore_eos=True, on_token=on_token)
+    assert done[0].finish_reason == "cancelled" and done[0].tokens == seen and len(seen) == 3
+
+
+def test_complete_command_gives_the_same_tokens(built, cli):
+    _, directory, llm = built("gpt_oss")
+    prompt = _prompt(8, seed=8)
+    want = llm.generate([prompt], max_tokens=6, ignore_eos=True)[0].tokens
+    out = subprocess.run([cli, "complete", "--model", directory, "--prompt-ids",
+                          ",".join(map(str, prompt)), "--max-tokens", "6", "--ignore-eos",
+                          "--activation", "f32", "--batch-invariant", "--json"],
+                         check=True, capture_output=True, text=True)
+    assert json.loads(out.stdout)["tokens"] == want
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--max-tokens", "0"], "--max-tokens"),
+    (["--max-tokens", "99999999999"], "--max-tokens"),
+    (["--max-context", "10"], "exceed the context of 10 tokens"),
+    (["--prompt-ids", "1,2,x"], "is not a token id"),
+    (["--prompt-ids", "1,2,512"], "outside the vocabulary [0, 512)"),
+])
+def test_complete_refuses_bad_requests_with_exit_2(built, cli, args, message):
+    _, directory, _ = built("gpt_oss")
+    base = [cli, "complete", "--model", directory, "--max-tokens", "4"]
+    if "--prompt-ids" not in args:
+        base += ["--prompt-ids", "3,4,5,6,7,8,9"]
+    out = subprocess.run(base + args, capture_output=True, text=True)
+    assert out.returncode == 2, out.stderr
+    assert message in out.stderr
+    assert out.stdout == ""

@@ -1,0 +1,91 @@
+// The portable kernels of dense::Linear: they DEFINE the two numerics classes
+// (linear_kernels.hpp); the ISA kernels are checked against their bits (tests/dense).
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstring>
+
+#include "backends/dense/linear_kernels.hpp"
+#include "mxmoe/format.hpp"
+
+namespace mxmoe::dense {
+
+namespace {
+
+float halving_tree(const float (&acc)[kLinearLanes]) noexcept {
+  float s8[8], s4[4];
+  for (int i = 0; i < 8; ++i) s8[i] = acc[i] + acc[i + 8];
+  for (int i = 0; i < 4; ++i) s4[i] = s8[i] + s8[i + 4];
+  return (s4[0] + s4[2]) + (s4[1] + s4[3]);
+}
+
+float weight_at(const LinearF32Call& c, std::int64_t i) noexcept {
+  return c.bf16 ? bf16_to_f32(static_cast<const std::uint16_t*>(c.w)[i])
+                : static_cast<const float*>(c.w)[i];
+}
+
+// x86's conversion: round half to even, NaN or out of range -> INT_MIN; then [-127, 127].
+std::int8_t code_of(float scaled) noexcept {
+  const float r = std::nearbyint(scaled);
+  const int q = (r >= -2147483648.0f && r < 2147483648.0f) ? static_cast<int>(r) : INT_MIN;
+  return static_cast<std::int8_t>(std::clamp(q, -127, 127));
+}
+
+}  // namespace
+
+float quantize_block32_portable(const float* v, int count, std::int8_t* codes) noexcept {
+  float amax = 0.0f;
+  for (int i = 0; i < count; ++i) amax = std::max(amax, std::fabs(v[i]));
+  std::memset(codes, 0, kBlock);
+  if (amax == 0.0f) return 0.0f;  // also all-NaN: std::max keeps the zero
+  const float inv = 127.0f / amax;
+  for (int i = 0; i < count; ++i) codes[i] = code_of(v[i] * inv);
+  return amax / 127.0f;
+}
+
+void linear_fp32_portable(const LinearF32Call& c, std::int64_t row0, std::int64_t rows) noexcept {
+  for (std::int64_t t = 0; t < c.tokens; ++t) {
+    const float* x = c.x + t * c.in;
+    for (std::int64_t o = row0; o < row0 + rows; ++o) {
+      float acc[kLinearLanes] = {};
+      for (std::int64_t k = 0; k < c.in; ++k)
+        acc[k % kLinearLanes] = std::fma(weight_at(c, o * c.in + k), x[k], acc[k % kLinearLanes]);
+      const float s = halving_tree(acc);
+      c.y[t * c.y_stride + o] = c.bias != nullptr ? s + c.bias[o] : s;
+    }
+  }
+}
+
+void linear_int8_portable(const LinearInt8Call& c, std::int64_t row0, std::int64_t rows) noexcept {
+  const std::int64_t blocks = c.w.blocks, stride = 2 * c.w.pairs();
+  std::int8_t xq[kCompactMaxIn];
+  float dx[kCompactMaxIn / kBlock];
+  for (std::int64_t t = 0; t < c.tokens; ++t) {
+    const float* x = c.x + t * c.in;
+    for (std::int64_t b = 0; b < blocks; ++b)
+      dx[b] = quantize_block32_portable(
+          x + b * kBlock, static_cast<int>(std::min<std::int64_t>(kBlock, c.in - b * kBlock)),
+          xq + b * kBlock);
+    for (std::int64_t o = row0; o < row0 + rows; ++o) {
+      const std::int8_t* wq = c.w.codes + o * stride * kBlock;
+      const float* dw = c.w.scales + o * stride;
+      float acc[kLinearLanes] = {};
+      for (std::int64_t b = 0; b < blocks; ++b) {
+        const float d = dw[b] * dx[b];
+        for (int g = 0; g < 8; ++g) {
+          std::int32_t q = 0;
+          for (int i = 0; i < 4; ++i) {
+            const std::int64_t k = b * kBlock + 4 * g + i;
+            q += std::int32_t{wq[k]} * std::int32_t{xq[k]};
+          }
+          float& lane = acc[8 * (b % 2) + g];
+          lane = std::fma(static_cast<float>(q), d, lane);
+        }
+      }
+      const float s = halving_tree(acc);
+      c.y[t * c.y_stride + o] = c.bias != nullptr ? s + c.bias[o] : s;
+    }
+  }
+}
+
+}  // namespace mxmoe::dense

@@ -1,0 +1,113 @@
+// `mxmoe chat`: a conversation with a whole model, streamed as it is generated. Each line read
+// from stdin is a user turn; the conversation is rendered in the family's chat format
+// (src/text/chat.hpp: harmony, ChatML, [INST]) and completed. Ctrl-C stops the answer, not the
+// program; Ctrl-D (end of input) or /quit ends it; /reset forgets the conversation.
+#include <fmt/core.h>
+
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include "base/printable.hpp"
+#include "cli/command.hpp"
+#include "cli/common.hpp"
+#include "cli/llm_common.hpp"
+#include "text/chat.hpp"
+
+namespace mxmoe::cli {
+namespace {
+
+struct ChatCommandOptions {
+  GenerationFlags gen;
+  std::string system;
+  bool thinking = true;
+};
+
+int run_chat(CLI::App& app, const ChatCommandOptions& o) {
+  const text::Tokenizer tokenizer = *open_tokenizer(o.gen.model, true);
+  const Request request = o.gen.request.resolve(app);
+  Runtime runtime(request.threads);
+  const int context = o.gen.max_context > 0 ? o.gen.max_context : 4096;
+  auto model = open_model(app, o.gen, runtime, 1, context, false);
+  const text::ChatFormat format = text::chat_format_for(model->family());
+  const SamplingParams params = o.gen.sampling();
+
+  std::vector<text::ChatMessage> messages;
+  if (!o.system.empty()) messages.push_back({"system", o.system});
+  fmt::print(stderr, "mxmoe chat: {} ({} format), context {} tokens. Ctrl-C stops an answer; "
+                     "/reset forgets the conversation; /quit or Ctrl-D ends.\n",
+             model->family(), text::to_string(format), context);
+  std::string line;
+  for (;;) {
+    fmt::print("> ");
+    std::fflush(stdout);
+    if (!std::getline(std::cin, line)) break;
+    if (line == "/quit" || line == "/exit") break;
+    if (line == "/reset") {
+      messages.resize(o.system.empty() ? 0 : 1);
+      continue;
+    }
+    if (line.empty()) continue;
+    messages.push_back({"user", line});
+    std::vector<std::int32_t> ids;
+    try {
+      ids = tokenizer.encode(text::render_chat(format, messages, {.enable_thinking = o.thinking}), true);
+    } catch (const std::invalid_argument& e) {  // the line is not UTF-8
+      fmt::print(stderr, "mxmoe chat: {}\n", e.what());
+      messages.pop_back();
+      continue;
+    }
+    if (static_cast<std::int64_t>(ids.size()) + params.max_tokens > context) {
+      fmt::print(stderr,
+                 "mxmoe chat: the conversation ({} tokens) and an answer of --max-tokens {} "
+                 "exceed the context of {} tokens: /reset, or start with a larger --max-context\n",
+                 ids.size(), params.max_tokens, context);
+      messages.pop_back();
+      continue;
+    }
+    StopOnSignal stop;  // Ctrl-C from here on ends this answer only
+    text::StreamDecoder stream(tokenizer, true);
+    const auto done = model->generate(
+        {ids}, params,
+        [&](std::size_t, std::int32_t token) {
+          if (tokenizer.contains(token)) fmt::print("{}", printable_message(stream.push(token)));
+          std::fflush(stdout);
+          return !StopOnSignal::stop_requested();
+        },
+        [] { return StopOnSignal::stop_requested(); });
+    fmt::print("{}\n", printable_message(stream.finish()));
+    if (StopOnSignal::signal() == SIGTERM) return kExitInterrupted;
+    if (StopOnSignal::stop_requested()) fmt::print(stderr, "[stopped]\n");
+    std::vector<std::int32_t> answer = done[0].tokens;
+    if (done[0].finish_reason == "stop" && !answer.empty()) answer.pop_back();  // the stop token
+    messages.push_back({"assistant", model_text(tokenizer, answer)});
+  }
+  fmt::print("\n");
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_chat(CLI::App& app, Action& action) {
+  auto* sub = app.add_subcommand("chat", "Talk with a whole model, streamed (Ctrl-C stops an answer)");
+  auto o = std::make_shared<ChatCommandOptions>();
+  o->gen.max_tokens = 512;
+  o->gen.add(*sub, "The longest answer in tokens (default 512)");
+  sub->add_option("--max-context", o->gen.max_context,
+                  "Tokens of the whole conversation (default 4096); the KV cache is allocated for it")
+      ->check(CLI::Range(1, 1 << 24));
+  sub->add_option("--system", o->system, "A system message that opens the conversation");
+  sub->add_flag("!--no-thinking", o->thinking,
+                "Qwen3: write the empty thinking block, as enable_thinking=False does");
+  sub->footer(
+      "Each line you type is one user turn, in the model's chat format (gpt-oss: harmony; "
+      "Qwen3-MoE: ChatML; Mixtral: [INST]). The answer streams as it is generated; Ctrl-C stops "
+      "it and you can type again. /reset forgets the conversation; /quit or Ctrl-D ends.\n"
+      "Examples:\n"
+      "  mxmoe chat --model /tmp/gpt-oss-20b\n"
+      "  mxmoe chat --model /tmp/qwen3-tiny --temperature 0.7 --top-p 0.9 --seed 1\n"
+      "  echo 'Hello' | mxmoe chat --model DIR --max-tokens 32");
+  sub->callback([&action, o, sub] { action = [o, sub] { return run_chat(*sub, *o); }; });
+}
+
+}  // namespace mxmoe::cli

@@ -1,0 +1,58 @@
+// What the whole-model commands (complete, chat, bench --whole) share: their flags (the
+// model, the context, sampling, the request), opening the model with progress on stderr and
+// the memory checked first, the tokenizer (required for text, optional for ids), and token-id
+// lists on the command line.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/common.hpp"
+#include "mxmoe/llm.hpp"
+#include "mxmoe/runtime.hpp"
+#include "text/tokenizer.hpp"
+
+namespace mxmoe::cli {
+
+// "5,17,42" -> ids (spaces allowed around commas); UsageError naming FLAG otherwise.
+std::vector<std::int32_t> parse_token_ids(const std::string& list, const std::string& flag);
+
+// DIR/tokenizer.json for a directory, else the path itself.
+std::string tokenizer_path(const std::string& model);
+
+struct GenerationFlags {
+  std::string model;
+  int max_tokens = 16;
+  float temperature = 0.0f;
+  int top_k = 0;
+  float top_p = 1.0f;
+  float min_p = 0.0f;
+  std::uint64_t seed = 0;
+  int max_context = 0;  // 0: the command's default
+  bool ignore_eos = false;
+  RequestOptions request;
+  HardwareOptions hardware;
+
+  void add(CLI::App& app, const std::string& max_tokens_help);
+  SamplingParams sampling() const;
+};
+
+// The model of FLAGS on RUNTIME for MAX_BATCH sequences of CONTEXT tokens (memory checked
+// against MemAvailable first; loading lines on stderr unless quiet).
+std::unique_ptr<LanguageModel> open_model(CLI::App& app, const GenerationFlags& flags,
+                                          Runtime& runtime, int max_batch, int context,
+                                          bool quiet);
+
+// The model's tokenizer. REQUIRED (text in or out is asked for): a missing or unsupported
+// tokenizer.json is an error naming it. Otherwise: nullopt, said once on stderr.
+std::optional<text::Tokenizer> open_tokenizer(const std::string& model, bool required);
+
+// The text of a model's IDS: special tokens left out, and ids the model may produce that are
+// no token of the tokenizer (its vocabulary padding) skipped, as the tokenizers library does.
+std::string model_text(const text::Tokenizer& tokenizer, const std::vector<std::int32_t>& ids);
+
+}  // namespace mxmoe::cli

@@ -1,0 +1,333 @@
+// dense::Linear (src/backends/dense): every kernel this CPU runs against a float64 reference
+// with a bound derived from K and the element precision; identical bits within a numerics
+// class (every ISA kernel and the portable one that defines the class); batch invariance at
+// 1 and 2 threads; the bias; odd shapes; the selection's verdicts under a cap; hostile
+// construction refused naming the tensor.
+#include "backends/dense/dense_linear.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "base/thread_pool.hpp"
+#include "mxmoe/format.hpp"
+#include "test_platform.hpp"
+
+namespace {
+
+using mxmoe::ElementType;
+using mxmoe::Hardware;
+using mxmoe::ThreadPool;
+using mxmoe::dense::DenseMode;
+using mxmoe::dense::Linear;
+using mxmoe::dense::LinearOptions;
+using mxmoe::dense::LinearWeights;
+
+constexpr double kUnit = 1.0 / (1 << 24);  // f32 unit roundoff
+
+// A layer's bytes: bf16 or f32 weights of normal values with a few hostile ones.
+struct Layer {
+  std::vector<std::uint16_t> bf16;
+  std::vector<float> f32, bias;
+  LinearWeights weights(ElementType e, bool with_bias) const {
+    LinearWeights w;
+    w.name = "blk.0.attn_q.weight";
+    w.element = e;
+    w.data = e == ElementType::bf16 ? static_cast<const void*>(bf16.data()) : f32.data();
+    w.out = out;
+    w.in = in;
+    if (with_bias) w.bias = bias.data();
+    return w;
+  }
+  std::int64_t out = 0, in = 0;
+  // The weight as the kernels see it (bf16 widens exactly).
+  double at(ElementType e, std::int64_t o, std::int64_t k) const {
+    const auto i = static_cast<std::size_t>(o * in + k);
+    return e == ElementType::bf16 ? mxmoe::bf16_to_f32(bf16[i]) : f32[i];
+  }
+};
+
+Layer make_layer(std::int64_t out, std::int64_t in, unsigned seed, bool hostile = false) {
+  Layer l;
+  l.out = out;
+  l.in = in;
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 0.05f);
+  l.f32.resize(static_cast<std::size_t>(out * in));
+  for (float& v : l.f32) v = normal(rng);
+  if (hostile && l.f32.size() > 8) {
+    l.f32[1] = 1e-40f;  // subnormal
+    l.f32[3] = 3e20f;   // huge
+    l.f32[5] = -0.0f;
+    l.f32[7] = -2e-39f;
+  }
+  for (const float v : l.f32) l.bf16.push_back(mxmoe::f32_to_bf16(v));
+  for (std::int64_t o = 0; o < out; ++o) l.bias.push_back(normal(rng));
+  return l;
+}
+
+std::vector<float> make_x(std::int64_t m, std::int64_t in, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(static_cast<std::size_t>(m * in));
+  for (float& v : x) v = normal(rng);
+  return x;
+}
+
+std::vector<float> run(const Linear& lin, const std::vector<float>& x, std::int64_t m,
+                       int threads) {
+  ThreadPool pool(threads);
+  std::vector<float> y(static_cast<std::size_t>(m * lin.out()), std::nanf(""));
+  lin.forward(x.data(), m, y.data(), pool);
+  return y;
+}
+
+// The Hardware variants that pick each kernel of a mode this CPU runs: the probe, capped at
+// avx2, and with no features at all (the portable kernel).
+std::vector<Hardware> hardware_variants() {
+  std::vector<Hardware> out{mxmoe::probe_hardware()};
+  if (kX86BackendsCompiled) out.push_back(mxmoe::probe_hardware("avx2"));
+  Hardware bare = mxmoe::probe_hardware();
+  bare.isa = mxmoe::cap_isa(bare.isa, "none");
+  out.push_back(bare);
+  return out;
+}
+
+TEST(DenseLinear, Fp32MatchesFloat64WithinTheAccumulationBound) {
+  // A sum of K products in 16 lanes of K/16 FMAs, then 4 tree levels, then the bias: each
+  // output is within (K/16 + 6) u sum|w x| (+ u |bias|) of the exact sum, u = 2^-24.
+  for (const std::int64_t in : {1, 15, 16, 17, 100, 2880}) {
+    const std::int64_t out = 37, m = 9;
+    const Layer layer = make_layer(out, in, static_cast<unsigned>(in));
+    const std::vector<float> x = make_x(m, in, 5);
+    for (const ElementType e : {ElementType::bf16, ElementType::f32})
+      for (const Hardware& hw : hardware_variants()) {
+        const Linear lin(layer.weights(e, true), hw);
+        const std::vector<float> y = run(lin, x, m, 2);
+        const double lanes_bound = static_cast<double>(in / 16 + 6) * kUnit;
+        for (std::int64_t t = 0; t < m; ++t)
+          for (std::int64_t o = 0; o < out; ++o) {
+            double exact = 0, magnitude = 0;
+            for (std::int64_t k = 0; k < in; ++k) {
+              const double p = layer.at(e, o, k) * double{x[static_cast<std::size_t>(t * in + k)]};
+              exact += p;
+              magnitude += std::fabs(p);
+            }
+            const double b = layer.bias[static_cast<std::size_t>(o)];
+            const double bound =
+                lanes_bound * magnitude + 2 * kUnit * (std::fabs(exact) + std::fabs(b));
+            EXPECT_NEAR(y[static_cast<std::size_t>(t * out + o)], exact + b, bound)
+                << lin.kernel_name() << " in " << in << " row " << o << " token " << t;
+          }
+      }
+  }
+}
+
+TEST(DenseLinear, CompactMatchesFloat64WithinTheQuantizationBound) {
+  // Each code is within 0.5 step (+ the rounding of v * 127 / amax: 0.51) of its value, a
+  // step being d = amax / 127 of its block. So |w x - w~ x~| <= 0.51 dw |x~| + 0.51 dx |w|
+  // per element (x~ = x + at most 0.51 dx), plus f32 accumulation as above.
+  const std::int64_t out = 33, m = 5;
+  for (const std::int64_t in : {7, 32, 33, 96, 2880}) {
+    const Layer layer = make_layer(out, in, 3u + static_cast<unsigned>(in));
+    const std::vector<float> x = make_x(m, in, 9);
+    for (const Hardware& hw : hardware_variants()) {
+      const Linear lin(layer.weights(ElementType::bf16, false), hw,
+                       {DenseMode::compact_int8, nullptr});
+      const std::vector<float> y = run(lin, x, m, 2);
+      for (std::int64_t t = 0; t < m; ++t)
+        for (std::int64_t o = 0; o < out; ++o) {
+          double exact = 0, bound = 0;
+          for (std::int64_t b0 = 0; b0 < in; b0 += 32) {
+            const std::int64_t b1 = std::min(in, b0 + 32);
+            double wmax = 0, xmax = 0;
+            for (std::int64_t k = b0; k < b1; ++k) {
+              wmax = std::max(wmax, std::fabs(layer.at(ElementType::bf16, o, k)));
+              xmax = std::max(xmax, std::fabs(double{x[static_cast<std::size_t>(t * in + k)]}));
+            }
+            const double dw = wmax / 127, dx = xmax / 127;
+            for (std::int64_t k = b0; k < b1; ++k) {
+              const double wv = layer.at(ElementType::bf16, o, k);
+              const double xv = double{x[static_cast<std::size_t>(t * in + k)]};
+              exact += wv * xv;
+              bound += 0.51 * dw * (std::fabs(xv) + 0.51 * dx) + 0.51 * dx * std::fabs(wv) +
+                       static_cast<double>(in / 16 + 8) * kUnit * (std::fabs(wv) + dw) *
+                           (std::fabs(xv) + dx);
+            }
+          }
+          EXPECT_NEAR(y[static_cast<std::size_t>(t * out + o)], exact, bound)
+              << lin.kernel_name() << " in " << in << " row " << o << " token " << t;
+        }
+    }
+  }
+}
+
+// Every kernel of a class gives the portable kernel's bits, on hostile values and odd shapes.
+TEST(DenseLinear, EveryKernelOfAClassGivesThePortableBits) {
+  for (const DenseMode mode : {DenseMode::as_published, DenseMode::compact_int8})
+    for (const std::int64_t in : {1, 17, 31, 32, 33, 64, 65, 250, 2880})
+      for (const ElementType e : {ElementType::bf16, ElementType::f32}) {
+        const std::int64_t out = 19, m = 13;
+        const Layer layer = make_layer(out, in, 7u * static_cast<unsigned>(in), true);
+        std::vector<float> x = make_x(m, in, 1);
+        x[0] = 1e-39f;
+        if (x.size() > 20) x[20] = -7e15f;
+        const std::vector<Hardware> variants = hardware_variants();
+        const Linear portable(layer.weights(e, true), variants.back(), {mode, nullptr});
+        ASSERT_EQ(std::string(portable.kernel_name()).rfind("portable", 0), 0u);
+        const std::vector<float> want = run(portable, x, m, 1);
+        for (std::size_t v = 0; v + 1 < variants.size(); ++v) {
+          const Linear lin(layer.weights(e, true), variants[v], {mode, nullptr});
+          EXPECT_EQ(lin.selection().candidates.front().numerics_class,
+                    portable.selection().candidates.back().numerics_class);
+          const std::vector<float> got = run(lin, x, m, 2);
+          EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
+              << lin.kernel_name() << " vs " << portable.kernel_name() << " in " << in
+              << (e == ElementType::bf16 ? " bf16" : " f32");
+        }
+      }
+}
+
+// A token's outputs have the same bits alone and at every position of a batch of 1..33
+// tokens, at 1 and 2 threads, for every kernel this CPU runs.
+TEST(DenseLinear, BatchInvariant) {
+  const std::int64_t out = 45, in = 160;
+  const Layer layer = make_layer(out, in, 21);
+  const std::vector<float> batch = make_x(33, in, 4);
+  for (const DenseMode mode : {DenseMode::as_published, DenseMode::compact_int8})
+    for (const Hardware& hw : hardware_variants()) {
+      const Linear lin(layer.weights(ElementType::bf16, true), hw, {mode, nullptr});
+      std::vector<std::vector<float>> alone;
+      for (std::int64_t t = 0; t < 33; ++t)
+        alone.push_back(run(lin, {batch.begin() + t * in, batch.begin() + (t + 1) * in}, 1, 1));
+      for (const int threads : {1, 2})
+        for (std::int64_t m = 1; m <= 33; ++m) {
+          const std::vector<float> y = run(lin, batch, m, threads);
+          for (std::int64_t t = 0; t < m; ++t)
+            ASSERT_EQ(std::memcmp(y.data() + t * out, alone[static_cast<std::size_t>(t)].data(),
+                                  out * sizeof(float)),
+                      0)
+                << lin.kernel_name() << " token " << t << " of " << m << ", " << threads
+                << " threads";
+        }
+    }
+}
+
+TEST(DenseLinear, BiasIsAddedOnceInF32OrBf16) {
+  const Layer layer = make_layer(21, 48, 8);
+  const std::vector<float> x = make_x(3, 48, 2);
+  std::vector<std::uint16_t> bias16(layer.bias.size());
+  for (std::size_t i = 0; i < bias16.size(); ++i) bias16[i] = mxmoe::f32_to_bf16(layer.bias[i]);
+  for (const DenseMode mode : {DenseMode::as_published, DenseMode::compact_int8}) {
+    const Hardware hw = mxmoe::probe_hardware();
+    const std::vector<float> plain =
+        run(Linear(layer.weights(ElementType::bf16, false), hw, {mode, nullptr}), x, 3, 2);
+    const std::vector<float> with =
+        run(Linear(layer.weights(ElementType::bf16, true), hw, {mode, nullptr}), x, 3, 2);
+    LinearWeights w16 = layer.weights(ElementType::bf16, false);
+    w16.bias = bias16.data();
+    w16.bias_element = ElementType::bf16;
+    const std::vector<float> with16 = run(Linear(w16, hw, {mode, nullptr}), x, 3, 2);
+    for (std::size_t i = 0; i < plain.size(); ++i) {
+      EXPECT_EQ(with[i], plain[i] + layer.bias[i % 21]);
+      EXPECT_EQ(with16[i], plain[i] + mxmoe::bf16_to_f32(bias16[i % 21]));
+    }
+  }
+}
+
+TEST(DenseLinear, CompactOwnsItsCopy) {
+  Layer layer = make_layer(40, 96, 12);
+  const std::vector<float> x = make_x(2, 96, 6);
+  ThreadPool pack(2);
+  const Linear lin(layer.weights(ElementType::bf16, true), mxmoe::probe_hardware(),
+                   {DenseMode::compact_int8, &pack});
+  const std::vector<float> before = run(lin, x, 2, 2);
+  std::fill(layer.bf16.begin(), layer.bf16.end(), std::uint16_t{0x7fc0});  // NaN
+  std::fill(layer.bias.begin(), layer.bias.end(), std::nanf(""));
+  const std::vector<float> after = run(lin, x, 2, 2);
+  EXPECT_EQ(std::memcmp(before.data(), after.data(), before.size() * sizeof(float)), 0);
+  EXPECT_EQ(lin.weight_bytes(), 40u * 96 + 40u * 3 * 4 + 40u * (32 + 4));  // 3 blocks + 1 pad
+}
+
+TEST(DenseLinear, SelectionKeepsEveryVerdictAndACapChangesIt) {
+  MXMOE_REQUIRE_X86_BACKENDS();
+  const Layer layer = make_layer(16, 64, 1);
+  const Hardware full = mxmoe::probe_hardware();
+  if (!mxmoe::isa_feature(full.isa, "avx512f").value_or(false)) GTEST_SKIP() << "no AVX-512";
+  const Linear fast(layer.weights(ElementType::bf16, false), full);
+  EXPECT_STREQ(fast.kernel_name(), "avx512_fp32");
+  const Linear capped(layer.weights(ElementType::bf16, false), mxmoe::probe_hardware("avx2"));
+  EXPECT_STREQ(capped.kernel_name(), "avx2_fp32");
+  const auto& c = capped.selection().candidates;
+  ASSERT_EQ(c.size(), 4u);
+  EXPECT_EQ(c[0].kernel, "avx512_fp32");
+  ASSERT_FALSE(c[0].accepted());
+  for (const mxmoe::Rejection& r : c[0].reasons) {
+    EXPECT_EQ(r.code, mxmoe::ReasonCode::unsupported_isa);
+    EXPECT_NE(r.actual.find("capped at 'avx2'"), std::string::npos) << r.actual;
+  }
+  EXPECT_EQ(c[0].reasons.size(), 4u);  // avx512f, bw, vl, dq: every one
+  EXPECT_TRUE(c[1].accepted());
+  EXPECT_EQ(c[2].kernel, "neon_fp32");
+  ASSERT_EQ(c[2].reasons.size(), 2u);  // not compiled here, and no asimd on this CPU
+  EXPECT_EQ(c[2].reasons[0].code, mxmoe::ReasonCode::not_compiled);
+  EXPECT_TRUE(c[3].accepted());
+  const std::string text = describe(capped.selection(), "blk.0.attn_q.weight");
+  EXPECT_NE(text.find("avx2_fp32 [dense_fp32_lanes16]: chosen"), std::string::npos) << text;
+  EXPECT_NE(text.find("unsupported_isa"), std::string::npos) << text;
+
+  if (mxmoe::isa_feature(full.isa, "avx512_vnni").value_or(false)) {
+    const Linear q(layer.weights(ElementType::bf16, false), full,
+                   {DenseMode::compact_int8, nullptr});
+    EXPECT_STREQ(q.kernel_name(), "avx512_vnni_int8");
+  }
+  const Linear q2(layer.weights(ElementType::bf16, false), mxmoe::probe_hardware("avx2"),
+                  {DenseMode::compact_int8, nullptr});
+  EXPECT_STREQ(q2.kernel_name(), "avx2_int8");
+}
+
+void expect_refused(const LinearWeights& w, const std::string& what,
+                    DenseMode mode = DenseMode::as_published) {
+  try {
+    const Linear lin(w, mxmoe::probe_hardware(), {mode, nullptr});
+    ADD_FAILURE() << "accepted: " << what;
+  } catch (const std::invalid_argument& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("'" + w.name + "'"), std::string::npos) << message;
+    EXPECT_NE(message.find(what), std::string::npos) << message;
+  }
+}
+
+TEST(DenseLinear, HostileConstructionIsRefusedNamingTheTensor) {
+  const Layer layer = make_layer(4, 32, 2);
+  LinearWeights w = layer.weights(ElementType::bf16, false);
+  w.name = "output.weight";
+  LinearWeights bad = w;
+  bad.data = nullptr;
+  expect_refused(bad, "no data");
+  bad = w;
+  bad.element = ElementType::mxfp4;
+  expect_refused(bad, "is not f32 or bf16");
+  bad = w;
+  bad.bias = layer.bias.data();
+  bad.bias_element = ElementType::mxfp4;
+  expect_refused(bad, "bias element type");
+  for (const auto& [out, in] : std::vector<std::pair<std::int64_t, std::int64_t>>{
+           {0, 32}, {4, 0}, {-1, 32}, {4, std::int64_t{1} << 40}, {std::int64_t{1} << 25, 32}}) {
+    bad = w;
+    bad.out = out;
+    bad.in = in;
+    expect_refused(bad, "out of range");
+  }
+  bad = w;
+  bad.in = mxmoe::dense::kCompactMaxIn + 32;  // never read: refused before any access
+  expect_refused(bad, "shape_alignment", DenseMode::compact_int8);
+}
+
+}  // namespace

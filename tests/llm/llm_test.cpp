@@ -1,0 +1,287 @@
+// The whole-model runtime (src/llm, include/mxmoe/llm.hpp) on tiny generated gpt-oss and
+// Qwen3 checkpoints: batch invariance in bits (a sequence's logits alone, in a batch at every
+// slot, in one step or mixed with other sequences' prefill and decode, at 1 and 2 threads),
+// the refusals (context, vocabulary, tensors that disagree with config.json, DeepSeek), the
+// sampler's determinism. Agreement with transformers' own models is python/tests/test_llm.py.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <numeric>
+#include <set>
+
+#include "base/json.hpp"
+#include "io/quantize_checkpoint.hpp"
+#include "llm/decoder.hpp"
+#include "llm/sampler.hpp"
+#include "mxmoe/checkpoint.hpp"
+#include "mxmoe/generate.hpp"
+#include "mxmoe/hardware.hpp"
+#include "mxmoe/llm.hpp"
+#include "mxmoe/oracle.hpp"
+#include "test_runtime.hpp"
+
+namespace mxmoe {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+LayerSpec tiny_spec(const std::string& preset) {
+  return resize(mxmoe::preset(preset), {.experts = 4, .top_k = 2, .hidden = 64, .intermediate = 64});
+}
+
+// A tiny whole model of PRESET written once per test program (Qwen3's BF16 experts as
+// published, then quantized to MXFP4 as a user converts them).
+const std::string& tiny_model(const std::string& preset) {
+  static std::map<std::string, std::string> made;
+  auto it = made.find(preset);
+  if (it != made.end()) return it->second;
+  const std::string dir = (fs::temp_directory_path() /
+                           ("mxmoe-llm-test-" + preset + "-" + std::to_string(::getpid())))
+                              .string();
+  GenerateOptions o;
+  o.full = true;
+  o.layers = 3;
+  o.vocab = 300;
+  o.attention_heads = 4;
+  o.kv_heads = 2;
+  o.head_dim = 16;
+  o.force = true;
+  if (preset == "qwen3-30b-a3b") {
+    generate_checkpoint(dir + "-bf16", tiny_spec(preset), o);
+    io::quantize_checkpoint(dir + "-bf16", dir, {.force = true});
+    fs::remove_all(dir + "-bf16");
+  } else {
+    generate_checkpoint(dir, tiny_spec(preset), o);
+  }
+  return made.emplace(preset, dir).first->second;
+}
+
+llm::DecoderOptions options(int slots, bool invariant = true) {
+  llm::DecoderOptions o;
+  o.request.batch_invariant = invariant;
+  o.max_context = 64;
+  o.max_slots = slots;
+  o.max_step_rows = 64;
+  return o;
+}
+
+std::vector<std::int32_t> prompt(int length, int seed) {
+  std::vector<std::int32_t> p(static_cast<std::size_t>(length));
+  for (int i = 0; i < length; ++i) p[static_cast<std::size_t>(i)] = (seed * 37 + i * 11) % 290 + 3;
+  return p;
+}
+
+// The logits of every position of P run alone in slot 0 of a fresh decoder, one step per
+// token after a prefill of `prefill` tokens.
+std::vector<float> alone(llm::Decoder& d, const std::vector<std::int32_t>& p, int prefill) {
+  const int vocab = d.config().vocab;
+  d.reset(0);
+  std::vector<float> out(p.size() * static_cast<std::size_t>(vocab));
+  std::vector<llm::StepRow> rows;
+  for (int i = 0; i < prefill; ++i) rows.push_back({p[static_cast<std::size_t>(i)], 0, true});
+  d.step(rows, out.data());
+  for (std::size_t i = static_cast<std::size_t>(prefill); i < p.size(); ++i) {
+    const llm::StepRow row{p[i], 0, true};
+    d.step({&row, 1}, out.data() + i * static_cast<std::size_t>(vocab));
+  }
+  return out;
+}
+
+class Invariance : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Invariance, ASequenceHasTheSameLogitBitsAloneAndInAnyBatch) {
+  const std::string& dir = tiny_model(GetParam());
+  const Hardware hw = probe_hardware();
+  llm::Decoder one(dir, hw, testing::test_runtime(1), options(1));
+  const int vocab = one.config().vocab;
+  const auto a = prompt(20, 1), b = prompt(7, 2), c = prompt(33, 3);
+  const std::vector<float> want = alone(one, a, 20);
+  // Prefilled token by token instead: the same bits (the step's size does not matter).
+  EXPECT_EQ(alone(one, a, 1), want);
+
+  for (int threads : {1, 2}) {
+    llm::Decoder d(dir, hw, testing::test_runtime(threads), options(3));
+    for (int slot = 0; slot < 3; ++slot) {
+      // A's prefill shares its step with B's whole prompt and C's first half; then A decodes
+      // beside the others' decode and C's second half.
+      for (int s = 0; s < 3; ++s) d.reset(s);
+      const int other1 = (slot + 1) % 3, other2 = (slot + 2) % 3;
+      std::vector<llm::StepRow> rows;
+      for (std::int32_t t : b) rows.push_back({t, other1, false});
+      for (int i = 0; i < 12; ++i) rows.push_back({a[static_cast<std::size_t>(i)], slot, true});
+      for (int i = 0; i < 16; ++i) rows.push_back({c[static_cast<std::size_t>(i)], other2, false});
+      std::vector<float> got(a.size() * static_cast<std::size_t>(vocab));
+      d.step(rows, got.data());
+      for (std::size_t i = 12; i < a.size(); ++i) {
+        rows.clear();
+        rows.push_back({c[16 + (i - 12)], other2, false});
+        rows.push_back({a[i], slot, true});
+        rows.push_back({b[0], other1, false});
+        d.step(rows, got.data() + i * static_cast<std::size_t>(vocab));
+      }
+      ASSERT_EQ(got.size(), want.size());
+      EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
+          << "slot " << slot << ", " << threads << " threads";
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, Invariance, ::testing::Values("gpt-oss-20b", "qwen3-30b-a3b"));
+
+TEST(Decoder, RefusesPastTheContextNamingTheLimitAndKeepsItsState) {
+  const std::string& dir = tiny_model("gpt-oss-20b");
+  llm::DecoderOptions o = options(1);
+  o.max_context = 8;
+  llm::Decoder d(dir, probe_hardware(), testing::test_runtime(1), o);
+  std::vector<llm::StepRow> rows(6, {5, 0, false});
+  std::vector<float> logits(static_cast<std::size_t>(d.config().vocab));
+  d.step(rows, logits.data());
+  EXPECT_EQ(d.length(0), 6);
+  try {
+    d.step(rows, logits.data());
+    FAIL() << "12 positions fit a context of 8";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_THAT(e.what(), HasSubstr("exceed its context of 8 tokens"));
+  }
+  EXPECT_EQ(d.length(0), 6);  // the refused step left nothing behind
+}
+
+TEST(Decoder, RefusesATokenOutsideTheVocabulary) {
+  llm::Decoder d(tiny_model("gpt-oss-20b"), probe_hardware(), testing::test_runtime(1), options(1));
+  const llm::StepRow row{300, 0, true};
+  std::vector<float> logits(300);
+  try {
+    d.step({&row, 1}, logits.data());
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_THAT(e.what(), HasSubstr("token id 300 (row 0) is outside the vocabulary [0, 300)"));
+  }
+  EXPECT_EQ(d.length(0), 0);
+}
+
+// A copy of the tiny model whose config.json is edited by EDIT.
+std::string edited_copy(const std::string& name, const std::function<void(json::Json&)>& edit) {
+  const fs::path src = tiny_model("gpt-oss-20b");
+  const fs::path dst = fs::temp_directory_path() / (name + "-" + std::to_string(::getpid()));
+  fs::remove_all(dst);
+  fs::copy(src, dst, fs::copy_options::recursive);
+  std::ifstream in(dst / "config.json");
+  json::Json j = json::Json::parse(in);
+  edit(j);
+  std::ofstream(dst / "config.json") << j.dump(2);
+  return dst.string();
+}
+
+TEST(Decoder, ATensorThatDisagreesWithConfigIsRefusedByName) {
+  const std::string dir = edited_copy("mxmoe-llm-heads", [](json::Json& j) { j["num_attention_heads"] = 8; });
+  try {
+    llm::Decoder d(dir, probe_hardware(), testing::test_runtime(1), options(1));
+    FAIL();
+  } catch (const LoadError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("model.layers.0.self_attn.q_proj.weight' has shape [64, 64], "
+                                    "config.json implies [128, 64]"));
+  }
+  fs::remove_all(dir);
+}
+
+TEST(Decoder, DeepSeekIsRefusedNamingTheMissingAttention) {
+  const std::string dir = edited_copy("mxmoe-llm-v3", [](json::Json& j) { j["model_type"] = "deepseek_v3"; });
+  try {
+    llm::Decoder d(dir, probe_hardware(), testing::test_runtime(1), options(1));
+    FAIL();
+  } catch (const LoadError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("multi-head latent attention"));
+    EXPECT_THAT(e.what(), HasSubstr("layer API"));
+  }
+  fs::remove_all(dir);
+}
+
+TEST(Decoder, MemoryBeyondTheLimitIsRefusedBeforeAllocating) {
+  llm::DecoderOptions o = options(1);
+  o.memory_limit = 1000;
+  try {
+    llm::Decoder d(tiny_model("gpt-oss-20b"), probe_hardware(), testing::test_runtime(1), o);
+    FAIL();
+  } catch (const std::runtime_error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("KV cache"));
+    EXPECT_THAT(e.what(), HasSubstr("--max-context"));
+  }
+}
+
+TEST(LanguageModel, RefusesPromptsPastTheContextAndEmptyOnes) {
+  LlmOptions o;
+  o.max_context = 16;
+  o.max_batch = 2;
+  LanguageModel m(tiny_model("gpt-oss-20b"), probe_hardware(), testing::test_runtime(1), o);
+  SamplingParams p;
+  p.max_tokens = 8;
+  EXPECT_THROW(m.generate({prompt(9, 1)}, p), std::invalid_argument);  // 9 + 8 > 16
+  EXPECT_THROW(m.generate({{}}, p), std::invalid_argument);
+  EXPECT_THROW(m.generate({prompt(3, 1), prompt(3, 2), prompt(3, 3)}, p), std::invalid_argument);
+  p.max_tokens = 0;
+  EXPECT_THROW(m.generate({prompt(3, 1)}, p), std::invalid_argument);
+  p.max_tokens = 8;
+  const auto done = m.generate({prompt(8, 1)}, p);  // 8 + 8 = 16 fits
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_FALSE(done[0].tokens.empty());
+}
+
+TEST(LanguageModel, TheSameSeedGivesTheSameTokensAndGreedyEqualsTheArgmaxOfTheLogits) {
+  LlmOptions o;
+  o.max_context = 40;
+  LanguageModel m(tiny_model("qwen3-30b-a3b"), probe_hardware(), testing::test_runtime(2), o);
+  SamplingParams p;
+  p.max_tokens = 12;
+  p.ignore_eos = true;
+  p.temperature = 0.9f;
+  p.top_p = 0.95f;
+  p.seed = 42;
+  const auto first = m.generate({prompt(10, 4)}, p), second = m.generate({prompt(10, 4)}, p);
+  EXPECT_EQ(first[0].tokens, second[0].tokens);
+  p.seed = 43;
+  const auto third = m.generate({prompt(10, 4)}, p);
+  EXPECT_NE(first[0].tokens, third[0].tokens);  // 12 tokens of a 300-token vocabulary
+
+  // Greedy: each new token is the argmax of the logits after the tokens before it.
+  p.temperature = 0;
+  const auto greedy = m.generate({prompt(10, 4)}, p);
+  std::vector<std::int32_t> seq = prompt(10, 4);
+  for (std::int32_t t : greedy[0].tokens) {
+    const std::vector<float> l = m.prompt_logits(seq);
+    const std::span<const float> last(l.data() + (seq.size() - 1) * 300, 300);
+    EXPECT_EQ(t, llm::argmax(last));
+    seq.push_back(t);
+  }
+}
+
+TEST(Sampler, TopKOneIsGreedyAndMinPOneKeepsOnlyTheBest) {
+  const std::vector<float> logits = {0.5f, 2.0f, 1.9f, -1.0f};
+  llm::Sampler k1({.temperature = 1.0f, .top_k = 1, .seed = 7});
+  llm::Sampler p1({.temperature = 5.0f, .min_p = 1.0f, .seed = 7});
+  for (int i = 0; i < 50; ++i) {
+    EXPECT_EQ(k1.next(logits), 1);
+    EXPECT_EQ(p1.next(logits), 1);
+  }
+  // At a high temperature every token is drawn; the draws follow the seed.
+  llm::Sampler a({.temperature = 100.0f, .seed = 1}), b({.temperature = 100.0f, .seed = 1});
+  std::set<std::int32_t> seen;
+  for (int i = 0; i < 200; ++i) {
+    const std::int32_t x = a.next(logits);
+    EXPECT_EQ(x, b.next(logits));
+    seen.insert(x);
+  }
+  EXPECT_EQ(seen.size(), 4u);
+}
+
+TEST(Sampler, ArgmaxTakesTheFirstOfEqualsAndSkipsNaN) {
+  EXPECT_EQ(llm::argmax(std::vector<float>{1.0f, 3.0f, 3.0f}), 1);
+  EXPECT_EQ(llm::argmax(std::vector<float>{std::nanf(""), -5.0f, -4.0f}), 2);
+}
+
+}  // namespace
+}  // namespace mxmoe
