@@ -21,6 +21,10 @@ namespace mxmoe {
 // --tokens (a million tokens of gpt-oss-20b are 11.5 GB of input alone).
 inline constexpr int kMaxTokensPerCall = 1 << 20;
 
+// The activation format of a Request that leaves it unset, when no family preference says
+// otherwise (Preferences::default_activation, mxmoe/judge.hpp, starts from it).
+inline constexpr ActivationFormat kDefaultActivation = ActivationFormat::bf16;
+
 // What the user asks for. Built at the edge from flags and environment variables
 // (flags win over MXMOE_* variables; see config.hpp); pure data afterwards.
 struct MXMOE_API Request {

@@ -13,8 +13,9 @@
 
 #include "backends/kernel.hpp"
 #include "backends/kernel_isa.hpp"
-#include "oracle/capabilities.hpp"
-#include "oracle/cost.hpp"
+#include "mxmoe/backend.hpp"
+#include "contract/capabilities.hpp"
+#include "contract/cost.hpp"
 
 namespace mxmoe {
 

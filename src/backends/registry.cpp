@@ -6,7 +6,7 @@
 #include <span>
 
 #include "backends/described_backend.hpp"
-#include "mxmoe/oracle.hpp"
+#include "mxmoe/registry.hpp"
 
 namespace mxmoe {
 namespace backends {
@@ -29,6 +29,14 @@ std::span<const Backend* const> registered_backends() {
 
 const Backend* find_backend(std::string_view name) {
   return find_backend(name, registered_backends());
+}
+
+std::string backend_names() {
+  return backend_names(registered_backends());
+}
+
+std::string unknown_backend_message(std::string_view what, std::string_view name) {
+  return unknown_backend_message(what, name, registered_backends());
 }
 
 }  // namespace mxmoe

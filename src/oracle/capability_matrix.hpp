@@ -6,7 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "mxmoe/oracle.hpp"
+#include "mxmoe/backend.hpp"
+#include "mxmoe/hardware.hpp"
 
 namespace mxmoe {
 

@@ -3,18 +3,10 @@
 // `mxmoe explain --json`) are built from these pieces so every type has one JSON form.
 #pragma once
 
-#include "hw/hardware_json.hpp"
-#include "model/layer_spec_json.hpp"
-#include "mxmoe/deployment.hpp"
-#include "mxmoe/oracle.hpp"
+#include "contract/deployment_json.hpp"
+#include "mxmoe/selection.hpp"
 
 namespace mxmoe::json_io {
-
-Json request_to_json(const Request&);
-Request request_from_json(const Json&);
-
-Json deployment_to_json(const Deployment&);
-Deployment deployment_from_json(const Json&);
 
 Json rejection_to_json(const Rejection&);
 Rejection rejection_from_json(const Json&);

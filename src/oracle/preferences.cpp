@@ -1,7 +1,7 @@
 // Model families' wishes, as data for the one select(). Orderings only break ties between
 // equal cost estimates; a family without one of its own takes the registry's order
 // (backends.inc), and names not registered in this build are ignored by judge().
-#include "mxmoe/oracle.hpp"
+#include "mxmoe/judge.hpp"
 
 namespace mxmoe {
 

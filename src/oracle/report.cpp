@@ -1,12 +1,15 @@
 // The human forms of a Selection: the NoBackendError message (which starts with the
 // sentence users already search for and keeps every reason), the table, the dispatch log;
-// and the hardware report of `mxmoe info` (it lists the registered backends).
+// and the hardware report of `mxmoe info` (it lists the candidates it is handed).
 #include "oracle/report.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <iterator>
+
+#include "mxmoe/no_backend_error.hpp"
+#include "mxmoe/reports.hpp"
 
 namespace mxmoe {
 namespace {
@@ -170,12 +173,12 @@ std::string join_or_none(const std::vector<std::string>& items) {
 
 }  // namespace
 
-std::string format_hardware_report(const Hardware& h) {
+std::string format_hardware_report(const Hardware& h, std::span<const Backend* const> candidates) {
   std::vector<std::string> usable, absent;
   for (std::string_view name : isa_feature_names(h.arch))
     (isa_feature(h.isa, name).value_or(false) ? usable : absent).emplace_back(name);
   std::vector<std::string> backends;
-  for (const Backend* b : registered_backends()) backends.emplace_back(b->name());
+  for (const Backend* b : candidates) backends.emplace_back(b->name());
   std::string out;
   fmt::format_to(std::back_inserter(out), "CPU:        {} ({}), {} logical CPUs\n",
                  h.model.empty() ? "unknown" : h.model,

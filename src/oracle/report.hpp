@@ -1,9 +1,11 @@
-// Text forms of a Selection beyond those in mxmoe/oracle.hpp.
+// Text forms of a Selection beyond those in mxmoe/reports.hpp.
 #pragma once
 
 #include <string>
 
-#include "mxmoe/oracle.hpp"
+#include "mxmoe/deployment.hpp"
+#include "mxmoe/reason_codes.hpp"
+#include "mxmoe/selection.hpp"
 
 namespace mxmoe {
 

@@ -7,9 +7,10 @@
 #include <numeric>
 #include <string>
 
-#include "base/printable.hpp"
 #include "mxmoe/log.hpp"
-#include "mxmoe/oracle.hpp"
+#include "mxmoe/judge.hpp"
+#include "mxmoe/no_backend_error.hpp"
+#include "mxmoe/reports.hpp"
 #include "oracle/report.hpp"
 
 namespace mxmoe {
@@ -223,28 +224,6 @@ std::vector<Suggestion> suggest(const Selection& failed, const Preferences& pref
 }
 
 }  // namespace
-
-const Backend* find_backend(std::string_view name, std::span<const Backend* const> candidates) {
-  for (const Backend* b : candidates) {
-    if (b->name() == name) return b;
-    for (std::string_view former : b->former_names())
-      if (former == name) return b;
-  }
-  return nullptr;
-}
-
-std::string backend_names(std::span<const Backend* const> candidates) {
-  std::string names;
-  for (const Backend* b : candidates) names += (names.empty() ? "" : ", ") + std::string(b->name());
-  return names;
-}
-
-std::string unknown_backend_message(std::string_view what, std::string_view name,
-                                    std::span<const Backend* const> candidates) {
-  const std::string valid = backend_names(candidates);
-  return fmt::format("{}: unknown backend '{}'; valid backends: {}", what, printable(name),
-                     valid.empty() ? "none registered" : valid);
-}
 
 Selection judge(const Deployment& d, const Preferences& prefs,
                 std::span<const Backend* const> candidates) {

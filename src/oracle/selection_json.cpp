@@ -1,4 +1,5 @@
 // Selection (and its parts) <-> JSON.
+#include "mxmoe/no_backend_error.hpp"
 #include "oracle/json_io.hpp"
 
 namespace mxmoe {

@@ -8,7 +8,7 @@
 #include <set>
 
 #include "invariance_fixture.hpp"
-#include "oracle/capabilities.hpp"
+#include "contract/capabilities.hpp"
 #include "test_runtime.hpp"
 #include "verify/invariance.hpp"
 

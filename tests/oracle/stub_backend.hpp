@@ -10,7 +10,7 @@
 
 #include "backends/kernel.hpp"
 #include "mxmoe/oracle.hpp"
-#include "oracle/capabilities.hpp"
+#include "contract/capabilities.hpp"
 
 namespace mxmoe::testing {
 

@@ -29,7 +29,7 @@
 #include "backends/dense/linear_kernels.hpp"
 #include "mxmoe/element_type.hpp"
 #include "mxmoe/hardware.hpp"
-#include "mxmoe/oracle.hpp"
+#include "mxmoe/reason_codes.hpp"
 
 namespace mxmoe {
 class ThreadPool;

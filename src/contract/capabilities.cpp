@@ -1,6 +1,6 @@
 // check_capabilities: the predicates every backend shares, each failing one reported as
 // its own Rejection (never only the first).
-#include "oracle/capabilities.hpp"
+#include "contract/capabilities.hpp"
 
 #include <fmt/format.h>
 
@@ -86,7 +86,7 @@ std::vector<Rejection> check_capabilities(const BackendCapabilities& caps, const
   const Request& req = d.request;
   // judge() always resolves the activation; a direct caller that left it unset gets the
   // default preference (bf16) rather than an exception.
-  const ActivationFormat act = req.activation.value_or(Preferences{}.default_activation);
+  const ActivationFormat act = req.activation.value_or(kDefaultActivation);
 
   if (!caps.uncompiled_kernels.empty()) {
     std::string sets;

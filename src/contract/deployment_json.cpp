@@ -1,6 +1,6 @@
 // Request / Deployment <-> JSON.
+#include "contract/deployment_json.hpp"
 #include "mxmoe/deployment.hpp"
-#include "oracle/json_io.hpp"
 
 namespace mxmoe {
 namespace {

@@ -6,7 +6,8 @@
 #include <string_view>
 #include <vector>
 
-#include "mxmoe/oracle.hpp"
+#include "mxmoe/deployment.hpp"
+#include "mxmoe/reason_codes.hpp"
 
 namespace mxmoe {
 

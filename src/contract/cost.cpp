@@ -1,4 +1,6 @@
-#include "oracle/cost.hpp"
+// The roofline of contract/cost.hpp: the work of one forward call and its time at a
+// backend's sustained rates.
+#include "contract/cost.hpp"
 
 #include <algorithm>
 #include <cmath>

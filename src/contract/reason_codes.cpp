@@ -2,7 +2,7 @@
 #include <array>
 
 #include "base/enum_names.hpp"
-#include "mxmoe/oracle.hpp"
+#include "mxmoe/reason_codes.hpp"
 
 namespace mxmoe {
 namespace {
