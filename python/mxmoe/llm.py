@@ -58,13 +58,16 @@ class LLM:
     ``max_context``: tokens per sequence, prompt and answer (the KV cache is allocated for
     ``max_batch`` sequences of it at load). ``activation``, ``batch_invariant``, ``threads``,
     ``backend``, ``exclude``: the request every MoE layer is judged with (as
-    :meth:`mxmoe.Model.layer`). ``progress``: a callable given each loading line.
+    :meth:`mxmoe.Model.layer`). ``compact``: the attention and head matrices quantized at load to
+    8 bits per 32-block (about half their bytes; docs/ACCURACY.md). ``progress``: a callable
+    given each loading line.
     """
 
     def __init__(self, path: PathLike, max_context: int = 4096, max_batch: int = 1,
                  activation: Optional[str] = None, batch_invariant: bool = False,
                  threads: int = 0, backend: Optional[str] = None,
                  exclude: Union[str, Sequence[str]] = (), prefill_chunk: int = 256,
+                 compact: bool = False,
                  progress: Optional[Callable[[str], Any]] = None) -> None:
         self._llm = _mxmoe._LLM(
             _path(path, "path"), _optional_str(activation, "activation"),
@@ -72,7 +75,7 @@ class LLM:
             _optional_str(backend, "backend"), _names(exclude, "exclude"),
             _int(max_context, "max_context", 1, 1 << 24),
             _int(max_batch, "max_batch", 1, 4096), _int(prefill_chunk, "prefill_chunk", 1, 1 << 20),
-            progress)
+            _bool(compact, "compact"), progress)
         self._lock = threading.Lock()  # one generation at a time: the KV cache is the model's
 
     family = property(lambda self: self._llm.family, doc='"gpt_oss", "qwen3_moe" or "mixtral".')
