@@ -26,7 +26,8 @@ import os
 import threading
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
 
-from ._mxmoe import Layer, LoadError, NoBackendError, NumericError, __version__
+from ._mxmoe import Layer, LoadError, NoBackendError, NumericError, UnsupportedTokenizer
+from ._mxmoe import __version__
 from . import _mxmoe
 
 __all__ = [
@@ -37,6 +38,8 @@ __all__ = [
     "Model",
     "NoBackendError",
     "NumericError",
+    "Tokenizer",
+    "UnsupportedTokenizer",
     "__version__",
     "backends",
     "dequantize_mxfp4",
@@ -46,6 +49,7 @@ __all__ = [
     "layer_from_tensors",
     "presets",
     "quantize_mxfp4",
+    "render_chat",
 ]
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -511,4 +515,5 @@ def dequantize_mxfp4(blocks: Any, scales: Any):
     return _mxmoe._dequantize_mxfp4(_uint8_array(blocks, "blocks"), _uint8_array(scales, "scales"))
 
 
+from .text import Tokenizer, render_chat  # noqa: E402  (uses the helpers above)
 from .llm import LLM, Completion  # noqa: E402  (uses the helpers above)

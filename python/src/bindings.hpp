@@ -9,5 +9,6 @@ namespace mxmoe::python {
 void bind_layers(nb::module_& m);     // layers.cpp: Layer, _Model, _layer_from_tensors
 void bind_functions(nb::module_& m);  // functions.cpp: _explain, _generate, codecs, names
 void bind_llm(nb::module_& m);        // llm.cpp: _LLM, a whole model
+void bind_text(nb::module_& m);       // text.cpp: _Tokenizer, _TextStream, _render_chat
 
 }  // namespace mxmoe::python

@@ -22,19 +22,21 @@
 #include "mxmoe/config.hpp"
 #include "mxmoe/edge_checks.hpp"
 #include "mxmoe/mxmoe.hpp"
+#include "mxmoe/tokenizer.hpp"
 
 namespace mxmoe::python {
 namespace {
 
 // ---------------------------------------------------------------------------------------
 // Errors: mxmoe.NoBackendError (with .selection, the explain report as a dict) and
-// mxmoe.LoadError (an OSError) and mxmoe.NumericError (a ValueError: an output holding NaN/Inf)
-// are made here; std::invalid_argument is ValueError.
+// mxmoe.LoadError (an OSError), mxmoe.NumericError (a ValueError: an output holding NaN/Inf)
+// and mxmoe.UnsupportedTokenizer (a RuntimeError) are made here; std::invalid_argument is ValueError.
 
 struct ErrorTypes {
   PyObject* no_backend = nullptr;
   PyObject* load = nullptr;
   PyObject* numeric = nullptr;
+  PyObject* unsupported_tokenizer = nullptr;
 };
 ErrorTypes& error_types() {
   static ErrorTypes types;  // set once at import; read by the translator
@@ -57,6 +59,8 @@ void translate(const std::exception_ptr& p, void*) {
     PyErr_SetString(error_types().load, e.what());
   } catch (const NumericError& e) {
     PyErr_SetString(error_types().numeric, e.what());
+  } catch (const UnsupportedTokenizer& e) {
+    PyErr_SetString(error_types().unsupported_tokenizer, e.what());
   } catch (const std::system_error& e) {
     PyErr_SetString(PyExc_OSError, e.what());
   } catch (const std::out_of_range& e) {
@@ -147,11 +151,18 @@ void register_errors(nb::module_& m) {
       "message names the count and the tokens, as the C API (MXMOE_ERROR_NON_FINITE) and the "
       "command line (exit 1) do; `out`, when given, holds what was computed.",
       PyExc_ValueError, nullptr);
-  if (types.no_backend == nullptr || types.load == nullptr || types.numeric == nullptr)
+  types.unsupported_tokenizer = PyErr_NewExceptionWithDoc(
+      "mxmoe.UnsupportedTokenizer",
+      "A well-formed tokenizer.json using a model or stage mxmoe does not implement (a "
+      "RuntimeError); the message names it (docs/TOKENIZERS.md lists what is supported).",
+      PyExc_RuntimeError, nullptr);
+  if (types.no_backend == nullptr || types.load == nullptr || types.numeric == nullptr ||
+      types.unsupported_tokenizer == nullptr)
     throw nb::python_error();
   m.attr("NoBackendError") = nb::handle(types.no_backend);
   m.attr("LoadError") = nb::handle(types.load);
   m.attr("NumericError") = nb::handle(types.numeric);
+  m.attr("UnsupportedTokenizer") = nb::handle(types.unsupported_tokenizer);
   main_thread_ident() = nb::cast<unsigned long>(
       nb::module_::import_("threading").attr("main_thread")().attr("ident"));
   nb::register_exception_translator(translate);

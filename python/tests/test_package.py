@@ -90,7 +90,8 @@ def test_presets_and_hardware(name):
 
 
 @pytest.mark.parametrize("document, heading", [("README.md", "## Python"),
-                                               ("docs/PYTHON.md", "## A first layer")])
+                                               ("docs/PYTHON.md", "## A first layer"),
+                                               ("docs/PYTHON.md", "## Whole models")])
 def test_documented_examples_run_as_written(document, heading, tmp_path, capsys):
     """The first Python block after HEADING, run as a user would paste it (its /tmp paths
     moved into this test's folder)."""

@@ -24,19 +24,18 @@ struct ChatCommandOptions {
 };
 
 int run_chat(CLI::App& app, const ChatCommandOptions& o) {
-  const text::Tokenizer tokenizer = *open_tokenizer(o.gen.model, true);
+  const Tokenizer tokenizer = *open_tokenizer(o.gen.model, true);
   const Request request = o.gen.request.resolve(app);
   Runtime runtime(request.threads);
   const int context = o.gen.max_context > 0 ? o.gen.max_context : 4096;
   auto model = open_model(app, o.gen, runtime, 1, context, false);
-  const text::ChatFormat format = text::chat_format_for(model->family());
   const SamplingParams params = o.gen.sampling();
 
-  std::vector<text::ChatMessage> messages;
+  std::vector<ChatMessage> messages;
   if (!o.system.empty()) messages.push_back({"system", o.system});
   fmt::print(stderr, "mxmoe chat: {} ({} format), context {} tokens. Ctrl-C stops an answer; "
                      "/reset forgets the conversation; /quit or Ctrl-D ends.\n",
-             model->family(), text::to_string(format), context);
+             model->family(), text::to_string(text::chat_format_for(model->family())), context);
   std::string line;
   for (;;) {
     fmt::print("> ");
@@ -51,7 +50,7 @@ int run_chat(CLI::App& app, const ChatCommandOptions& o) {
     messages.push_back({"user", line});
     std::vector<std::int32_t> ids;
     try {
-      ids = tokenizer.encode(text::render_chat(format, messages, {.enable_thinking = o.thinking}), true);
+      ids = tokenizer.encode(render_chat(model->family(), messages, true, o.thinking), true);
     } catch (const std::invalid_argument& e) {  // the line is not UTF-8
       fmt::print(stderr, "mxmoe chat: {}\n", e.what());
       messages.pop_back();
@@ -66,11 +65,11 @@ int run_chat(CLI::App& app, const ChatCommandOptions& o) {
       continue;
     }
     StopOnSignal stop;  // Ctrl-C from here on ends this answer only
-    text::StreamDecoder stream(tokenizer, true);
+    TextStream stream(tokenizer, true);
     const auto done = model->generate(
         {ids}, params,
         [&](std::size_t, std::int32_t token) {
-          if (tokenizer.contains(token)) fmt::print("{}", printable_message(stream.push(token)));
+          fmt::print("{}", printable_message(stream.push(token)));
           std::fflush(stdout);
           return !StopOnSignal::stop_requested();
         },
@@ -80,7 +79,7 @@ int run_chat(CLI::App& app, const ChatCommandOptions& o) {
     if (StopOnSignal::stop_requested()) fmt::print(stderr, "[stopped]\n");
     std::vector<std::int32_t> answer = done[0].tokens;
     if (done[0].finish_reason == "stop" && !answer.empty()) answer.pop_back();  // the stop token
-    messages.push_back({"assistant", model_text(tokenizer, answer)});
+    messages.push_back({"assistant", tokenizer.decode(answer, true)});
   }
   fmt::print("\n");
   return kExitOk;

@@ -29,7 +29,7 @@ int run_complete(CLI::App& app, const CompleteOptions& o) {
   if (o.prompts.empty() && o.prompt_files.empty() && o.prompt_ids.empty())
     throw UsageError("complete: give a prompt: --prompt TEXT, --prompt-file FILE or --prompt-ids 5,17,42");
   const bool text_in = !o.prompts.empty() || !o.prompt_files.empty();
-  std::optional<text::Tokenizer> tokenizer = open_tokenizer(o.gen.model, text_in);
+  std::optional<Tokenizer> tokenizer = open_tokenizer(o.gen.model, text_in);
 
   std::vector<std::vector<std::int32_t>> prompts;
   auto encode = [&](const std::string& text, const std::string& what, bool file) {
@@ -72,7 +72,7 @@ int run_complete(CLI::App& app, const CompleteOptions& o) {
   for (const auto& c : done) new_tokens += c.tokens.size();
   auto text_of = [&](const std::vector<std::int32_t>& ids) -> nlohmann::ordered_json {
     if (!tokenizer) return nullptr;
-    return model_text(*tokenizer, ids);
+    return tokenizer->decode(ids, true);
   };
 
   if (o.json) {
@@ -96,7 +96,7 @@ int run_complete(CLI::App& app, const CompleteOptions& o) {
     for (std::size_t i = 0; i < done.size(); ++i) {
       const std::string head = done.size() > 1 ? fmt::format("[{}] ", i) : "";
       if (tokenizer) {
-        fmt::print("{}{}\n", head, printable_message(model_text(*tokenizer, done[i].tokens)));
+        fmt::print("{}{}\n", head, printable_message(tokenizer->decode(done[i].tokens, true)));
       } else {
         std::string ids;
         for (std::size_t t = 0; t < done[i].tokens.size(); ++t)

@@ -4,7 +4,6 @@
 #include <fmt/core.h>
 
 #include <charconv>
-#include <filesystem>
 
 #include "base/printable.hpp"
 #include "mxmoe/errors.hpp"
@@ -29,12 +28,6 @@ std::vector<std::int32_t> parse_token_ids(const std::string& list, const std::st
     i = end + 1;
   }
   return ids;
-}
-
-std::string tokenizer_path(const std::string& model) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  return fs::is_directory(model, ec) ? (fs::path(model) / "tokenizer.json").string() : model;
 }
 
 void GenerationFlags::add(CLI::App& app, const std::string& max_tokens_help) {
@@ -88,27 +81,18 @@ std::unique_ptr<LanguageModel> open_model(CLI::App& app, const GenerationFlags& 
   }
 }
 
-std::optional<text::Tokenizer> open_tokenizer(const std::string& model, bool required) {
-  const std::string path = tokenizer_path(model);
+std::optional<Tokenizer> open_tokenizer(const std::string& model, bool required) {
   try {
-    return text::Tokenizer::from_file(path);
-  } catch (const text::UnsupportedTokenizer& e) {
-    if (required) throw LoadError(fmt::format("{}: {}", path, e.what()));
-    fmt::print(stderr, "mxmoe: note: {}: {}; token ids are printed without text\n", printable(path),
-               e.what());
+    return Tokenizer::load(model);
+  } catch (const UnsupportedTokenizer& e) {  // the message names the file
+    if (required) throw LoadError(e.what());
+    fmt::print(stderr, "mxmoe: note: {}; token ids are printed without text\n", printable(e.what()));
   } catch (const std::exception& e) {
     if (required) throw;
     fmt::print(stderr, "mxmoe: note: no usable tokenizer ({}); token ids are printed without text\n",
                e.what());
   }
   return std::nullopt;
-}
-
-std::string model_text(const text::Tokenizer& tokenizer, const std::vector<std::int32_t>& ids) {
-  std::vector<std::int32_t> known;
-  for (std::int32_t id : ids)
-    if (tokenizer.contains(id)) known.push_back(id);
-  return tokenizer.decode(known, true);
 }
 
 }  // namespace mxmoe::cli

@@ -14,15 +14,12 @@
 #include "cli/common.hpp"
 #include "mxmoe/llm.hpp"
 #include "mxmoe/runtime.hpp"
-#include "text/tokenizer.hpp"
+#include "mxmoe/tokenizer.hpp"
 
 namespace mxmoe::cli {
 
 // "5,17,42" -> ids (spaces allowed around commas); UsageError naming FLAG otherwise.
 std::vector<std::int32_t> parse_token_ids(const std::string& list, const std::string& flag);
-
-// DIR/tokenizer.json for a directory, else the path itself.
-std::string tokenizer_path(const std::string& model);
 
 struct GenerationFlags {
   std::string model;
@@ -49,11 +46,8 @@ std::unique_ptr<LanguageModel> open_model(CLI::App& app, const GenerationFlags& 
                                           bool quiet);
 
 // The model's tokenizer. REQUIRED (text in or out is asked for): a missing or unsupported
-// tokenizer.json is an error naming it. Otherwise: nullopt, said once on stderr.
-std::optional<text::Tokenizer> open_tokenizer(const std::string& model, bool required);
-
-// The text of a model's IDS: special tokens left out, and ids the model may produce that are
-// no token of the tokenizer (its vocabulary padding) skipped, as the tokenizers library does.
-std::string model_text(const text::Tokenizer& tokenizer, const std::vector<std::int32_t>& ids);
+// tokenizer.json is an error naming it. Otherwise: nullopt, said once on stderr. A model's
+// text is its decode(ids, true): special tokens and ids that are no token left out.
+std::optional<Tokenizer> open_tokenizer(const std::string& model, bool required);
 
 }  // namespace mxmoe::cli

@@ -26,7 +26,7 @@ struct TokenizeOptions {
 };
 
 int run_tokenize(const TokenizeOptions& o) {
-  const text::Tokenizer tokenizer = text::Tokenizer::from_file(tokenizer_path(o.model));
+  const text::Tokenizer tokenizer = text::Tokenizer::from_file(text::tokenizer_file(o.model));
   if (!o.decode.empty()) {
     std::vector<text::TokenId> ids = parse_token_ids(o.decode, "--decode");
     std::string out;

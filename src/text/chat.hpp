@@ -8,12 +8,12 @@
 #include <string>
 #include <string_view>
 
+#include "mxmoe/tokenizer.hpp"
+
 namespace mxmoe::text {
 
-struct ChatMessage {
-  std::string role;     // "system", "developer" (harmony), "user", "assistant"
-  std::string content;
-};
+// {role, content}: "system", "developer" (harmony), "user", "assistant".
+using ChatMessage = mxmoe::ChatMessage;
 
 enum class ChatFormat { harmony, chatml, mistral_inst };
 

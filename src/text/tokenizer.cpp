@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <array>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <queue>
@@ -760,6 +761,13 @@ std::string Tokenizer::Impl::decode(std::span<const TokenId> ids, bool skip_spec
     out += parts[k];
   }
   return hold_tail ? out : utf8::lossy(out);
+}
+
+std::string tokenizer_file(const std::string& path_or_dir) {
+  std::error_code ec;
+  return std::filesystem::is_directory(path_or_dir, ec)
+             ? (std::filesystem::path(path_or_dir) / "tokenizer.json").string()
+             : path_or_dir;
 }
 
 Tokenizer Tokenizer::from_file(const std::string& path) {

@@ -10,21 +10,23 @@
 #include <memory>
 #include <optional>
 #include <span>
-#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "mxmoe/tokenizer.hpp"
 
 namespace mxmoe::text {
 
 using TokenId = std::int32_t;
 
 // A well-formed tokenizer.json using a model, normalizer, pre-tokenizer or decoder mxmoe does
-// not implement ("model type \"Unigram\""). Not a LoadError: nothing is wrong with the file.
-class UnsupportedTokenizer : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+// not implement ("model type \"Unigram\""); declared in the public header (mxmoe/tokenizer.hpp,
+// this room's edge to engines and the Python package).
+using UnsupportedTokenizer = mxmoe::UnsupportedTokenizer;
+
+// PATH_OR_DIR/tokenizer.json when PATH_OR_DIR is a directory (a checkpoint), else the path.
+std::string tokenizer_file(const std::string& path_or_dir);
 
 class Tokenizer {
  public:

@@ -45,7 +45,8 @@ const std::map<std::string, std::string>& header_owners() {
       {"model", "runtime"},      {"config", "runtime"},
       {"edge_checks", "runtime"}, {"communicator", "dist"},
       {"expert_parallel", "dist"}, {"mpi", "dist"},
-      {"llm", "llm"},            {"perf", "perf"},
+      {"tokenizer", "text"},     {"llm", "llm"},
+      {"perf", "perf"},
       {"mxmoe", "capi"},
   };
   return kOwners;
