@@ -162,9 +162,32 @@ def _child() -> None:
         print("MXMOE_RESULT " + json.dumps({"message": str(error), "reason": reason}), flush=True)
 
 
-def _run_child(env):
-    result = subprocess.run([sys.executable, os.path.abspath(__file__)], capture_output=True,
-                            text=True, env={**os.environ, **env}, timeout=600)
+def _child_off_the_cpu() -> None:
+    """In a fresh process whose vLLM platform says it is not the CPU (as on CUDA, ROCm, XPU):
+    the plugin's hook wraps the DeepSeek-V4 selector and changes nothing of the CPU path."""
+    from vllm.platforms import current_platform
+
+    current_platform.is_cpu = lambda: False
+    import mxmoe_vllm
+    from vllm.model_executor.layers.fused_moe.experts import cpu_moe
+    from vllm.model_executor.layers.fused_moe.oracle import mxfp4 as oracle
+
+    before = {name: cpu_moe.CPUExpertsMxfp4.__dict__.get(name) for name in
+              ("_supports_current_device", "_supports_batch_invariance",
+               "process_weights_after_loading", "apply")}
+    prepare = cpu_moe.prepare_mxfp4_moe_layer_for_cpu
+    mxmoe_vllm.register()
+    after = {name: cpu_moe.CPUExpertsMxfp4.__dict__.get(name) for name in before}
+    print("MXMOE_RESULT " + json.dumps({
+        "wrapped": getattr(oracle.select_deepseek_v4_mxfp4_moe_backend, "_mxmoe_reasons", False),
+        "cpu_untouched": after == before and cpu_moe.prepare_mxfp4_moe_layer_for_cpu is prepare
+        and not hasattr(cpu_moe.CPUExpertsMxfp4, "_mxmoe_patched")}), flush=True)
+
+
+def _run_child(env, *args):
+    result = subprocess.run([sys.executable, os.path.abspath(__file__), *args],
+                            capture_output=True, text=True, env={**os.environ, **env},
+                            timeout=600)
     assert result.returncode == 0, result.stderr[-4000:]
     line = [x for x in result.stdout.splitlines() if x.startswith("MXMOE_RESULT ")][-1]
     return json.loads(line[len("MXMOE_RESULT "):])
@@ -181,5 +204,10 @@ def test_with_the_plugin_off_vllms_bare_sentence_is_unchanged():
     assert _run_child({"MXMOE_VLLM": "0"})["message"] == BARE
 
 
+def test_off_the_cpu_only_the_selector_is_wrapped():
+    got = _run_child({}, "not-cpu")
+    assert got == {"wrapped": True, "cpu_untouched": True}
+
+
 if __name__ == "__main__":
-    _child()
+    _child_off_the_cpu() if sys.argv[1:] == ["not-cpu"] else _child()
