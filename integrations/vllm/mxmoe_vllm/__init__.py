@@ -1,8 +1,9 @@
 """mxmoe-vllm: vLLM's MXFP4 MoE layers computed by mxmoe when vLLM runs on the CPU platform.
 
 vLLM loads this through its ``vllm.general_plugins`` entry point in every process (main,
-engine core, workers); :func:`register` then patches five attributes of vLLM's CPU MXFP4 experts
-(``vllm/model_executor/layers/fused_moe/experts/cpu_moe.py``), and nothing else:
+engine core, workers); :func:`register` then patches, on the CPU platform, five attributes of
+vLLM's CPU MXFP4 experts (``vllm/model_executor/layers/fused_moe/experts/cpu_moe.py``), and on
+every platform the error of vLLM's DeepSeek-V4 MXFP4 selector (below), and nothing else:
 
 - ``CPUExpertsMxfp4._supports_current_device``: true on any x86 CPU, not only with AMX
   (mxmoe's oracle decides at load what runs, and says why when nothing does);
@@ -19,6 +20,9 @@ engine core, workers); :func:`register` then patches five attributes of vLLM's C
 
 ``VLLM_BATCH_INVARIANT=1`` becomes mxmoe's batch-invariant request; when mxmoe's oracle finds
 no backend, the exception raised at load carries every candidate and every reason.
+On every platform (CUDA, ROCm and XPU as well), and only that off the CPU, vLLM's DeepSeek-V4
+MXFP4 backend selector's error is given the candidate backends and each one's reason, taken
+from vLLM's own ``is_supported_config`` (:mod:`mxmoe_vllm.reasons`).
 ``MXMOE_VLLM=0`` turns the plugin off (vLLM's own path then runs). ``MXMOE_VLLM_MOE_TIMES=PATH``
 (for bench/python/vllm_generate.py, with or without the plugin) times every call of the
 experts' ``apply`` in the process that runs it and keeps the totals in ``PATH.<pid>.json``
@@ -55,6 +59,9 @@ def register() -> None:
     import vllm  # noqa: PLC0415
     from vllm.platforms import current_platform  # noqa: PLC0415
 
+    from . import reasons  # noqa: PLC0415
+
+    reasons.register()  # on every platform: the DeepSeek-V4 selector's error names its reasons
     if not current_platform.is_cpu():
         return
     try:
