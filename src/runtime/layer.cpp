@@ -20,6 +20,7 @@
 #include "base/workspace.hpp"
 #include "model/dense_view.hpp"
 #include "model/mapped_weights.hpp"
+#include "runtime/weight_bytes.hpp"
 #include "mxmoe/edge_checks.hpp"
 #include "mxmoe/format.hpp"
 #include "mxmoe/routing.hpp"
