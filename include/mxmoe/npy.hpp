@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -37,5 +38,11 @@ MXMOE_API NpyArray parse_npy(std::span<const std::uint8_t> file, const std::stri
 // leaves an existing file untouched. Throws files::FileError naming the OS reason.
 MXMOE_API void write_npy(const std::string& path, std::span<const float> data,
                          std::span<const std::int64_t> shape);
+// The same, asking CANCELLED between 8 MiB pieces and before the rename (the command line's
+// Ctrl-C): once it says true, the temporary is removed, the file left as it was, and a
+// std::runtime_error ("PATH: the write was interrupted; ...") thrown.
+MXMOE_API void write_npy(const std::string& path, std::span<const float> data,
+                         std::span<const std::int64_t> shape,
+                         const std::function<bool()>& cancelled);
 
 }  // namespace mxmoe

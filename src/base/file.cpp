@@ -1,5 +1,4 @@
 #include "base/file.hpp"
-#include "base/printable.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -15,6 +14,8 @@
 #include <filesystem>
 #include <random>
 #include <utility>
+
+#include "base/printable.hpp"
 
 namespace mxmoe::files {
 
@@ -141,12 +142,17 @@ std::optional<std::string> try_read_regular_file(const std::string& path, std::u
   return text;
 }
 
+namespace {
+void remove_stale_siblings(const std::string& target, bool directories);
+}  // namespace
+
 AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
   if (path_.empty()) throw FileError("cannot create a file with an empty name");
   target_ = resolve_link(path_);
   struct stat st {};
   if (::stat(target_.c_str(), &st) == 0) {
-    if (S_ISDIR(st.st_mode)) throw FileError("cannot create " + printable(path_) + ": Is a directory");
+    if (S_ISDIR(st.st_mode))
+      throw FileError("cannot create " + printable(path_) + ": Is a directory");
     if (!S_ISREG(st.st_mode)) {
       // /dev/stdout, /dev/null, a FIFO: nothing to keep, write straight into it.
       fd_ = ::open(target_.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY);
@@ -154,6 +160,7 @@ AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
       return;
     }
   }
+  remove_stale_siblings(target_, false);  // a killed writer's partial temporaries
   for (int attempt = 0; attempt < 16 && fd_ < 0; ++attempt) {
     temp_ = temp_name_for(target_);
     fd_ = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
@@ -168,11 +175,18 @@ AtomicFile::~AtomicFile() {
   if (!temp_.empty()) ::unlink(temp_.c_str());
 }
 
+void AtomicFile::throw_if_cancelled() const {
+  if (cancelled_ && cancelled_())
+    throw WriteCancelled(printable(path_) + ": the write was interrupted; the file is as it was");
+}
+
 void AtomicFile::write(const void* data, std::size_t bytes) {
   if (committed_) throw FileError(printable(path_) + ": write after commit");
+  constexpr std::size_t kPiece = std::size_t{8} << 20;
   const auto* p = static_cast<const char*>(data);
   while (bytes > 0) {
-    const ssize_t n = ::write(fd_, p, bytes);
+    throw_if_cancelled();
+    const ssize_t n = ::write(fd_, p, std::min(bytes, kPiece));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) throw FileError("cannot write " + printable(path_) + ": " + os_reason(errno));
     p += n;
@@ -182,15 +196,20 @@ void AtomicFile::write(const void* data, std::size_t bytes) {
 
 void AtomicFile::commit() {
   if (committed_) return;
+  throw_if_cancelled();
   if (temp_.empty()) {
     const int fd = std::exchange(fd_, -1);
-    if (::close(fd) != 0) throw FileError("cannot write " + printable(path_) + ": " + os_reason(errno));
+    if (::close(fd) != 0)
+      throw FileError("cannot write " + printable(path_) + ": " + os_reason(errno));
     committed_ = true;
     return;
   }
-  if (::fsync(fd_) != 0) throw FileError("cannot write " + printable(path_) + ": " + os_reason(errno));
+  if (::fsync(fd_) != 0)
+    throw FileError("cannot write " + printable(path_) + ": " + os_reason(errno));
+  throw_if_cancelled();  // a signal during the flush: still nothing replaced
   const int fd = std::exchange(fd_, -1);
-  if (::close(fd) != 0) throw FileError("cannot write " + printable(path_) + ": " + os_reason(errno));
+  if (::close(fd) != 0)
+    throw FileError("cannot write " + printable(path_) + ": " + os_reason(errno));
   if (::rename(temp_.c_str(), target_.c_str()) != 0)
     throw FileError("cannot replace " + printable(path_) + ": " + os_reason(errno));
   committed_ = true;
@@ -217,10 +236,10 @@ long temp_suffix_pid(const std::string& suffix) {
   return std::strtol(suffix.c_str(), nullptr, 10);
 }
 
-// Temporary sibling directories of TARGET left by processes that no longer run: only names
-// of temp_name_for's exact form with a PID that is not running (never a user's folder that
-// merely starts alike, never a symlink).
-void remove_stale_siblings(const std::string& target) {
+// Temporary siblings of TARGET (directories, or regular files when not DIRECTORIES) left by
+// processes that no longer run: only names of temp_name_for's exact form with a PID that is
+// not running (never a user's folder or file that merely starts alike, never a symlink).
+void remove_stale_siblings(const std::string& target, bool directories) {
   namespace fs = std::filesystem;
   std::string prefix(1, '.');  // built in steps: GCC 12 warns falsely on "." + string
   prefix += base_name_of(target);
@@ -228,7 +247,9 @@ void remove_stale_siblings(const std::string& target) {
   std::error_code ec;
   for (const fs::directory_entry& e : fs::directory_iterator(directory_of(target), ec)) {
     const std::string name = e.path().filename().string();
-    if (name.rfind(prefix, 0) != 0 || e.is_symlink(ec) || !e.is_directory(ec)) continue;
+    if (name.rfind(prefix, 0) != 0 || e.is_symlink(ec) ||
+        !(directories ? e.is_directory(ec) : e.is_regular_file(ec)))
+      continue;
     const long pid = temp_suffix_pid(name.substr(prefix.size()));
     if (pid > 0 && pid != ::getpid() && !process_alive(pid)) fs::remove_all(e.path(), ec);
   }
@@ -239,13 +260,14 @@ void remove_stale_siblings(const std::string& target) {
 AtomicDirectory::AtomicDirectory(std::string target) : target_(std::move(target)) {
   while (target_.size() > 1 && target_.back() == '/') target_.pop_back();
   if (target_.empty()) throw FileError("cannot create a directory with an empty name");
-  remove_stale_siblings(target_);
+  remove_stale_siblings(target_, true);
   for (int attempt = 0; attempt < 16; ++attempt) {
     temp_ = temp_name_for(target_);
     if (::mkdir(temp_.c_str(), 0777) == 0) return;
     if (errno != EEXIST) break;
   }
-  throw FileError("cannot create a directory beside " + printable(target_) + ": " + os_reason(errno));
+  throw FileError("cannot create a directory beside " + printable(target_) + ": " +
+                  os_reason(errno));
 }
 
 AtomicDirectory::~AtomicDirectory() {
@@ -259,7 +281,8 @@ void AtomicDirectory::commit(bool replace_existing) {
   sync_directory(temp_);
   struct stat st {};
   const bool exists = ::lstat(target_.c_str(), &st) == 0;
-  if (exists && !replace_existing) throw FileError("cannot create " + printable(target_) + ": File exists");
+  if (exists && !replace_existing)
+    throw FileError("cannot create " + printable(target_) + ": File exists");
   if (exists && !S_ISDIR(st.st_mode))
     throw FileError("cannot replace " + printable(target_) + ": it is not a directory");
   if (!exists) {
@@ -300,7 +323,8 @@ void check_can_create(const std::string& path) {
   const std::string target = resolve_link(path);
   struct stat st {};
   if (::stat(target.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
-    if (S_ISDIR(st.st_mode)) throw FileError("cannot create " + printable(path) + ": Is a directory");
+    if (S_ISDIR(st.st_mode))
+      throw FileError("cannot create " + printable(path) + ": Is a directory");
     // A special file is opened only when written (a FIFO would wait for its reader here).
     if (::access(target.c_str(), W_OK) != 0)
       throw FileError("cannot open " + printable(path) + ": " + os_reason(errno));

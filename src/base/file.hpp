@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -24,6 +25,13 @@ inline constexpr std::uint64_t kMaxJsonBytes = std::uint64_t{64} << 20;
 class FileError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
+};
+
+// A write stopped by its cancel check (AtomicFile::set_cancel_check: a signal in the command
+// line): the temporary is removed, the target untouched.
+class WriteCancelled : public FileError {
+ public:
+  using FileError::FileError;
 };
 
 // What a file that is not a regular one is, for messages: "a FIFO", "a directory", "a
@@ -65,6 +73,11 @@ class AtomicFile {
   AtomicFile(const AtomicFile&) = delete;
   AtomicFile& operator=(const AtomicFile&) = delete;
 
+  // Optional: polled between the pieces of a write (every 8 MiB) and before the commit's
+  // flush and rename; once it says true, write() and commit() throw WriteCancelled (and the
+  // destructor removes the temporary), so a Ctrl-C during a gigabyte write ends it in
+  // milliseconds and leaves the target as it was.
+  void set_cancel_check(std::function<bool()> check) { cancelled_ = std::move(check); }
   void write(const void* data, std::size_t bytes);
   void write(std::string_view text) { write(text.data(), text.size()); }
   void commit();
@@ -76,6 +89,8 @@ class AtomicFile {
   std::string temp_;    // "" when writing directly
   int fd_ = -1;
   bool committed_ = false;
+  std::function<bool()> cancelled_;
+  void throw_if_cancelled() const;
 };
 
 // A directory written whole or not at all: files go into a temporary sibling directory

@@ -36,8 +36,7 @@ const EnvironmentConfig& environment() {
 
 std::string require_backend_name(const std::string& name, const std::string& what) {
   const Backend* b = find_backend(name);
-  if (b == nullptr)
-    throw UsageError(unknown_backend_message(what, name));
+  if (b == nullptr) throw UsageError(unknown_backend_message(what, name));
   return std::string(b->name());
 }
 
@@ -281,7 +280,7 @@ double require_memory(const std::string& what,
 
 namespace {
 
-// Set by SIGINT/SIGTERM while a StopOnSignal lives (a signal handler may only store to a
+// Set by SIGINT/SIGTERM/SIGHUP while a StopOnSignal lives (a signal handler may only store to a
 // lock-free atomic or a sig_atomic_t): the one piece of process state the handler needs.
 volatile std::sig_atomic_t g_stop_signal = 0;
 
@@ -298,11 +297,13 @@ StopOnSignal::StopOnSignal() {
   sigemptyset(&action.sa_mask);
   sigaction(SIGINT, &action, &old_int_);
   sigaction(SIGTERM, &action, &old_term_);
+  sigaction(SIGHUP, &action, &old_hup_);  // the terminal closed
 }
 
 StopOnSignal::~StopOnSignal() {
   sigaction(SIGINT, &old_int_, nullptr);
   sigaction(SIGTERM, &old_term_, nullptr);
+  sigaction(SIGHUP, &old_hup_, nullptr);
 }
 
 bool StopOnSignal::stop_requested() noexcept {

@@ -162,9 +162,10 @@ inline NonFinite find_non_finite(const std::vector<float>& y, std::int64_t token
   return mxmoe::find_non_finite(y.data(), tokens, width);
 }
 
-// While it lives, SIGINT and SIGTERM do not kill the process but are recorded, so a long
-// writer (quantize, generate) polls stop_requested() between pieces and stops cleanly (its
-// temporary directory deleted, exit 130). The previous handlers come back at destruction.
+// While it lives, SIGINT, SIGTERM and SIGHUP do not kill the process but are recorded, so a
+// long writer (quantize, generate; run's --output and its layer calls) polls stop_requested()
+// between pieces and stops cleanly (its temporary deleted, exit 130: main maps any error
+// raised after a signal to it). The previous handlers come back at destruction.
 class StopOnSignal {
  public:
   StopOnSignal();
@@ -177,6 +178,7 @@ class StopOnSignal {
  private:
   struct sigaction old_int_ {};
   struct sigaction old_term_ {};
+  struct sigaction old_hup_ {};
 };
 
 }  // namespace mxmoe::cli

@@ -195,6 +195,12 @@ int main(int argc, char** argv) {
                 "out of memory: the request needs more memory than this machine can give (try "
                 "fewer tokens or a smaller layer)");
   } catch (const std::exception& e) {
+    // Raised because a signal asked the command to stop (a layer call or a write cut short,
+    // its temporary removed): the documented exit of an interrupted command.
+    if (const int signal = mxmoe::cli::StopOnSignal::signal(); signal != 0) {
+      print_error(fmt::format("mxmoe: interrupted (signal {}): {}\n", signal, e.what()));
+      return mxmoe::cli::kExitInterrupted;
+    }
     return fail(mxmoe::cli::kExitError, e.what());
   }
 }

@@ -72,6 +72,9 @@ int run(const RunOptions& o, CLI::App& sub) {
     }
   }
   if (!o.output.empty()) check_output("--output", o.output, inputs_of(o));
+  // From here Ctrl-C, SIGTERM and SIGHUP end the calls and the write cleanly: exit 130, no
+  // partial temporary of --output left (its write polls them), the previous file as it was.
+  const StopOnSignal stop;
   if (!o.layers.empty()) return run_layers(o, flags);
 
   LayerSpec spec;
@@ -113,6 +116,7 @@ int run(const RunOptions& o, CLI::App& sub) {
   if (o.hardware.replayed()) require_runnable_here(selection, HardwareOptions::live());
 
   Runtime runtime(request.threads);
+  runtime.set_interrupt_check(&StopOnSignal::stop_requested);  // a long call ends at Ctrl-C
   MoeLayer layer(weights, selection, runtime);
   const double estimate = require_io_memory(o, spec, tokens, &layer);
   progress("mxmoe run: memory estimate {:.0f} bytes\n", estimate);
@@ -134,7 +138,7 @@ int run(const RunOptions& o, CLI::App& sub) {
 
   if (!o.output.empty()) {
     const std::int64_t shape[] = {tokens, spec.hidden};
-    write_npy(o.output, y, shape);
+    write_npy(o.output, y, shape, &StopOnSignal::stop_requested);
   }
 
   const Selection& sel = layer.selection();

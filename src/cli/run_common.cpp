@@ -8,6 +8,7 @@
 #include "mxmoe/expert_parallel.hpp"
 #include "mxmoe/npy.hpp"
 #include "mxmoe/routing.hpp"
+#include "mxmoe/runtime.hpp"
 #include "perf/memory.hpp"
 #include "perf/workload.hpp"
 
@@ -144,6 +145,7 @@ Timing time_calls(int wanted_reps, double warm, bool say, const std::function<vo
     progress("mxmoe run: timing {} calls (~{:.0f} s)...\n", reps, warm * reps);
   std::vector<double> times;
   for (int i = 0; i < reps; ++i) {
+    if (StopOnSignal::stop_requested()) throw Interrupted();  // a signal between two calls
     const auto t0 = Clock::now();
     call();
     times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());

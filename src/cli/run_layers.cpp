@@ -17,6 +17,7 @@ namespace mxmoe::cli::run_detail {
 // between them is not part of mxmoe); --output holds their outputs stacked [L, M, H].
 int run_layers(const RunOptions& o, const Request& flags) {
   Runtime runtime(flags.threads);
+  runtime.set_interrupt_check(&StopOnSignal::stop_requested);  // a long call ends at Ctrl-C
   ModelOptions options;
   options.request = flags;
   Model model(o.layer.model, o.hardware.resolve(), runtime, options);
@@ -100,7 +101,7 @@ int run_layers(const RunOptions& o, const Request& flags) {
                                   request, x, tokens, ids);
   if (!o.output.empty()) {
     const std::int64_t shape[] = {count, tokens, hidden};
-    write_npy(o.output, y, shape);  // whole or not at all (an atomic file)
+    write_npy(o.output, y, shape, &StopOnSignal::stop_requested);  // whole or not at all
   }
   std::vector<std::string> chosen;
   for (const MoeLayer& layer : layers) chosen.push_back(layer.selection().chosen);

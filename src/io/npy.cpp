@@ -178,9 +178,9 @@ RawNpy parse_raw_npy(std::span<const std::uint8_t> bytes, const std::string& pat
     const auto kind = kinds.find(key);
     if (kind == kinds.end()) throw LoadError(path + ": .npy header has unknown key '" + key + "'");
     if (value.kind != kind->second.first)
-      throw LoadError(path + ": .npy header: '" + key + "' must be " + kind->second.second +
-                      ", got " + (value.kind == Kind::string ? "the string '" + value.text + "'"
-                                                             : value.text));
+      throw LoadError(
+          path + ": .npy header: '" + key + "' must be " + kind->second.second + ", got " +
+          (value.kind == Kind::string ? "the string '" + value.text + "'" : value.text));
   }
   std::map<std::string, std::string> fields;
   for (const auto& [key, value] : values) fields[key] = value.text;
@@ -268,6 +268,11 @@ NpyInts read_npy_ints(const std::string& path) {
 
 void write_npy(const std::string& path, std::span<const float> data,
                std::span<const std::int64_t> shape) {
+  write_npy(path, data, shape, {});
+}
+
+void write_npy(const std::string& path, std::span<const float> data,
+               std::span<const std::int64_t> shape, const std::function<bool()>& cancelled) {
   std::int64_t count = 1;
   std::string dims;
   for (const std::int64_t d : shape) {
@@ -284,6 +289,7 @@ void write_npy(const std::string& path, std::span<const float> data,
   header.append((64 - total % 64) % 64, ' ');
   header += '\n';
   files::AtomicFile out(path);
+  out.set_cancel_check(cancelled);
   out.write(kMagic, kMagicLen);
   const char version[2] = {1, 0};
   out.write(version, 2);

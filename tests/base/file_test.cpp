@@ -117,6 +117,72 @@ TEST(AtomicFile, UncommittedLeavesTheTargetByteIdentical) {
   EXPECT_TRUE(others(s.path(), {"y.npy"}).empty());
 }
 
+// Issue 38: a signal during `run --output`'s write killed the process and left its partial
+// temporary (gigabytes possibly), which nothing removed. The write now asks a cancel check
+// between 8 MiB pieces and before the rename; cancelled, it throws WriteCancelled, the
+// temporary goes and the target stays byte-identical.
+TEST(AtomicFile, ACancelledWriteStopsWithinAPieceAndKeepsTheOldFile) {
+  Scratch s;
+  std::ofstream(s / "y.npy") << "old";
+  int asked = 0;
+  const std::string big(std::size_t{40} << 20, 'x');  // five pieces
+  {
+    AtomicFile f(s / "y.npy");
+    f.set_cancel_check([&] { return ++asked > 2; });
+    EXPECT_THROW(f.write(big), WriteCancelled);
+    EXPECT_EQ(asked, 3);  // two pieces written, the third refused
+  }
+  EXPECT_EQ(slurp(s / "y.npy"), "old");
+  EXPECT_TRUE(others(s.path(), {"y.npy"}).empty());
+  // A signal after the last piece: the commit refuses too, nothing renamed.
+  bool stop = false;
+  {
+    AtomicFile f(s / "y.npy");
+    f.set_cancel_check([&] { return stop; });
+    f.write("new");
+    stop = true;
+    try {
+      f.commit();
+      ADD_FAILURE() << "committed after the cancel check said stop";
+    } catch (const WriteCancelled& e) {
+      EXPECT_THAT(e.what(), HasSubstr("y.npy: the write was interrupted"));
+    }
+  }
+  EXPECT_EQ(slurp(s / "y.npy"), "old");
+  EXPECT_TRUE(others(s.path(), {"y.npy"}).empty());
+}
+
+// A writer killed outright (SIGKILL, power loss) leaves its temporary file: the next write of
+// the same target removes it (a dead PID's, of the exact form only; a user's look-alike file
+// and a live process's temporary stay).
+TEST(AtomicFile, PartialTemporariesOfADeadProcessAreRemovedByTheNextWrite) {
+  Scratch s;
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    AtomicFile f(s / "y.npy");
+    f.write(std::string(1 << 20, 'x'));
+    ::raise(SIGKILL);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_EQ(others(s.path(), {}).size(), 1u);  // the dead process's partial temporary
+  std::ofstream(s / ".y.npy.mxmoe-tmp-mine") << "keep";
+  const std::string live = ".y.npy.mxmoe-tmp-" + std::to_string(::getppid()) + "-7";
+  std::ofstream(s / live) << "keep";
+  {
+    AtomicFile f(s / "y.npy");
+    f.write("new");
+    f.commit();
+  }
+  EXPECT_EQ(slurp(s / "y.npy"), "new");
+  std::vector<std::string> left = others(s.path(), {"y.npy"});
+  std::vector<std::string> kept = {".y.npy.mxmoe-tmp-mine", live};
+  std::sort(left.begin(), left.end());
+  std::sort(kept.begin(), kept.end());
+  EXPECT_EQ(left, kept);
+}
+
 // The file size limit of `ulimit -f` hits half way through a write: the old file stays
 // byte-identical and the temporary is removed. In a child, so the limit does not bind the
 // test runner; SIGXFSZ ignored as the CLI does, so the write fails with EFBIG.

@@ -44,8 +44,7 @@ TEST(CliLostData, AnOutputThatIsAnInputIsRefusedBeforeAnyWork) {
   generate_tiny(ckpt);
   const auto before = testing_io::directory_snapshot(ckpt);
   for (const char* file : {"model.safetensors", "config.json"}) {
-    const Result r =
-        run("", "run --model " + ckpt + " --reps 1 --output " + ckpt + "/" + file);
+    const Result r = run("", "run --model " + ckpt + " --reps 1 --output " + ckpt + "/" + file);
     EXPECT_EQ(r.rc, 2) << r.err;
     EXPECT_THAT(r.err, AllOf(HasSubstr("--output " + ckpt + "/" + file),
                              HasSubstr(std::string(file) + " of --model " + ckpt),
@@ -75,8 +74,8 @@ TEST(CliLostData, AnOutputThatIsAnInputIsRefusedBeforeAnyWork) {
   EXPECT_THAT(hw.err, HasSubstr("is --hardware " + (root / "hw.json")));
   EXPECT_EQ(cli_testing::slurp(root / "hw.json"), probe.out);
   testing_io::write_bytes(root / "x.npy", "not read");
-  const Result x = run("", "run --preset tiny --input " + (root / "x.npy") + " --output " +
-                               (root / "x.npy"));
+  const Result x =
+      run("", "run --preset tiny --input " + (root / "x.npy") + " --output " + (root / "x.npy"));
   EXPECT_EQ(x.rc, 2) << x.err;
   EXPECT_THAT(x.err, HasSubstr("is --input " + (root / "x.npy")));
 
@@ -190,9 +189,8 @@ TEST(CliLostData, PathsInMessagesAreEscaped) {
 
 // --- Ctrl-C while the weights of a layer are made ------------------------------------------
 
-// Starts `mxmoe ARGS` (stderr discarded), waits for the temporary directory beside ROOT/out,
-// sends SIGINT; returns the exit status and the seconds the command took to stop.
-std::pair<int, double> interrupt_once_staging(const std::string& args, const std::string& root) {
+// Starts `mxmoe ARGS` in a child (stdout and stderr discarded, a clean environment).
+pid_t start_quietly(const std::string& args) {
   const pid_t pid = ::fork();
   EXPECT_GE(pid, 0);
   if (pid == 0) {
@@ -204,6 +202,14 @@ std::pair<int, double> interrupt_once_staging(const std::string& args, const std
     ::execle("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr), env);
     ::_exit(127);
   }
+  return pid;
+}
+
+// Starts `mxmoe ARGS` (stderr discarded), waits for the temporary (directory or file) beside
+// ROOT/out, sends SIGNAL; returns the exit status and the seconds the command took to stop.
+std::pair<int, double> interrupt_once_staging(const std::string& args, const std::string& root,
+                                              int signal = SIGINT) {
+  const pid_t pid = start_quietly(args);
   bool staging = false;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (!staging && std::chrono::steady_clock::now() < deadline) {
@@ -211,32 +217,68 @@ std::pair<int, double> interrupt_once_staging(const std::string& args, const std
       staging = staging || e.path().filename().string().rfind(".out.mxmoe-tmp-", 0) == 0;
     if (!staging) std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
-  EXPECT_TRUE(staging) << "no temporary directory appeared";
+  EXPECT_TRUE(staging) << "no temporary appeared";
   const auto signalled = std::chrono::steady_clock::now();
-  EXPECT_EQ(::kill(pid, SIGINT), 0);
+  EXPECT_EQ(::kill(pid, signal), 0);
   int status = 0;
   EXPECT_EQ(::waitpid(pid, &status, 0), pid);
-  return {status, std::chrono::duration<double>(std::chrono::steady_clock::now() - signalled)
-                      .count()};
+  return {status,
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - signalled).count()};
+}
+
+// Issue 38: a signal while `run --output` wrote its file killed the process (status -2, not
+// the documented 130) and left a partial hidden temporary that nothing removed. run now holds
+// SIGINT, SIGTERM and SIGHUP from its preflight on: its layer calls stop at the next poll, its
+// write at the next 8 MiB piece (AtomicFile.ACancelledWrite... times that part), the
+// temporary is removed, the previous file kept byte-identical, exit 130.
+TEST(CliRun, ASignalWhileRunWorksExits130AndKeepsThePreviousFile) {
+  MXMOE_SKIP_UNDER_EMULATOR();
+  for (const int signal : {SIGINT, SIGTERM, SIGHUP}) {
+    SCOPED_TRACE(signal);
+    TempDir root;
+    const std::string out = root / "out";
+    testing_io::write_bytes(out, "previous");
+    const pid_t pid = start_quietly(
+        "run --preset tiny --threads 1 --tokens 4096 --reps 100000 "
+        "--output " +
+        out);
+    ASSERT_GT(pid, 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // computing by now
+    const auto signalled = std::chrono::steady_clock::now();
+    ASSERT_EQ(::kill(pid, signal), 0);
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - signalled).count();
+    ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status);
+    EXPECT_EQ(WEXITSTATUS(status), 130);
+    EXPECT_LT(seconds, 5.0) << "the signal waited for the calls";
+    EXPECT_EQ(testing_io::directory_snapshot(root.path()).at("out"), "previous");
+    EXPECT_EQ(testing_io::temporaries_in(root.path()), 0);
+  }
 }
 
 // The weights of a gpt-oss-20b layer (425 MB) take seconds to make before the first byte is
 // written: Ctrl-C is noticed while they are made too (it used to wait for them, 10 s and more
 // on a busy machine, long enough for a user or a supervisor to kill the process and leave its
-// temporary directory behind).
+// temporary directory behind). SIGHUP (a closed terminal) is caught the same way: it used to
+// kill generate and quantize with their temporary directory (issue 38).
 TEST(CliGenerate, SigintWhileALayerIsMadeStopsAtOnceAndKeepsThePreviousOutput) {
   MXMOE_SKIP_UNDER_EMULATOR();
-  TempDir root;
-  const std::string out = root / "out";
-  generate_tiny(out);
-  const auto before = testing_io::directory_snapshot(out);
-  const auto [status, seconds] =
-      interrupt_once_staging("generate --preset gpt-oss-20b --force --out " + out, root.path());
-  ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status);
-  EXPECT_EQ(WEXITSTATUS(status), 130);
-  EXPECT_LT(seconds, 3.0) << "Ctrl-C waited for the layer's weights";
-  EXPECT_EQ(testing_io::directory_snapshot(out), before);
-  EXPECT_EQ(testing_io::temporaries_in(root.path()), 0);
+  for (const int signal : {SIGINT, SIGHUP}) {
+    SCOPED_TRACE(signal);
+    TempDir root;
+    const std::string out = root / "out";
+    generate_tiny(out);
+    const auto before = testing_io::directory_snapshot(out);
+    const auto [status, seconds] = interrupt_once_staging(
+        "generate --preset gpt-oss-20b --force --out " + out, root.path(), signal);
+    ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status);
+    EXPECT_EQ(WEXITSTATUS(status), 130);
+    EXPECT_LT(seconds, 3.0) << "the signal waited for the layer's weights";
+    EXPECT_EQ(testing_io::directory_snapshot(out), before);
+    EXPECT_EQ(testing_io::temporaries_in(root.path()), 0);
+  }
 }
 
 // --- flags read strictly ---------------------------------------------------------------------
@@ -253,16 +295,16 @@ TEST(CliStrictFlags, NumbersAreDecimalWithinRangeAndNoValueIsEmptyOrIgnored) {
   }
   EXPECT_FALSE(fs::exists(out));
   generate_tiny(out, "--seed 18446744073709551615");  // the top of the range is accepted
-  for (const std::string& args :
-       {std::string("run --preset tiny --tokens 0x10"), std::string("run --preset tiny --threads 0x2"),
-        std::string("bench --preset tiny --threads 2 --reps 0x3")}) {
+  for (const std::string& args : {std::string("run --preset tiny --tokens 0x10"),
+                                  std::string("run --preset tiny --threads 0x2"),
+                                  std::string("bench --preset tiny --threads 2 --reps 0x3")}) {
     const Result r = run("", args);
     EXPECT_EQ(r.rc, 2) << args << ": " << r.err;
     EXPECT_THAT(r.err, HasSubstr("expected a decimal integer")) << args;
   }
   for (const std::string& args :
-       {std::string("run --preset tiny --output ''"), std::string("run --model " + out +
-                                                                  " --layers ''"),
+       {std::string("run --preset tiny --output ''"),
+        std::string("run --model " + out + " --layers ''"),
         std::string("bench --preset tiny --layers ''"), std::string("explain --backend ''")}) {
     const Result r = run("", args);
     EXPECT_EQ(r.rc, 2) << args << ": " << r.err;
