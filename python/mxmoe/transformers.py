@@ -74,8 +74,8 @@ _FAMILIES: Dict[str, _Family] = {
 
 _LAYER_INDEX = re.compile(r"(?:^|\.)layers\.(\d+)\.")
 
-# Swapping a modeling module's block class is process-wide while a model is built: one load
-# at a time.
+# A modeling module's block name holds a stand-in while a model is built (_blocks_replaced):
+# one build at a time, so stand-ins never nest.
 _build_lock = threading.Lock()
 
 
@@ -138,8 +138,12 @@ def _family(model_type: str) -> _Family:
 
 @contextlib.contextmanager
 def _blocks_replaced(family: _Family) -> Iterator[None]:
-    """While transformers builds the model, its decoder layers build MxmoeMoeBlock where they
-    would build the family's MoE block."""
+    """While transformers builds the model on this thread, its decoder layers build
+    MxmoeMoeBlock where they would build the family's MoE block. Other threads see
+    transformers unchanged (issue 38: a plain transformers load on another thread got mxmoe's
+    parameterless block and wrote a checkpoint without MoE tensors): the module's name holds,
+    for the build's length, a stand-in that makes the original block on every other thread
+    and that every isinstance / issubclass test takes for the original."""
     try:
         module = importlib.import_module(family.module)
     except ImportError as error:
@@ -160,8 +164,26 @@ def _blocks_replaced(family: _Family) -> Iterator[None]:
             super().__init__(config, layer_idx, returns_router_scores=returns_scores)
 
     _Block.__name__ = _Block.__qualname__ = "MxmoeMoeBlock"
+    builder = threading.get_ident()
+
+    class _Original(type(original)):
+        def __instancecheck__(cls, instance: Any) -> bool:
+            return isinstance(instance, original)
+
+        def __subclasscheck__(cls, subclass: type) -> bool:
+            return issubclass(subclass, original)
+
+    class _StandIn(original, metaclass=_Original):
+        def __new__(cls, *args: Any, **kwargs: Any):
+            # Not an instance of _StandIn: Python then calls no __init__ again.
+            if threading.get_ident() == builder:
+                return _Block(*args, **kwargs)
+            return original(*args, **kwargs)
+
+    _StandIn.__name__, _StandIn.__qualname__ = original.__name__, original.__qualname__
+    _StandIn.__module__ = original.__module__
     with _build_lock:
-        setattr(module, family.block, _Block)
+        setattr(module, family.block, _StandIn)
         try:
             yield
         finally:

@@ -358,3 +358,38 @@ def test_deepseek_v4_hash_layer_routes_by_the_models_input_ids(built):
     assert torch.equal(a[0, :3], b[0, :3]) and not torch.equal(a[0, 3], b[0, 3])
     with pytest.raises(ValueError):
         block(x)
+
+
+def test_other_threads_see_transformers_unchanged_while_a_model_is_built(built):
+    """Issue 38: from_pretrained replaced the family's MoE block in transformers for the whole
+    process while it built; a plain transformers load on another thread at that moment got
+    mxmoe's parameterless block (a confusing failure, or a save_pretrained without MoE
+    tensors). Only the building thread sees the replacement now."""
+    import importlib
+    import threading
+
+    import transformers
+
+    _, directory, _ = built("gpt_oss")
+    config = transformers.AutoConfig.from_pretrained(directory)
+    family = mt._family(config.model_type)
+    module = importlib.import_module(family.module)
+    original = getattr(module, family.block)
+    seen = {}
+
+    def plain_load():
+        block = getattr(module, family.block)(config)
+        seen["type"] = type(block)
+        seen["isinstance"] = isinstance(block, getattr(module, family.block))
+        seen["parameters"] = sum(p.numel() for p in block.parameters())
+
+    with mt._blocks_replaced(family):
+        here = getattr(module, family.block)(config)
+        other = threading.Thread(target=plain_load)
+        other.start()
+        other.join()
+    assert isinstance(here, mt.MxmoeMoeBlock)
+    assert seen["type"] is original
+    assert seen["isinstance"]
+    assert seen["parameters"] > 0  # the experts and router a plain load must have
+    assert getattr(module, family.block) is original
