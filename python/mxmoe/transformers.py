@@ -232,6 +232,9 @@ def from_pretrained(path: "os.PathLike[str] | str", *, activation: Optional[str]
     if dtype not in (torch.bfloat16, torch.float32):
         raise ValueError(f"dtype: expected torch.bfloat16 or torch.float32, got {dtype}")
     path = os.fspath(path)
+    if not isinstance(path, str):  # transformers takes str paths only: refused before any work
+        raise TypeError(f"path: expected a str or an os.PathLike of str, got "
+                        f"{type(path).__name__} (decode bytes with os.fsdecode)")
     checkpoint = Model(path)  # strict: LoadError naming the file and the problem
     config = transformers.AutoConfig.from_pretrained(path)
     family = _family(config.model_type)

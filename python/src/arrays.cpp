@@ -17,6 +17,8 @@ constexpr dl::dtype kU16{static_cast<std::uint8_t>(dl::dtype_code::UInt), 16, 1}
 constexpr dl::dtype kI32{static_cast<std::uint8_t>(dl::dtype_code::Int), 32, 1};
 constexpr dl::dtype kI64{static_cast<std::uint8_t>(dl::dtype_code::Int), 64, 1};
 constexpr dl::dtype kU8{static_cast<std::uint8_t>(dl::dtype_code::UInt), 8, 1};
+// torch.float8_e8m0fnu: E8M0 scale bytes as they are (DLPack 1.1's kDLFloat8_e8m0fnu).
+constexpr dl::dtype kE8M0{static_cast<std::uint8_t>(dl::dtype_code::Float8_E8M0FNU), 8, 1};
 
 std::string dtype_name(dl::dtype t) {
   std::string base;
@@ -38,6 +40,12 @@ std::string dtype_name(dl::dtype t) {
       break;
     case dl::dtype_code::Bool:
       return "bool";
+    case dl::dtype_code::Float8_E4M3FN:
+      return "float8_e4m3fn";
+    case dl::dtype_code::Float8_E5M2:
+      return "float8_e5m2";
+    case dl::dtype_code::Float8_E8M0FNU:
+      return "float8_e8m0fnu";
     default:
       base = std::string("dtype code ") + std::to_string(t.code) + " of ";
       break;
@@ -440,14 +448,16 @@ void require_in_place(const WeightArray& w) {
 WeightArray read_weight(nb::handle obj, const std::string& name, bool bytes) {
   WeightArray w;
   const char* expected = bytes ? "a uint8 array (MXFP4 blocks and E8M0 scales are bytes: pass an "
-                                 "int8 or float8_e8m0fnu tensor as t.view(torch.uint8))"
+                                 "int8 tensor as t.view(torch.uint8); scales may also be "
+                                 "float8_e8m0fnu)"
                                : "a float32 or bfloat16 array";
   nb::object bf16_view;
   w.array = import_cpu_array(obj, name, expected, bf16_view);
   const bool numpy_bf16 = bf16_view.is_valid();
   w.owner = numpy_bf16 ? bf16_view : nb::borrow(obj);
   const dl::dtype t = w.array.dtype();
-  if (bytes && t == kU8)
+  const bool scales = name.find("_scales") != std::string::npos;
+  if (bytes && (t == kU8 || (scales && t == kE8M0)))  // an E8M0 scale is its byte
     w.tensor.dtype = TensorDtype::u8;
   else if (!bytes && t == kF32)
     w.tensor.dtype = TensorDtype::f32;

@@ -316,3 +316,24 @@ def test_an_output_over_the_weights_the_layer_reads_is_refused(gpt_oss):
     packed = mxmoe.layer_from_tensors(family="gpt_oss", top_k=K, **mine)
     if not packed.reads_source_weights:
         np.testing.assert_array_equal(packed(x, out=bias[:TOKENS]), packed(x))
+
+
+@needs_torch
+@pytest.mark.skipif(torch is None or not hasattr(torch, "float8_e8m0fnu"),
+                    reason="this torch has no float8_e8m0fnu")
+def test_float8_e8m0fnu_scales_are_read_as_their_bytes(gpt_oss):
+    """Issue 38: a torch float8_e8m0fnu scale tensor (how engines hold E8M0 scales) was
+    refused as "dtype code 14"; it is the scale's byte, read as it is."""
+    _, a = gpt_oss
+    tensors = {k: torch.from_numpy(v.copy()) for k, v in fused(a).items()}
+    expected = mxmoe.layer_from_tensors(family="gpt_oss", top_k=K, backend="reference",
+                                        **tensors)(x_f32(16))
+    e8m0 = dict(tensors, w13_scales=tensors["w13_scales"].view(torch.float8_e8m0fnu),
+                w2_scales=tensors["w2_scales"].view(torch.float8_e8m0fnu))
+    layer = mxmoe.layer_from_tensors(family="gpt_oss", top_k=K, backend="reference", **e8m0)
+    np.testing.assert_array_equal(layer(x_f32(16)), expected)
+    # Blocks are not scales: named by their dtype, not a code.
+    with pytest.raises(TypeError, match="w13_blocks: expected a uint8 array.*got float8_e8m0fnu"):
+        mxmoe.layer_from_tensors(family="gpt_oss", top_k=K, backend="reference",
+                                 **dict(e8m0, w13_blocks=tensors["w13_blocks"].view(
+                                     torch.float8_e8m0fnu)))

@@ -393,3 +393,11 @@ def test_other_threads_see_transformers_unchanged_while_a_model_is_built(built):
     assert seen["isinstance"]
     assert seen["parameters"] > 0  # the experts and router a plain load must have
     assert getattr(module, family.block) is original
+
+
+def test_a_bytes_path_is_refused_before_any_work(built):
+    """Issue 38: from_pretrained(b"path") was accepted by mxmoe, then refused by transformers
+    after the layers were bound."""
+    _, directory, _ = built("gpt_oss")
+    with pytest.raises(TypeError, match="path: expected a str or an os.PathLike of str, got bytes"):
+        mt.from_pretrained(os.fsencode(directory))

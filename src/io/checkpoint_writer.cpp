@@ -11,6 +11,7 @@
 #include <fstream>
 #include <optional>
 #include <set>
+#include <stdexcept>
 #include <string_view>
 #include <system_error>
 
@@ -380,6 +381,8 @@ void CheckpointDirectoryWriter::add_shard(const std::string& file,
 
 void CheckpointDirectoryWriter::add_file(const std::string& file, std::string_view contents) {
   poll();
+  if (file.find_first_of("\n\r") != std::string::npos)  // the marker lists one name a line
+    throw std::invalid_argument(files::printable(file) + ": a file name with a line break");
   files::write_file_atomically(staging_.path() + "/" + file, contents);
 }
 

@@ -412,8 +412,8 @@ bool lies_within(const fs::path& path, const fs::path& root) {
 // vocab/merges, README, ...) into the writer, byte for byte. Links are followed only where
 // link_roots allows (a Hugging Face cache snapshot links every file into its blobs); what a
 // name resolves to must be a readable regular file of at most kMaxExtraFileBytes, else the
-// conversion stops naming it. Directories, weight files and links that lead out of IN are
-// left out, said in `progress`.
+// conversion stops naming it. Directories, weight files, links that lead out of IN and names
+// holding a line break are left out, said in `progress`.
 void copy_other_files(const std::string& in_dir, CheckpointDirectoryWriter& writer,
                       const std::function<void(const std::string&)>& progress) {
   std::vector<std::string> names;
@@ -423,12 +423,18 @@ void copy_other_files(const std::string& in_dir, CheckpointDirectoryWriter& writ
   if (ec) throw LoadError(in_dir + ": cannot list the directory: " + ec.message());
   std::sort(names.begin(), names.end());
   const std::vector<fs::path> roots = link_roots(in_dir);
-  std::vector<std::string> copied, left_out, links_out;
+  std::vector<std::string> copied, left_out, links_out, unlisted;
   for (const std::string& name : names) {
     if (name == "config.json" || name == kCheckpointMarker ||
         name.find(".mxmoe-tmp-") != std::string::npos)
       continue;
     std::string path = in_dir + "/" + name;
+    if (name.find_first_of("\n\r") != std::string::npos) {
+      // OUT's marker lists one name a line (--force reads it back): such a name would be
+      // listed as two.
+      unlisted.push_back(files::printable(name));
+      continue;
+    }
     if (is_weight_file(name)) {
       if (name.find(".safetensors") == std::string::npos)
         left_out.push_back(files::printable(name));
@@ -464,6 +470,11 @@ void copy_other_files(const std::string& in_dir, CheckpointDirectoryWriter& writ
   if (progress && !left_out.empty())
     progress(fmt::format("quantize: not copied (directories, weights in other formats): {}",
                          fmt::join(left_out, ", ")));
+  if (progress && !unlisted.empty())
+    progress(
+        fmt::format("quantize: not copied (names holding a line break, which the "
+                    "output's list of its files cannot hold): {}",
+                    fmt::join(unlisted, ", ")));
   if (progress && !links_out.empty())
     progress(
         fmt::format("quantize: not copied (links that lead out of the model directory, "
