@@ -20,6 +20,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "base/mapped_reads.hpp"
+#include "model/mapped_weights.hpp"
 #include "mxmoe/edge_checks.hpp"
 #include "mxmoe/expert_parallel.hpp"
 #include "runtime/layer_steps.hpp"
@@ -65,9 +67,13 @@ void agree_that_all_built(Communicator& comm, const std::string& my_error) {
                                 text);
 }
 
-// A digest of what every rank holds whole: the router, its biases and a hash layer's tid2eid
-// (values, so BF16 and F32 storage of the same numbers agree). Ranks started with different
-// weights (another checkpoint, layer or seed) would otherwise combine silently wrong results.
+// A digest of the layer every rank must share: the router, its biases and a hash layer's
+// tid2eid (values, so BF16 and F32 storage of the same numbers agree), and a sample of every
+// routed expert's weights (each projection's first and last row: their E8M0 scales and first
+// 64 block bytes; a few pages per expert, read through the mapping's guard). Ranks started
+// with different weights (another checkpoint, layer or seed; two quantizations of one model
+// with different scale rules, whose routers are the same) would otherwise combine silently
+// wrong results.
 std::uint64_t replicated_digest(const LayerWeights& w) {
   std::uint64_t h = 1469598103934665603ull;  // FNV-1a over 32-bit words
   const auto mix = [&h](std::uint64_t v) { h = (h ^ v) * 1099511628211ull; };
@@ -81,6 +87,17 @@ std::uint64_t replicated_digest(const LayerWeights& w) {
   for (std::int64_t token = 0; !t.empty() && token < t.vocab; ++token)
     for (std::int64_t slot = 0; slot < t.top_k; ++slot)
       mix(static_cast<std::uint64_t>(t.at(token, slot)));
+  mapped_reads::read_guarded(mapped_sources(w), [&] {
+    for (const Mxfp4View* v : {&w.w1, &w.w2}) {
+      mix(static_cast<std::uint64_t>(v->empty() ? 0 : v->experts * v->rows * v->cols));
+      for (std::int64_t e = 0; !v->empty() && e < v->experts; ++e)
+        for (const std::int64_t r : {std::int64_t{0}, v->rows - 1}) {
+          for (std::int64_t i = 0; i < v->row_scales(); ++i) mix(v->row_scale(e, r)[i]);
+          for (std::int64_t i = 0; i < std::min<std::int64_t>(64, v->row_bytes()); ++i)
+            mix(v->row_blocks(e, r)[i]);
+        }
+    }
+  });
   return h;
 }
 
@@ -94,7 +111,8 @@ void agree_on_replicated_weights(Communicator& comm, const LayerWeights& weights
   for (std::size_t r = 0; r < all.size(); ++r)
     text += fmt::format("{}rank {}: {:016x}", r == 0 ? "" : ", ", r, all[r]);
   throw std::invalid_argument(
-      "the ranks hold different weights: the digests of the router (and hash table) differ (" +
+      "the ranks hold different weights: the digests of the router (and hash table) and the "
+      "experts' sampled weights differ (" +
       text + "); every rank must load the same layer (checkpoint, layer index, --seed)");
 }
 

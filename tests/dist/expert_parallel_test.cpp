@@ -437,6 +437,27 @@ TEST(ExpertParallel, RanksHoldingDifferentWeightsAreRefused) {
   for (const auto& o : fine) EXPECT_EQ(o.error, "");
 }
 
+// Issue 38: two quantizations of one model (scale rules floor and round_up) share the router,
+// so the router digest alone let them run as the ranks of one group: exit 0, an output that
+// matched neither. The digest samples every expert's weights too.
+TEST(ExpertParallel, RanksWithTheSameRouterButOtherExpertsAreRefused) {
+  const mxmoe::Hardware hw = mxmoe::probe_hardware();
+  const mxmoe::LayerSpec spec = family_spec(kFamilies[1]);
+  const mxmoe::LayerStorage a = mxmoe::LayerStorage::random(spec, 81);
+  const mxmoe::LayerStorage b = mxmoe::LayerStorage::random(spec, 82);
+  mxmoe::LayerWeights other_experts = a.weights();
+  other_experts.w2 = b.weights().w2;  // the router, biases and w1 of A
+  mxmoe::Request r;
+  r.threads = 1;
+  const auto outcomes = dist_test::run_group(2, [&](int rank, mxmoe::Communicator& comm) {
+    mxmoe::Runtime runtime(1);
+    (void)mxmoe::ExpertParallelLayer::create(spec, rank == 1 ? other_experts : a.weights(), hw,
+                                             r, Placement{}, runtime, comm);
+  });
+  for (const auto& o : outcomes)
+    EXPECT_THAT(o.error, HasSubstr("the ranks hold different weights"));
+}
+
 TEST(ExpertParallel, ARankThatCannotBuildItsPartStopsEveryRank) {
   const mxmoe::Hardware hw = mxmoe::probe_hardware();
   const mxmoe::LayerSpec spec = family_spec(kFamilies[0]);
