@@ -33,12 +33,12 @@ int run_chat(CLI::App& app, const ChatCommandOptions& o) {
 
   std::vector<ChatMessage> messages;
   if (!o.system.empty()) messages.push_back({"system", o.system});
-  fmt::print(stderr, "mxmoe chat: {} ({} format), context {} tokens. Ctrl-C stops an answer; "
+  print(stderr, "mxmoe chat: {} ({} format), context {} tokens. Ctrl-C stops an answer; "
                      "/reset forgets the conversation; /quit or Ctrl-D ends.\n",
              model->family(), text::to_string(text::chat_format_for(model->family())), context);
   std::string line;
   for (;;) {
-    fmt::print("> ");
+    print("> ");
     std::fflush(stdout);
     if (!std::getline(std::cin, line)) break;
     if (line == "/quit" || line == "/exit") break;
@@ -52,12 +52,12 @@ int run_chat(CLI::App& app, const ChatCommandOptions& o) {
     try {
       ids = tokenizer.encode(render_chat(model->family(), messages, true, o.thinking), true);
     } catch (const std::invalid_argument& e) {  // the line is not UTF-8
-      fmt::print(stderr, "mxmoe chat: {}\n", e.what());
+      print(stderr, "mxmoe chat: {}\n", e.what());
       messages.pop_back();
       continue;
     }
     if (static_cast<std::int64_t>(ids.size()) + params.max_tokens > context) {
-      fmt::print(stderr,
+      print(stderr,
                  "mxmoe chat: the conversation ({} tokens) and an answer of --max-tokens {} "
                  "exceed the context of {} tokens: /reset, or start with a larger --max-context\n",
                  ids.size(), params.max_tokens, context);
@@ -69,19 +69,19 @@ int run_chat(CLI::App& app, const ChatCommandOptions& o) {
     const auto done = model->generate(
         {ids}, params,
         [&](std::size_t, std::int32_t token) {
-          fmt::print("{}", printable_message(stream.push(token)));
+          print("{}", stream.push(token));
           std::fflush(stdout);
           return !StopOnSignal::stop_requested();
         },
         [] { return StopOnSignal::stop_requested(); });
-    fmt::print("{}\n", printable_message(stream.finish()));
+    print("{}\n", stream.finish());
     if (StopOnSignal::signal() == SIGTERM) return kExitInterrupted;
-    if (StopOnSignal::stop_requested()) fmt::print(stderr, "[stopped]\n");
+    if (StopOnSignal::stop_requested()) print(stderr, "[stopped]\n");
     std::vector<std::int32_t> answer = done[0].tokens;
     if (done[0].finish_reason == "stop" && !answer.empty()) answer.pop_back();  // the stop token
     messages.push_back({"assistant", tokenizer.decode(answer, true)});
   }
-  fmt::print("\n");
+  print("\n");
   return kExitOk;
 }
 

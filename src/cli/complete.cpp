@@ -56,7 +56,7 @@ int run_complete(CLI::App& app, const CompleteOptions& o) {
   auto model = open_model(app, o.gen, runtime, static_cast<int>(prompts.size()), context,
                           o.json && !o.verbose);
   const auto t1 = std::chrono::steady_clock::now();
-  if (o.verbose) fmt::print(stderr, "{}", model->describe());
+  if (o.verbose) print(stderr, "{}", model->describe());
 
   StopOnSignal stop;
   std::vector<Completion> done;
@@ -91,20 +91,20 @@ int run_complete(CLI::App& app, const CompleteOptions& o) {
     }
     j["timing"] = {{"load_s", load_s}, {"generate_s", gen_s}, {"new_tokens", new_tokens}};
     // The model's text is untrusted: JSON escapes its control characters.
-    fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace));
+    print("{}\n", j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace));
   } else {
     for (std::size_t i = 0; i < done.size(); ++i) {
       const std::string head = done.size() > 1 ? fmt::format("[{}] ", i) : "";
       if (tokenizer) {
-        fmt::print("{}{}\n", head, printable_message(tokenizer->decode(done[i].tokens, true)));
+        print("{}{}\n", head, tokenizer->decode(done[i].tokens, true));
       } else {
         std::string ids;
         for (std::size_t t = 0; t < done[i].tokens.size(); ++t)
           ids += (t ? "," : "") + std::to_string(done[i].tokens[t]);
-        fmt::print("{}{}\n", head, ids);
+        print("{}{}\n", head, ids);
       }
     }
-    fmt::print(stderr, "load {:.2f} s; {} new tokens in {:.2f} s ({})\n", load_s, new_tokens,
+    print(stderr, "load {:.2f} s; {} new tokens in {:.2f} s ({})\n", load_s, new_tokens,
                gen_s, done.empty() ? "" : done[0].finish_reason);
   }
   return StopOnSignal::stop_requested() ? kExitInterrupted : kExitOk;

@@ -72,7 +72,7 @@ std::unique_ptr<LanguageModel> open_model(CLI::App& app, const GenerationFlags& 
   options.max_context = context;
   options.compact = flags.compact;
   options.memory_limit = available_memory_bytes();
-  if (!quiet) options.progress = [](const std::string& line) { fmt::print(stderr, "{}\n", line); };
+  if (!quiet) options.progress = [](const std::string& line) { print(stderr, "{}\n", line); };
   try {
     return std::make_unique<LanguageModel>(flags.model, flags.hardware.resolve(), runtime,
                                            std::move(options));
@@ -86,10 +86,10 @@ std::optional<Tokenizer> open_tokenizer(const std::string& model, bool required)
     return Tokenizer::load(model);
   } catch (const UnsupportedTokenizer& e) {  // the message names the file
     if (required) throw LoadError(e.what());
-    fmt::print(stderr, "mxmoe: note: {}; token ids are printed without text\n", printable(e.what()));
+    print(stderr, "mxmoe: note: {}; token ids are printed without text\n", printable(e.what()));
   } catch (const std::exception& e) {
     if (required) throw;
-    fmt::print(stderr, "mxmoe: note: no usable tokenizer ({}); token ids are printed without text\n",
+    print(stderr, "mxmoe: note: no usable tokenizer ({}); token ids are printed without text\n",
                e.what());
   }
   return std::nullopt;

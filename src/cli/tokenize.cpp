@@ -36,9 +36,9 @@ int run_tokenize(const TokenizeOptions& o) {
       throw UsageError(fmt::format("--decode: {}", e.what()));
     }
     if (o.json)
-      fmt::print("{}\n", json::Json{{"text", out}, {"count", ids.size()}}.dump());
+      print("{}\n", json::Json{{"text", out}, {"count", ids.size()}}.dump());
     else
-      fmt::print("{}\n", out);
+      print("{}\n", out);
     return kExitOk;
   }
   std::string prompt = o.prompt;
@@ -53,11 +53,11 @@ int run_tokenize(const TokenizeOptions& o) {
   if (o.json) {
     json::Json pieces = json::Json::array();
     for (const text::TokenId id : ids) pieces.push_back(tokenizer.decode(std::span(&id, 1)));
-    fmt::print("{}\n", json::Json{{"ids", ids}, {"pieces", pieces}, {"count", ids.size()}}.dump());
+    print("{}\n", json::Json{{"ids", ids}, {"pieces", pieces}, {"count", ids.size()}}.dump());
   } else {
     std::string line;
     for (std::size_t k = 0; k < ids.size(); ++k) line += (k ? "," : "") + std::to_string(ids[k]);
-    fmt::print("{}\n", line);
+    print("{}\n", line);
   }
   return kExitOk;
 }
