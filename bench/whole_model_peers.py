@@ -152,12 +152,16 @@ def make_gguf(args, llama_src: Path, llama_bin: Path) -> Path:
         return gguf
     gguf.parent.mkdir(parents=True, exist_ok=True)
     bf16 = gguf.parent / "gpt-oss-20b-bf16.gguf"
-    if not bf16.exists():
+    if not bf16.exists():  # written under another name first: a stopped run leaves no bf16 file
         wrapper = args.work / "convert_wrapper.py"
         wrapper.write_text(CONVERT_WRAPPER)
+        partial = bf16.with_suffix(".partial")
         run(nice([args.python, wrapper, llama_src, args.model, "--outtype", "bf16",
-                  "--outfile", bf16]))
-    run(nice([llama_bin / "llama-quantize", bf16, gguf, "MXFP4_MOE", str(args.threads)]))
+                  "--outfile", partial]))
+        partial.rename(bf16)
+    partial = gguf.with_suffix(".partial")
+    run(nice([llama_bin / "llama-quantize", bf16, partial, "MXFP4_MOE", str(args.threads)]))
+    partial.rename(gguf)
     bf16.unlink()
     return gguf
 
@@ -241,15 +245,17 @@ def main() -> int:
 
     if not (args.model / "config.json").exists():
         run(nice([args.mxmoe, "generate", "--preset", "gpt-oss-20b", "--full", "--out", args.model]))
-    llama_src = llama_cpp(args.work)
-    llama_bin = build(llama_src, ["llama-bench", "llama-quantize"], ["-DGGML_OPENMP=ON"])
-    ik_bin = None
-    if "ik_llama.cpp" in engines:
-        ik_bin = build(ik_llama_cpp(args.work, args.ik_git, args.ik_commit), ["llama-bench"], [])
-    if args.python is None:
-        args.python = Path(subprocess.run([ROOT / "scripts" / "python_env.sh", ROOT / "build" / "venv"],
-                                          check=True, capture_output=True, text=True).stdout.strip())
-    gguf = make_gguf(args, llama_src, llama_bin)
+    llama_bin = ik_bin = gguf = None
+    if "llama.cpp" in engines or "ik_llama.cpp" in engines:  # the GGUF needs llama-quantize
+        llama_src = llama_cpp(args.work)
+        llama_bin = build(llama_src, ["llama-bench", "llama-quantize"], ["-DGGML_OPENMP=ON"])
+        if "ik_llama.cpp" in engines:
+            ik_bin = build(ik_llama_cpp(args.work, args.ik_git, args.ik_commit), ["llama-bench"], [])
+        if args.python is None:
+            args.python = Path(subprocess.run(
+                [ROOT / "scripts" / "python_env.sh", ROOT / "build" / "venv"], check=True,
+                capture_output=True, text=True).stdout.strip())
+        gguf = make_gguf(args, llama_src, llama_bin)
     if args.build_only:
         return 0
 
