@@ -11,11 +11,13 @@
 
 #include "base/file.hpp"
 #include "cli/bench_ep.hpp"
+#include "cli/bench_whole.hpp"
 #include "cli/command.hpp"
 #include "cli/common.hpp"
 #include "cli/ep.hpp"
 #include "model/model_config.hpp"
 #include "mxmoe/checkpoint.hpp"
+#include "mxmoe/config.hpp"
 #include "mxmoe/hardware.hpp"
 #include "mxmoe/model.hpp"
 #include "mxmoe/perf.hpp"
@@ -48,6 +50,12 @@ struct BenchOptions {
   double max_call_seconds = 5;
   EpOptions ep;
   std::string ep_tokens = "rank0";
+  // --whole: the whole model (bench_whole.hpp)
+  bool whole = false;
+  int pp = 512, tg = 64;
+  std::string batches = "1,8";
+  std::uint64_t seed = 1;
+  int prefill_chunk = 0;
 };
 
 // --output may not be a file of the checkpoint bench reads.
@@ -260,7 +268,88 @@ std::vector<std::string> backend_list(const std::string& text, const std::string
   return names;
 }
 
+// The report to OUTPUT (whole or not at all), or stdout when it is "".
+void emit(const std::string& output, const std::string& text) {
+  if (output.empty()) {
+    cli::print("{}", text);
+  } else {
+    files::write_file_atomically(output, text);
+    say("bench: wrote " + output);
+  }
+}
+
+// The flags that only the layer bench reads, and those only --whole reads.
+constexpr const char* kLayerOnlyFlags[] = {
+    "--preset",           "--layer",       "--layers",           "--tokens",
+    "--cache-resident",   "--limits",      "--memory-budget-mb", "--row-seconds",
+    "--max-call-seconds", "--ep-tokens",   "--ep-deadline",      "--format"};
+constexpr const char* kWholeOnlyFlags[] = {"--pp", "--tg", "--batch", "--seed",
+                                           "--prefill-chunk"};
+
+// `bench --model DIR --whole`: the flags turned into WholeBenchOptions (UsageError for a flag
+// of the layer bench, a list where one value is meant, a number out of range).
+int run_whole_bench(const BenchOptions& o, CLI::App& sub) {
+  for (const char* flag : kLayerOnlyFlags)
+    if (sub.count(flag) > 0)
+      throw UsageError(fmt::format(
+          "{} is a flag of the layer bench; --whole times the whole model (--pp, --tg, --batch)",
+          flag));
+  if (!o.layer.from_model()) throw UsageError("--whole needs --model DIR (a whole checkpoint)");
+  if (o.pp == 0 && o.tg == 0) throw UsageError("--pp 0 and --tg 0: nothing to time");
+  if (!o.output.empty()) check_output_file(o);
+  WholeBenchOptions w;
+  w.model = o.layer.model;
+  w.pp = o.pp;
+  w.tg = o.tg;
+  w.reps = o.reps > 0 ? o.reps : 3;
+  w.seed = o.seed;
+  w.prefill_chunk = o.prefill_chunk;
+  w.dram_buffer_bytes = o.dram_buffer_mb << 20;
+  w.json = o.json;
+  RequestOverrides r;
+  try {
+    w.batches = perf::parse_int_list(o.batches, "--batch", 1, 4096);
+    if (!o.threads.empty()) {
+      const std::vector<int> t = perf::parse_int_list(o.threads, "--threads", 0, kMaxThreads);
+      if (t.size() != 1) throw std::invalid_argument("--threads: one count with --whole");
+      r.threads = t.front();
+    }
+    if (!o.activations.empty()) {
+      if (o.activations.find(',') != std::string::npos)
+        throw std::invalid_argument("--activation: one format with --whole");
+      r.activation = o.activations;
+    }
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+  if (o.backends != "auto") {
+    if (o.backends.find(',') != std::string::npos)
+      throw UsageError("--backend: one backend (or auto) with --whole");
+    r.forced_backend = require_backend_name(o.backends, "--backend");
+  }
+  if (sub.count("--exclude") > 0) {
+    std::vector<std::string> excluded;
+    for (const std::string& n : o.exclude) excluded.push_back(require_backend_name(n, "--exclude"));
+    r.excluded_backends = excluded;
+  }
+  if (sub.count("--batch-invariant") > 0) r.batch_invariant = o.batch_invariant;
+  w.request = apply_request_overrides(environment().request, r, [](std::string_view field) {
+    if (field == "forced_backend") return std::string("--backend");
+    if (field == "excluded_backends") return std::string("--exclude");
+    std::string flag = "--" + std::string(field);
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    return flag;
+  });
+  const std::optional<std::string> text = bench_whole_model(w);
+  if (!text) return kExitInterrupted;
+  emit(o.output, *text);
+  return kExitOk;
+}
+
 int run_bench_command(const BenchOptions& o, CLI::App& sub) {
+  if (o.whole) return run_whole_bench(o, sub);
+  for (const char* flag : kWholeOnlyFlags)
+    if (sub.count(flag) > 0) throw UsageError(fmt::format("{} needs --whole", flag));
   if (const auto world = ep_world(o.ep.resolve(sub), sub)) {
     if (o.json || o.format != "md")
       throw UsageError("bench under mpirun writes a markdown report (no --json or --format)");
@@ -420,12 +509,7 @@ int run_bench_command(const BenchOptions& o, CLI::App& sub) {
       break;
   }
   say(fmt::format("bench: memory estimate {:.0f} bytes (the most any check found)", *estimate));
-  if (o.output.empty()) {
-    cli::print("{}", text);
-  } else {
-    files::write_file_atomically(o.output, text);
-    say("bench: wrote " + o.output);
-  }
+  emit(o.output, text);
   return kExitOk;
 }
 
@@ -435,7 +519,25 @@ void add_bench(CLI::App& app, Action& action) {
   auto* sub = app.add_subcommand(
       "bench",
       "Time MoE layers per backend, activation, thread count and batch size, against this "
-      "machine's measured DRAM bandwidth and compute peaks");
+      "machine's measured DRAM bandwidth and compute peaks; with --whole, a whole model's "
+      "prefill and decode as llama-bench times them");
+  sub->footer(
+      "Layers:\n"
+      "  mxmoe bench --preset gpt-oss-20b --tokens 1,8,512 --threads 2\n"
+      "  mxmoe bench --model DIR --layers all --tokens 1\n"
+      "A whole model (--whole), as llama-bench times one:\n"
+      "  mxmoe bench --model DIR --whole --pp 512 --tg 64 --batch 1,8 --reps 5 --threads 2\n"
+      "  pp512:    prefill of a 512-token random prompt (seeded ids in the vocabulary); tok/s =\n"
+      "            512 / the time to the first new token\n"
+      "  tg64:     64 decode steps of one sequence after a one-token prompt; tok/s = 64 / their "
+      "time\n"
+      "  tg64 x8:  8 sequences decoded at once; tok/s counts all 8\n"
+      "Each rep is one round over every test; the report gives the median and min-max, the bytes "
+      "a decoded token reads (weights of the active experts, attention, the LM head), the GB/s "
+      "they imply at batch 1 and their share of the DRAM read bandwidth measured before and "
+      "after the runs (best pass), the load time, the peak RSS and the load average (a busy "
+      "machine shows there). --activation, --batch-invariant, --backend, --exclude and --threads "
+      "(one value each) are the request, as for `mxmoe complete`. --json: one document.");
   auto o = std::make_shared<BenchOptions>();
   o->layer.add(*sub);
   sub->add_option("--tokens", o->tokens,
@@ -456,7 +558,7 @@ void add_bench(CLI::App& app, Action& action) {
   sub->add_flag("--batch-invariant", o->batch_invariant, "Request batch-invariant backends");
   sub->add_option("--reps", o->reps,
                   fmt::format("Timed calls per row, 1..{} (default: enough for --row-seconds, at "
-                              "least 3)",
+                              "least 3; with --whole: rounds over the tests, default 3)",
                               kMaxReps))
       ->check(CLI::Range(1, kMaxReps));
   sub->add_option("--layers", o->layers,
@@ -492,6 +594,26 @@ void add_bench(CLI::App& app, Action& action) {
                   "Skip rows predicted to take longer than this per call, in [0.000001, 86400]")
       ->capture_default_str()
       ->check(finite_in(1e-6, 86400));
+  sub->add_flag("--whole", o->whole,
+                "Time the whole model of --model (prefill and decode, as llama-bench) instead "
+                "of its MoE layers");
+  sub->add_option("--pp", o->pp,
+                  "--whole: prompt tokens of the prefill test, 0..1048576 (0: none)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 20));
+  sub->add_option("--tg", o->tg,
+                  "--whole: tokens decoded per sequence, 0..1048576 (0: no decode test)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 20));
+  sub->add_option("--batch", o->batches,
+                  "--whole: sequences decoded at once, comma list of 1..4096 (one decode test "
+                  "each)")
+      ->capture_default_str();
+  sub->add_option("--seed", o->seed, "--whole: seed of the random prompts' token ids")
+      ->capture_default_str();
+  sub->add_option("--prefill-chunk", o->prefill_chunk,
+                  "--whole: prompt rows per step (default: the library's, as `complete` runs)")
+      ->check(CLI::Range(1, kMaxTokensPerCall));
   o->ep.add(*sub);
   sub->add_option("--ep-tokens", o->ep_tokens,
                   "Under mpirun: where the tokens are, rank0 (as `mxmoe run`) or all (split "
