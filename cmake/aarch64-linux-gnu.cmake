@@ -13,3 +13,6 @@ set(CMAKE_LIBRARY_ARCHITECTURE aarch64-linux-gnu)
 # the two are different glibc builds, and an ld.so of one with the libc.so.6 of the other
 # hangs in the first pthread_create (the multiarch libraries win the search either way).
 set(CMAKE_CROSSCOMPILING_EMULATOR qemu-aarch64;-L;/)
+# pkg-config (PCRE2, ICU) reads only the arm64 multiarch .pc files, never the host's.
+set(ENV{PKG_CONFIG_LIBDIR} "/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig")
+set(ENV{PKG_CONFIG_PATH} "")

@@ -12,8 +12,10 @@ build=${1:-$root/build-aarch64}
 sudo_cmd=()
 if [ "$(id -u)" -ne 0 ]; then sudo_cmd=(sudo); fi
 # libc6:arm64 and libstdc++6:arm64 are the runtime the tests run with (see the toolchain file).
+# libpcre2-dev:arm64 and libicu-dev:arm64: the tokenizer's regex engine and normalizer, linked by
+# the library (docs/DEPENDENCIES.md).
 packages=(g++-aarch64-linux-gnu qemu-user libc6:arm64 libstdc++6:arm64 libfmt-dev:arm64 libgtest-dev:arm64
-          libgmock-dev:arm64)
+          libgmock-dev:arm64 libpcre2-dev:arm64 libicu-dev:arm64)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
