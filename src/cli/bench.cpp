@@ -56,6 +56,7 @@ struct BenchOptions {
   std::string batches = "1,8";
   std::uint64_t seed = 1;
   int prefill_chunk = 0;
+  bool compact = false;  // --whole --compact
 };
 
 // --output may not be a file of the checkpoint bench reads.
@@ -284,7 +285,7 @@ constexpr const char* kLayerOnlyFlags[] = {
     "--cache-resident",   "--limits",      "--memory-budget-mb", "--row-seconds",
     "--max-call-seconds", "--ep-tokens",   "--ep-deadline",      "--format"};
 constexpr const char* kWholeOnlyFlags[] = {"--pp", "--tg", "--batch", "--seed",
-                                           "--prefill-chunk"};
+                                           "--prefill-chunk", "--compact"};
 
 // `bench --model DIR --whole`: the flags turned into WholeBenchOptions (UsageError for a flag
 // of the layer bench, a list where one value is meant, a number out of range).
@@ -304,6 +305,7 @@ int run_whole_bench(const BenchOptions& o, CLI::App& sub) {
   w.reps = o.reps > 0 ? o.reps : 3;
   w.seed = o.seed;
   w.prefill_chunk = o.prefill_chunk;
+  w.compact = o.compact;
   w.dram_buffer_bytes = o.dram_buffer_mb << 20;
   w.json = o.json;
   RequestOverrides r;
@@ -614,6 +616,8 @@ void add_bench(CLI::App& app, Action& action) {
   sub->add_option("--prefill-chunk", o->prefill_chunk,
                   "--whole: prompt rows per step (default: the library's, as `complete` runs)")
       ->check(CLI::Range(1, kMaxTokensPerCall));
+  sub->add_flag("--compact", o->compact,
+                "--whole: the compact mode (attention and head matrices in 8 bits per 32-block)");
   o->ep.add(*sub);
   sub->add_option("--ep-tokens", o->ep_tokens,
                   "Under mpirun: where the tokens are, rank0 (as `mxmoe run`) or all (split "

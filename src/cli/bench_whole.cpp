@@ -154,6 +154,7 @@ std::optional<std::string> bench_whole_model(const WholeBenchOptions& o) {
   options.max_batch = max_batch;
   options.max_context = std::max(o.pp + 1, o.tg + 2);
   if (o.prefill_chunk > 0) options.prefill_chunk = o.prefill_chunk;
+  options.compact = o.compact;
   options.memory_limit = available_memory_bytes();
   options.progress = say;
 
@@ -220,6 +221,7 @@ std::optional<std::string> bench_whole_model(const WholeBenchOptions& o) {
   j["activation"] = activation;
   j["batch_invariant"] = o.request.batch_invariant;
   j["prefill_chunk"] = options.prefill_chunk;
+  j["compact"] = options.compact;
   j["max_context"] = options.max_context;
   j["reps"] = o.reps;
   j["seed"] = o.seed;
