@@ -93,7 +93,15 @@ class Binder {
       lw.bias_element = b.type;
     }
     try {
-      return dense::Linear(lw, hw, options);
+      dense::Linear linear(lw, hw, options);
+      // The compact copy replaced the published matrix, which is not read again: its mapped
+      // pages need not stay resident beside it (as a packed expert's, docs/CHECKPOINTS.md).
+      // Not for a tied head: the embedding rows are still read through the mapping.
+      if (options.mode == dense::DenseMode::compact_int8 && name != "model.embed_tokens") {
+        const io::TensorRef* ref = t_.find(name + ".weight");
+        (void)ref->file->drop_resident(ref->data());
+      }
+      return linear;
     } catch (const std::invalid_argument& e) {
       throw LoadError(dir_ + ": " + e.what());
     }
