@@ -157,6 +157,7 @@ struct Decoder::Impl {
   std::vector<float> h, xn, q, k, v, att, o, y, g, u, scratch, head_in;
   std::vector<QueryRow> qrows;
   std::vector<std::int32_t> ids;
+  std::vector<std::int32_t> next_length;  // a step's lengths per slot before they are committed
   std::size_t scratch_stride = 0;
 
   void bind(const std::string& directory);
@@ -258,6 +259,7 @@ void Decoder::Impl::bind(const std::string& directory) {
   rope = RopeTable(cfg.rope, hd, opt.max_context);
   cache = KvCache(cfg.layers, opt.max_slots, opt.max_context, cfg.kv_heads, hd);
   lengths.assign(static_cast<std::size_t>(opt.max_slots), 0);
+  next_length.assign(lengths.size(), 0);
   const auto rows = static_cast<std::size_t>(opt.max_step_rows);
   const std::size_t I = static_cast<std::size_t>(cfg.dense_intermediate);
   h.resize(rows * static_cast<std::size_t>(H));
@@ -385,8 +387,8 @@ void Decoder::step(std::span<const StepRow> rows, float* logits) {
                                               d.opt.max_slots));
     logit_rows += row.logits ? 1 : 0;
   }
-  std::vector<std::int32_t> position(static_cast<std::size_t>(d.opt.max_slots));
-  for (int s = 0; s < d.opt.max_slots; ++s) position[static_cast<std::size_t>(s)] = next[static_cast<std::size_t>(s)];
+  std::vector<std::int32_t>& position = d.next_length;  // preallocated: a step allocates nothing
+  position = next;
   for (std::int64_t r = 0; r < m; ++r) {
     const StepRow& row = rows[static_cast<std::size_t>(r)];
     std::int32_t& p = position[static_cast<std::size_t>(row.slot)];

@@ -162,13 +162,16 @@ std::vector<Completion> LanguageModel::generate(const std::vector<std::vector<st
   // Prefill: the prompts' tokens in steps of max_step_rows; a prompt's last row gives logits.
   const auto step_rows = static_cast<std::size_t>(dec.options().max_step_rows);
   std::size_t seq = 0, at = 0;
+  std::vector<std::size_t> finishing, who;  // reused by every step
+  finishing.reserve(n);
+  who.reserve(n);
   while (seq < n) {
     if (cancel && cancel()) {
       cancel_all();
       return out;
     }
     rows.clear();
-    std::vector<std::size_t> finishing;  // sequences whose last prompt row is in this step
+    finishing.clear();  // sequences whose last prompt row is in this step
     while (seq < n && rows.size() < step_rows) {
       const auto& p = prompts[seq];
       const std::size_t take = std::min(step_rows - rows.size(), p.size() - at);
@@ -187,7 +190,7 @@ std::vector<Completion> LanguageModel::generate(const std::vector<std::vector<st
   // Decode: one row per active sequence.
   for (;;) {
     rows.clear();
-    std::vector<std::size_t> who;
+    who.clear();
     for (std::size_t i = 0; i < n; ++i)
       if (active[i]) {
         rows.push_back({last[i], static_cast<std::int32_t>(i), true});
