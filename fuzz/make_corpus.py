@@ -263,4 +263,20 @@ for name, obj in hardware_seeds.items():
     write("hardware", name + ".json", json.dumps(obj, separators=(",", ":")).encode())
 for name, obj in deployment_seeds.items():
     write("deployment", name + ".json", json.dumps(obj, separators=(",", ":")).encode())
+# The server's request bodies (fuzz_api): the first byte picks the endpoint (0 completions,
+# 1 chat), the rest is the body.
+api_seeds = {
+    "completion_text": (0, {"prompt": "Hello", "max_tokens": 8, "temperature": 0.5, "stop": ["\n"],
+                            "stream": True, "stream_options": {"include_usage": True}, "logprobs": 2}),
+    "completion_ids": (0, {"prompt": [[1, 2, 3], [4, 5]], "seed": -3, "top_p": 0.9, "top_k": -1,
+                           "min_p": 0.1, "n": 1, "echo": False}),
+    "completion_wrong_type": (0, {"prompt": "x", "max_tokens": "8"}),
+    "chat": (1, {"messages": [{"role": "system", "content": "Be brief."},
+                              {"role": "user", "content": [{"type": "text", "text": "Hi"}]}],
+                 "max_completion_tokens": 16, "logprobs": True, "top_logprobs": 3, "ignore_eos": True}),
+    "chat_empty": (1, {"messages": [], "logit_bias": {}, "presence_penalty": 0}),
+}
+for name, (endpoint, obj) in api_seeds.items():
+    write("api", name, bytes([endpoint]) + json.dumps(obj, separators=(",", ":")).encode())
+write("api", "deep_nesting", b"\x00" + b"[" * 100 + b"]" * 100)
 print(f"seed corpus written under {root}", file=sys.stderr)

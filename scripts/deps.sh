@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   cmake ninja-build g++ pkg-config ccache
   libgtest-dev libgmock-dev libbenchmark-dev
-  nlohmann-json3-dev libcli11-dev libfmt-dev libpcre2-dev libicu-dev
+  nlohmann-json3-dev libcli11-dev libfmt-dev libpcre2-dev libicu-dev libboost-dev curl
   clang libclang-rt-14-dev
   python3-dev python3-venv
   libopenmpi-dev openmpi-bin

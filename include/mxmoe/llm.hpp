@@ -102,6 +102,63 @@ class MXMOE_API LanguageModel {
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
+  friend class ContinuousBatch;
+};
+
+// A token and its log-probability under the model (the log-softmax of the raw logits, before
+// temperature and the other sampling filters, as OpenAI's and vLLM's logprobs are).
+struct MXMOE_API TokenLogprob {
+  std::int32_t token = 0;
+  float logprob = 0.0f;
+};
+
+// What one step did to one sequence: a new token, and/or its end.
+struct MXMOE_API StepEvent {
+  std::uint64_t id = 0;           // the sequence, as add() returned it
+  std::int32_t token = -1;        // the new token; -1: none (the sequence ended without one)
+  float logprob = 0.0f;           // of TOKEN, when the sequence asked for logprobs
+  std::span<const TokenLogprob> top;  // the most likely tokens, best first (valid until the next step)
+  const char* finish = nullptr;   // nullptr: still running; "stop", "length" or "cancelled"
+};
+
+// Continuous batching on one LanguageModel: sequences join and leave at token boundaries, each
+// with its own prompt, sampling and limits. A step carries one decode row for every sequence
+// that is generating, then prompt rows of the sequences still prefilling, in the order they
+// were added, up to the model's step budget (max(prefill_chunk, max_batch) rows): a long prompt
+// is prefilled in chunks while the others keep their pace. A sequence's slot of the KV cache
+// is free again the moment it ends or is cancelled. LanguageModel::generate runs on it.
+//
+// With Request::batch_invariant, a sequence's tokens and logprobs do not depend on the other
+// sequences, on its slot, or on how its prompt was split into steps.
+//
+// Threads: one thread at a time (the model's); at most one ContinuousBatch per model at once.
+class MXMOE_API ContinuousBatch {
+ public:
+  explicit ContinuousBatch(LanguageModel& model);  // the model must outlive it
+  ~ContinuousBatch();
+  ContinuousBatch(const ContinuousBatch&) = delete;
+  ContinuousBatch& operator=(const ContinuousBatch&) = delete;
+
+  // Starts a sequence on a free slot. LOGPROBS: -1 none; 0 the chosen token's; N (<= 20) also
+  // the N most likely. Throws std::invalid_argument before any change (params out of range,
+  // an empty prompt, a token outside the vocabulary, prompt + max_tokens past max_context,
+  // naming the limit) and std::length_error when no slot is free (free_slots() == 0).
+  std::uint64_t add(std::span<const std::int32_t> prompt, const SamplingParams& params,
+                    int logprobs = -1);
+  // Ends sequence ID now ("cancelled"; its slot is free at once); false when it is not running.
+  bool cancel(std::uint64_t id);
+  // One step of the model. The events of the sequences that got a token or ended in it, in
+  // the order they were added; valid until the next call. Nothing to do: no events.
+  std::span<const StepEvent> step();
+
+  int free_slots() const noexcept;
+  std::size_t running() const noexcept;  // sequences holding a slot
+  // Prompt tokens not yet prefilled, over all running sequences.
+  std::size_t pending_prompt_tokens() const noexcept;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace mxmoe

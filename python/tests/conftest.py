@@ -41,3 +41,11 @@ def cli():
     if not path:
         pytest.skip("the mxmoe command is not built here (set MXMOE_CLI)")
     return path
+
+
+def tiny_gpt_oss(path, seed):
+    """A whole gpt-oss of 2 layers, 4 experts, H=I=64, a vocabulary of 1000 and the stand-in
+    byte-level BPE tokenizer (mxmoe.generate full=True): what the text and server tests run."""
+    return mxmoe.generate(str(path), "gpt-oss-20b", full=True, layers=2, experts=4, hidden=64,
+                          intermediate=64, attention_heads=4, kv_heads=2, head_dim=16,
+                          vocab=1000, seed=seed)

@@ -22,6 +22,7 @@ if os.environ.get("MXMOE_REQUIRE_INTEGRATIONS") != "1":
 from tokenizers import Tokenizer as Reference  # noqa: E402
 
 import mxmoe  # noqa: E402
+from conftest import tiny_gpt_oss  # noqa: E402
 
 SAMPLING = dict(max_tokens=12, ignore_eos=True)
 TEXTS = [
@@ -38,10 +39,7 @@ TEXTS = [
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
-    out = tmp_path_factory.mktemp("llm_text") / "tiny-oss"
-    return mxmoe.generate(str(out), "gpt-oss-20b", full=True, layers=2, experts=4, hidden=64,
-                          intermediate=64, attention_heads=4, kv_heads=2, head_dim=16,
-                          vocab=1000, seed=7)
+    return tiny_gpt_oss(tmp_path_factory.mktemp("llm_text") / "tiny-oss", seed=7)
 
 
 @pytest.fixture(scope="module")

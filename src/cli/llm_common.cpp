@@ -71,6 +71,7 @@ std::unique_ptr<LanguageModel> open_model(CLI::App& app, const GenerationFlags& 
   options.max_batch = max_batch;
   options.max_context = context;
   options.compact = flags.compact;
+  options.prefill_chunk = flags.prefill_chunk;
   options.memory_limit = available_memory_bytes();
   if (!quiet) options.progress = [](const std::string& line) { print(stderr, "{}\n", line); };
   try {

@@ -32,6 +32,7 @@ struct GenerationFlags {
   int max_context = 0;  // 0: the command's default
   bool ignore_eos = false;
   bool compact = false;
+  int prefill_chunk = 256;  // prompt rows per step (serve's --prefill-chunk)
   RequestOptions request;
   HardwareOptions hardware;
 

@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -265,6 +266,126 @@ TEST(LanguageModel, TheSameSeedGivesTheSameTokensAndGreedyEqualsTheArgmaxOfTheLo
     EXPECT_EQ(t, llm::argmax(last));
     seq.push_back(t);
   }
+}
+
+// Continuous batching: sequences that join while others decode, with prompts split into
+// chunks of 5 and mixed with decode rows, get the tokens and logprob bits they get alone.
+TEST(ContinuousBatch, SequencesJoiningAndLeavingGetWhatTheyGetAlone) {
+  LlmOptions o;
+  o.request.batch_invariant = true;
+  o.max_context = 64;
+  o.max_batch = 3;
+  o.prefill_chunk = 5;
+  LanguageModel m(tiny_model("gpt-oss-20b"), probe_hardware(), testing::test_runtime(2), o);
+  SamplingParams p;
+  p.ignore_eos = true;
+  p.temperature = 0.8f;
+  p.seed = 9;
+  struct Run {
+    std::vector<std::int32_t> tokens;
+    std::vector<float> logprobs;
+    std::vector<std::int32_t> top;
+  };
+  const std::vector<std::vector<std::int32_t>> prompts = {prompt(13, 1), prompt(4, 2), prompt(21, 3), prompt(7, 4)};
+  const std::vector<int> lengths = {10, 6, 8, 5};
+  auto run_alone = [&](std::size_t i) {
+    ContinuousBatch b(m);
+    SamplingParams q = p;
+    q.max_tokens = lengths[i];
+    b.add(prompts[i], q, 3);
+    Run r;
+    while (b.running() > 0)
+      for (const StepEvent& e : b.step()) {
+        r.tokens.push_back(e.token);
+        r.logprobs.push_back(e.logprob);
+        for (const auto& t : e.top) r.top.push_back(t.token);
+      }
+    return r;
+  };
+  std::vector<Run> alone;
+  for (std::size_t i = 0; i < prompts.size(); ++i) alone.push_back(run_alone(i));
+
+  ContinuousBatch b(m);
+  std::map<std::uint64_t, std::size_t> which;
+  std::vector<Run> together(prompts.size());
+  std::size_t next = 0;
+  int steps = 0;
+  while (next < prompts.size() || b.running() > 0) {
+    // One sequence joins every third step while there is a slot.
+    if (next < prompts.size() && b.free_slots() > 0 && steps % 3 == 0) {
+      SamplingParams q = p;
+      q.max_tokens = lengths[next];
+      which[b.add(prompts[next], q, 3)] = next;
+      ++next;
+    }
+    for (const StepEvent& e : b.step()) {
+      Run& r = together[which.at(e.id)];
+      r.tokens.push_back(e.token);
+      r.logprobs.push_back(e.logprob);
+      for (const auto& t : e.top) r.top.push_back(t.token);
+    }
+    ++steps;
+  }
+  for (std::size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(together[i].tokens, alone[i].tokens) << "sequence " << i;
+    ASSERT_EQ(together[i].logprobs.size(), alone[i].logprobs.size());
+    EXPECT_EQ(std::memcmp(together[i].logprobs.data(), alone[i].logprobs.data(),
+                          alone[i].logprobs.size() * sizeof(float)), 0) << "sequence " << i;
+    EXPECT_EQ(together[i].top, alone[i].top);
+    EXPECT_EQ(alone[i].tokens.size(), static_cast<std::size_t>(lengths[i]));
+  }
+}
+
+TEST(ContinuousBatch, LogprobsAreTheLogSoftmaxAndACancelledSlotIsFreeAtOnce) {
+  LlmOptions o;
+  o.max_context = 32;
+  o.max_batch = 2;
+  LanguageModel m(tiny_model("gpt-oss-20b"), probe_hardware(), testing::test_runtime(1), o);
+  SamplingParams p;
+  p.max_tokens = 4;
+  p.ignore_eos = true;
+  const auto a = prompt(6, 5);
+  // The reference: float64 log-softmax of the prompt's last logits.
+  const std::vector<float> logits = m.prompt_logits(a);
+  const std::span<const float> last(logits.data() + 5 * 300, 300);
+  double mx = -1e300, sum = 0;
+  for (float v : last) mx = std::max(mx, static_cast<double>(v));
+  for (float v : last) sum += std::exp(static_cast<double>(v) - mx);
+  std::vector<std::pair<double, std::int32_t>> ref;
+  for (std::int32_t t = 0; t < 300; ++t)
+    ref.push_back({static_cast<double>(last[static_cast<std::size_t>(t)]) - mx - std::log(sum), t});
+  std::stable_sort(ref.begin(), ref.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+
+  ContinuousBatch b(m);
+  const std::uint64_t id = b.add(a, p, 5);
+  const auto first = b.step();
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0].id, id);
+  EXPECT_EQ(first[0].token, ref[0].second);  // greedy
+  ASSERT_EQ(first[0].top.size(), 5u);
+  for (std::size_t k = 0; k < 5; ++k) {
+    EXPECT_EQ(first[0].top[k].token, ref[k].second);
+    EXPECT_NEAR(first[0].top[k].logprob, ref[k].first, 1e-5);
+  }
+  EXPECT_NEAR(first[0].logprob, ref[0].first, 1e-5);
+
+  const std::uint64_t other = b.add(prompt(3, 6), p);
+  EXPECT_EQ(b.free_slots(), 0);
+  EXPECT_THROW(b.add(prompt(3, 7), p), std::length_error);
+  EXPECT_TRUE(b.cancel(id));
+  EXPECT_FALSE(b.cancel(id));
+  EXPECT_EQ(b.free_slots(), 1);
+  EXPECT_EQ(b.running(), 1u);
+  const std::uint64_t third = b.add(prompt(3, 7), p);
+  EXPECT_NE(third, other);
+  // Refusals change nothing.
+  EXPECT_THROW(b.add(prompt(30, 8), p), std::invalid_argument);  // 30 + 4 > 32
+  EXPECT_THROW(b.add({}, p), std::invalid_argument);
+  EXPECT_EQ(b.running(), 2u);
+  std::size_t events = 0;
+  while (b.running() > 0) events += b.step().size();
+  EXPECT_EQ(events, 4u + 4u);
+  EXPECT_TRUE(b.step().empty());
 }
 
 TEST(Sampler, TopKOneIsGreedyAndMinPOneKeepsOnlyTheBest) {
