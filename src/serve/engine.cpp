@@ -26,12 +26,17 @@ Engine::Engine(LanguageModel& model, const Tokenizer* tokenizer, EngineOptions o
 }
 
 Engine::~Engine() {
+  stop();
+}
+
+void Engine::stop() {
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
+    draining_ = true;
   }
   wake_.notify_all();
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
 }
 
 bool Engine::submit(const std::vector<std::shared_ptr<Job>>& jobs) {

@@ -60,7 +60,10 @@ class Engine {
  public:
   // TOKENIZER may be null (a model given ids only: updates carry no text).
   Engine(LanguageModel& model, const Tokenizer* tokenizer, EngineOptions options, Metrics& metrics);
-  ~Engine();  // cancels what is left and joins the thread
+  ~Engine();  // stop()
+  // Cancels what is left (each job gets its last update) and joins the thread; afterwards no
+  // sink is called. Idempotent.
+  void stop();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 

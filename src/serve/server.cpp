@@ -111,6 +111,7 @@ struct Shared {
   std::uint64_t seeds = 0x6d786d6f65;  // requests without a seed get distinct ones
   bool draining = false;
   std::size_t generating = 0;  // sessions with a generation in progress
+  std::size_t writes = 0;      // writes in flight (a drain waits for them)
 
   void log(const std::string& line) const {
     if (options.log) options.log(line);
@@ -129,6 +130,7 @@ Session::~Session() {
 }
 
 void Session::read() {
+  request_ = {};
   parser_.emplace();
   parser_->header_limit(kMaxHeaderBytes);
   parser_->body_limit(shared_.options.max_body);
@@ -225,7 +227,9 @@ void Session::respond(http::status status, std::string body, std::string_view ty
                           std::chrono::duration<double>(Clock::now() - started_).count()));
   response_ = res;
   stream_.expires_after(shared_.options.write_timeout);
+  ++shared_.writes;
   http::async_write(stream_, *res, [self = shared_from_this(), keep = keep_alive_](beast::error_code ec, std::size_t) {
+    --self->shared_.writes;
     self->response_.reset();
     if (ec) return self->close();
     self->after_write(keep);
@@ -360,8 +364,10 @@ void Session::generate(Endpoint endpoint) {
     stream_serializer_ = std::make_unique<http::response_serializer<http::empty_body>>(*stream_head_);
     writing_ = true;
     stream_.expires_after(shared_.options.write_timeout);
+    ++shared_.writes;
     http::async_write_header(stream_, *stream_serializer_,
                              [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                               --self->shared_.writes;
                                self->writing_ = false;
                                self->stream_.expires_never();
                                if (ec) return self->close();
@@ -529,7 +535,9 @@ void Session::flush() {
     // All sent: the last chunk, then the connection's next request.
     writing_ = true;
     stream_.expires_after(shared_.options.write_timeout);
+    ++shared_.writes;
     net::async_write(stream_, http::make_chunk_last(), [self = shared_from_this()](beast::error_code ec, std::size_t) {
+      --self->shared_.writes;
       self->writing_ = false;
       self->stream_.expires_never();
       self->header_sent_ = false;
@@ -543,7 +551,9 @@ void Session::flush() {
   out_.clear();
   writing_ = true;
   stream_.expires_after(shared_.options.write_timeout);
+  ++shared_.writes;
   net::async_write(stream_, http::make_chunk(net::buffer(wbuf_)), [self = shared_from_this()](beast::error_code ec, std::size_t) {
+    --self->shared_.writes;
     self->writing_ = false;
     self->stream_.expires_never();
     if (ec) return self->close();  // the client went away: its sequences are cancelled
@@ -586,14 +596,11 @@ class Listener : public std::enable_shared_from_this<Listener> {
   tcp::acceptor& acceptor_;
 };
 
-}  // namespace
-
-void serve(LanguageModel& model, const Tokenizer* tokenizer, const ServerOptions& options,
-           const std::function<void(const std::string& host, int port)>& on_listening) {
-  net::io_context io(1);
-  Metrics metrics;
-  Engine engine(model, tokenizer, options.engine, metrics);
-  Shared shared{io, model, tokenizer, options, metrics, engine};
+// Listens and runs the I/O context until a signal's drain ends.
+void run(Shared& shared, const std::function<void(const std::string& host, int port)>& on_listening) {
+  net::io_context& io = shared.io;
+  const ServerOptions& options = shared.options;
+  Engine& engine = shared.engine;
 
   beast::error_code ec;
   const auto address = net::ip::make_address(options.host, ec);
@@ -616,7 +623,7 @@ void serve(LanguageModel& model, const Tokenizer* tokenizer, const ServerOptions
   Clock::time_point deadline;
   bool cancelled = false;
   std::function<void()> poll = [&] {
-    const bool idle = engine.active() == 0 && shared.generating == 0;
+    const bool idle = engine.active() == 0 && shared.generating == 0 && shared.writes == 0;
     if (idle || Clock::now() > deadline + std::chrono::seconds(2)) return io.stop();
     if (!cancelled && Clock::now() > deadline) {
       engine.cancel_all();
@@ -636,6 +643,22 @@ void serve(LanguageModel& model, const Tokenizer* tokenizer, const ServerOptions
     poll();
   });
   io.run();
+}
+
+}  // namespace
+
+void serve(LanguageModel& model, const Tokenizer* tokenizer, const ServerOptions& options,
+           const std::function<void(const std::string& host, int port)>& on_listening) {
+  // Lifetimes: the sessions live in the I/O context's handlers and use the engine and Shared;
+  // the engine's sinks post into the I/O context. So the engine's thread stops first (no sink
+  // runs after it), then the I/O context is destroyed with its sessions, then the rest.
+  auto io = std::make_unique<net::io_context>(1);
+  Metrics metrics;
+  Engine engine(model, tokenizer, options.engine, metrics);
+  Shared shared{*io, model, tokenizer, options, metrics, engine};
+  run(shared, on_listening);
+  engine.stop();
+  io.reset();
 }
 
 }  // namespace mxmoe::serve
