@@ -5,7 +5,7 @@ same CPU and thread count, alternating, R rounds (issue 34's benchmark).
     bench/whole_model_peers.py --work /tmp/peers --rounds 2 --threads 2
 
 Steps (each skipped when its output exists in --work):
-  1. the checkpoint: `mxmoe generate --preset gpt-oss-20b --full` (13.8 GB) unless --model names one;
+  1. the checkpoint: `mxmoe synth --preset gpt-oss-20b --full` (13.8 GB) unless --model names one;
   2. llama.cpp: the sources vendored by the PyPI sdist llama-cpp-python==0.3.36 (llama.cpp
      0c1e570), `pip download --no-deps --no-binary :all:`, built CPU-only with the machine's
      native flags (llama-bench, llama-quantize), -j2 under nice;
@@ -216,7 +216,7 @@ def main() -> int:
     p.add_argument("--work", type=Path, default=Path("/tmp/whole_model_peers"),
                    help="scratch directory: sources, builds, GGUFs, results (never the repository)")
     p.add_argument("--model", type=Path, help="mxmoe's gpt-oss-20b (default: WORK/gpt-oss-20b, "
-                   "written by mxmoe generate --full when absent)")
+                   "written by mxmoe synth --full when absent)")
     p.add_argument("--mxmoe", type=Path, default=ROOT / "build" / "mxmoe")
     p.add_argument("--python", type=Path, help="a Python with numpy, torch, transformers, "
                    "safetensors, pyyaml for the converter (default: scripts/python_env.sh build/venv)")
@@ -244,7 +244,7 @@ def main() -> int:
     engines = args.engines.split(",")
 
     if not (args.model / "config.json").exists():
-        run(nice([args.mxmoe, "generate", "--preset", "gpt-oss-20b", "--full", "--out", args.model]))
+        run(nice([args.mxmoe, "synth", "--preset", "gpt-oss-20b", "--full", "--out", args.model]))
     llama_bin = ik_bin = gguf = None
     if "llama.cpp" in engines or "ik_llama.cpp" in engines:  # the GGUF needs llama-quantize
         llama_src = llama_cpp(args.work)

@@ -151,7 +151,7 @@ def _memory_available() -> int:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", required=True, help="checkpoint directory (mxmoe generate "
+    ap.add_argument("--model", required=True, help="checkpoint directory (mxmoe synth "
                     "--full, or a real model)")
     ap.add_argument("--threads", type=int, default=2, help="mxmoe's pool (default 2)")
     ap.add_argument("--torch-threads", type=int, default=0,

@@ -1,4 +1,4 @@
-"""``python -m mxmoe``: the mxmoe command's explain, info and generate, through the package.
+"""``python -m mxmoe``: the mxmoe command's explain, info and synth, through the package.
 
 Same flags, outputs and exit codes as the C++ command (0 ok, 1 error, 2 bad usage, 3 no
 backend fits), for a machine that has the package but not the command.
@@ -92,7 +92,7 @@ def _generate(args: argparse.Namespace) -> int:
     generate(args.out, args.preset, layers=args.layers, experts=args.experts, top_k=args.top_k,
              hidden=args.hidden, intermediate=args.intermediate, seed=args.seed,
              force=args.force)
-    _print(f"mxmoe generate: wrote {args.out}", file=sys.stderr)
+    _print(f"mxmoe synth: wrote {args.out}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -120,7 +120,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="python -m mxmoe",
         description="mxmoe: Mixture-of-Experts layers with MXFP4 expert weights (the package's "
-                    "explain, info and generate; the C++ command `mxmoe` has the rest).")
+                    "explain, info and synth; the C++ command `mxmoe` has the rest).")
     parser.add_argument("--version", action="version", version=f"mxmoe {_mxmoe.__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -154,8 +154,9 @@ def _parser() -> argparse.ArgumentParser:
     i.add_argument("--model", help="Checkpoint directory to describe")
     i.set_defaults(run=_info)
 
-    g = sub.add_parser("generate", help="Write a checkpoint of random MXFP4 MoE layers with a "
-                                        "preset's shape")
+    # `generate` is the old name (it means text in every other tool), kept as an alias.
+    g = sub.add_parser("synth", aliases=["generate"],
+                       help="Write a checkpoint of random MXFP4 MoE layers with a preset's shape")
     g.add_argument("--out", required=True, help="The checkpoint directory to write")
     g.add_argument("--preset", default="gpt-oss-20b", choices=presets(),
                    help="Shape and family of the layers")

@@ -103,14 +103,18 @@ def test_info_model(checkpoints):
     assert [entry["status"] for entry in report["per_layer"]] == ["ok", "ok"]
 
 
-def test_generate_mirrors_the_commands(cli, tmp_path):
+def test_synth_mirrors_the_commands(cli, tmp_path):
     args = ["--preset", "qwen3-30b-a3b", "--experts", "8", "--top-k", "2", "--hidden", "64",
             "--intermediate", "32", "--layers", "2", "--seed", "5"]
-    assert run([cli, "generate", "--out", str(tmp_path / "c"), *args]).returncode == 0
-    assert python_m("generate", "--out", str(tmp_path / "p"), *args).returncode == 0
+    assert run([cli, "synth", "--out", str(tmp_path / "c"), *args]).returncode == 0
+    assert python_m("synth", "--out", str(tmp_path / "p"), *args).returncode == 0
+    # The old name is an alias that says so, and writes the same bytes.
+    old = run([cli, "generate", "--out", str(tmp_path / "g"), *args])
+    assert old.returncode == 0 and "`mxmoe synth`" in old.stderr
     for name in sorted(os.listdir(tmp_path / "c")):
-        with open(tmp_path / "c" / name, "rb") as a, open(tmp_path / "p" / name, "rb") as b:
-            assert a.read() == b.read(), name
+        for other in ("p", "g"):
+            with open(tmp_path / "c" / name, "rb") as a, open(tmp_path / other / name, "rb") as b:
+                assert a.read() == b.read(), (other, name)
 
 
 @pytest.mark.parametrize("argv, code", [

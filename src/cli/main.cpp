@@ -108,7 +108,7 @@ int main(int argc, char** argv) {
       "mxmoe: Mixture-of-Experts models with MXFP4 expert weights, whole or layer by layer.\n"
       "One oracle judges every backend for your deployment and says why each one fits or not.\n"
       "Start with `mxmoe chat --model DIR` or `mxmoe complete --model DIR --prompt TEXT` (a whole "
-      "gpt-oss, Qwen3-MoE or Mixtral; `mxmoe generate --full` writes one on random weights), "
+      "gpt-oss, Qwen3-MoE or Mixtral; `mxmoe synth --full` writes one on random weights), "
       "`mxmoe run --preset tiny` (one layer) or `mxmoe explain`.",
       "mxmoe"};
   app.set_version_flag("--version", version_text());
@@ -129,12 +129,15 @@ int main(int argc, char** argv) {
   const std::string first = argv[1];
   if (!first.empty() && first[0] != '-') {
     bool known = false;
-    for (const CLI::App* sub : app.get_subcommands({})) known = known || sub->get_name() == first;
+    for (const CLI::App* sub : app.get_subcommands({})) known = known || sub->check_name(first);
     if (!known)
       return error(mxmoe::cli::kExitUsage,
                    fmt::format("unknown command '{}'; commands: {} (mxmoe --help)", first,
                                command_names(app)));
   }
+  if (first == "generate")
+    mxmoe::cli::print(stderr, "mxmoe: note: `mxmoe generate` is now `mxmoe synth` (random-weight "
+                              "checkpoints); the old name still works\n");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,4 +1,4 @@
-// `mxmoe generate --full`: the whole model of io/full_model.hpp written as a sharded
+// `mxmoe synth --full`: the whole model of io/full_model.hpp written as a sharded
 // checkpoint, tensor by tensor in pieces of bounded size, with random values drawn per piece
 // (a pure function of the seed, the tensor and the offset: the bytes do not depend on the
 // piece size or the number of threads).

@@ -1,4 +1,4 @@
-// The whole of a published model around its MoE layers, as `mxmoe generate --full` writes it:
+// The whole of a published model around its MoE layers, as `mxmoe synth --full` writes it:
 // every tensor of the published checkpoint (names, shapes, dtypes) with how its random values are
 // drawn, its config.json, generation_config.json and a small working tokenizer. gpt-oss (20b,
 // 120b and their resized variants) as published, MXFP4 experts; Qwen3-MoE (Qwen3-30B-A3B) as

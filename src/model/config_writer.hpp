@@ -1,5 +1,5 @@
 // LayerSpec -> the config.json a model family's checkpoint would carry: the inverse of
-// parse_model_config, for checkpoints mxmoe writes (`mxmoe generate`). Only the fields that
+// parse_model_config, for checkpoints mxmoe writes (`mxmoe synth`). Only the fields that
 // define the MoE layer are written, as the family's transformers config names them.
 #pragma once
 

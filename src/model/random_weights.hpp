@@ -1,4 +1,4 @@
-// The random numbers of generated weights (LayerStorage::random, `mxmoe generate --full`): one
+// The random numbers of generated weights (LayerStorage::random, `mxmoe synth --full`): one
 // generator and one rule for MXFP4 scales, so every generated layer has the same statistics.
 #pragma once
 

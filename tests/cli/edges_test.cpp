@@ -48,10 +48,10 @@ void expect_clean_message(const Result& r) {
 TEST(CliExitCodes, NoCommandOrAnUnknownOneIsUsage) {
   const Result none = run("", "");
   EXPECT_EQ(none.rc, 2);
-  EXPECT_THAT(none.err, HasSubstr("a command is required: run, complete, chat, explain"));
+  EXPECT_THAT(none.err, HasSubstr("a command is required: run, complete, chat, serve, explain"));
   const Result unknown = run("", "frobnicate --fast");
   EXPECT_EQ(unknown.rc, 2);
-  EXPECT_THAT(unknown.err, HasSubstr("unknown command 'frobnicate'; commands: run, complete, chat, explain"));
+  EXPECT_THAT(unknown.err, HasSubstr("unknown command 'frobnicate'; commands: run, complete, chat, serve, explain"));
   expect_clean_message(none);
   expect_clean_message(unknown);
 }
@@ -327,14 +327,14 @@ TEST(CliQuantize, SigintMidConversionKeepsThePreviousOutput) {
                      out, before, root.path());
 }
 
-// generate --full announces its size, writes the shard, then blocks on the shard's line: the
+// synth --full announces its size, writes the shard, then blocks on the shard's line: the
 // pipe has room for the announcement only. Ctrl-C there deletes what was written (exit 130).
 TEST(CliGenerate, SigintMidWriteKeepsThePreviousOutput) {
   MXMOE_SKIP_UNDER_EMULATOR();
   TempDir root;
   const std::string out = root / "out";
   const std::string args =
-      "generate --preset tiny --full --layers 2 --heads 4 --kv-heads 2 --head-dim 16 --vocab 512 "
+      "synth --preset tiny --full --layers 2 --heads 4 --kv-heads 2 --head-dim 16 --vocab 512 "
       "--out " +
       out;
   const Result first = run("", args);

@@ -1,6 +1,6 @@
 // The seed's scenario, end to end through the `mxmoe` executable (docs/SCENARIOS.md):
 // DeepSeek-V4-Flash's layer shape shrunk, a checkpoint in the release naming (FP4 experts,
-// FP8 shared expert, one hash layer and one routed layer) made with `mxmoe generate`, then
+// FP8 shared expert, one hash layer and one routed layer) made with `mxmoe synth`, then
 // exactly the scenario's three commands:
 //   1. mxmoe explain --model DIR --layer 1 --batch-invariant --activation mxfp8
 //   2. mxmoe run --model DIR --layers all --batch-invariant --activation mxfp8

@@ -1,4 +1,4 @@
-// `mxmoe generate`: a checkpoint of random MXFP4 MoE layers with a preset's shape (optionally
+// `mxmoe synth` (formerly `mxmoe generate`, still an alias): a checkpoint of random MXFP4 MoE layers with a preset's shape (optionally
 // resized), in the gpt-oss layout with the family's config.json (DeepSeek-V4: its release
 // naming and config, hash layers optional), or with --full the whole published model (every
 // tensor, a tokenizer, the configs) for transformers: something to try the library, the C API,
@@ -52,7 +52,7 @@ int generate(const GenerateFlags& o) {
   // The exact bytes of the tensors (the index's total_size), announced before any is written.
   const std::uint64_t bytes = generated_tensor_bytes(spec, g);
   g.progress(fmt::format(
-      "mxmoe generate: {} {} (E={}, top-{}, H={}, I={}): {} of tensors",
+      "mxmoe synth: {} {} (E={}, top-{}, H={}, I={}): {} of tensors",
       o.full ? "the whole model of" : fmt::format("{} layer(s) of", std::max(o.layers, 1)),
       spec.name, spec.num_experts, spec.top_k, spec.hidden, spec.intermediate,
       bytes_text(static_cast<double>(bytes))));
@@ -62,20 +62,22 @@ int generate(const GenerateFlags& o) {
     cli::print(stderr, "mxmoe: {} (signal {})\n", e.what(), StopOnSignal::signal());
     return kExitInterrupted;
   }
-  cli::print(stderr, "mxmoe generate: wrote {}\n", o.out);
+  cli::print(stderr, "mxmoe synth: wrote {}\n", o.out);
   return kExitOk;
 }
 
 }  // namespace
 
-void add_generate(CLI::App& app, Action& action) {
+void add_synth(CLI::App& app, Action& action) {
   auto opts = std::make_shared<GenerateFlags>();
   auto* sub = app.add_subcommand(
-      "generate",
+      "synth",
       "Write a checkpoint with random weights of a real model's shape, to try mxmoe without "
       "downloading a model: its MoE layers (config.json + safetensors in the gpt-oss MXFP4 "
       "layout), or with --full the whole model (every tensor of the published checkpoint, a "
       "tokenizer, the configs) that Hugging Face transformers loads");
+  // Its name until 2026-12: `generate` means text in every other tool of this field.
+  sub->alias("generate");
   sub->add_option("--out", opts->out, "The checkpoint directory to write")->required();
   sub->add_option("--preset", opts->preset, "Shape and family of the layers")
       ->check(CLI::IsMember(preset_names()))
@@ -128,16 +130,16 @@ void add_generate(CLI::App& app, Action& action) {
                 "empty directory");
   sub->footer(
       "Examples:\n"
-      "  mxmoe generate --preset qwen3-30b-a3b --experts 8 --hidden 256 --intermediate 128 "
+      "  mxmoe synth --preset qwen3-30b-a3b --experts 8 --hidden 256 --intermediate 128 "
       "--layers 2 --out /tmp/tiny-qwen\n"
-      "  mxmoe generate --preset gpt-oss-20b --full --out /tmp/gpt-oss-20b   (13.8 GB, the "
+      "  mxmoe synth --preset gpt-oss-20b --full --out /tmp/gpt-oss-20b   (13.8 GB, the "
       "published layout)\n"
-      "  mxmoe generate --preset gpt-oss-20b --full --layers 2 --experts 4 --hidden 64 "
+      "  mxmoe synth --preset gpt-oss-20b --full --layers 2 --experts 4 --hidden 64 "
       "--intermediate 64 --heads 4 --kv-heads 2 --head-dim 16 --vocab 1000 --out /tmp/tiny-oss\n"
-      "  mxmoe generate --preset qwen3-30b-a3b --full --out /tmp/qwen3 && mxmoe quantize --model "
+      "  mxmoe synth --preset qwen3-30b-a3b --full --out /tmp/qwen3 && mxmoe quantize --model "
       "/tmp/qwen3 --out /tmp/qwen3-mxfp4   (61 GB of BF16, then 17 GB)\n"
       "DeepSeek-V4 is written in its release naming (FP4 experts, FP8 shared expert): mxmoe "
-      "generate --preset deepseek-v4-flash --experts 16 --hidden 256 --intermediate 128 "
+      "synth --preset deepseek-v4-flash --experts 16 --hidden 256 --intermediate 128 "
       "--layers 2 --hash-layers 1 --vocab 1000 --out /tmp/tiny-v4\n"
       "The checkpoint is written beside OUT and renamed into place when complete; Ctrl-C "
       "deletes it and leaves OUT as it was (exit 130).");
