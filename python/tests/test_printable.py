@@ -22,7 +22,7 @@ def _mxmoe(*args):
 
 def test_no_command_prints_a_raw_control_byte(tmp_path):
     ck = tmp_path / ("ck" + HOSTILE)
-    made = _mxmoe("generate", "--out", str(ck), "--preset", "gpt-oss-20b", "--experts", "8",
+    made = _mxmoe("synth", "--out", str(ck), "--preset", "gpt-oss-20b", "--experts", "8",
                   "--top-k", "2", "--hidden", "64", "--intermediate", "96")
     assert made.returncode == 0, made.stderr
     assert "\\x1b]0;owned\\x07" in made.stderr  # shown, escaped
@@ -40,7 +40,7 @@ def test_no_command_prints_a_raw_control_byte(tmp_path):
                  ["explain", "--model", str(ck), "--hardware", str(hw_file)],
                  ["explain", "--preset", "tiny", "--hardware", str(hw_file)],
                  ["explain", "--preset", "tiny" + HOSTILE],
-                 ["generate", "--out", str(ck), "--preset", "tiny" + HOSTILE]):
+                 ["synth", "--out", str(ck), "--preset", "tiny" + HOSTILE]):
         results.append(_mxmoe(*args))
     for r in results:
         for name, text in (("stdout", r.stdout), ("stderr", r.stderr)):

@@ -191,7 +191,7 @@ def test_a_long_prompt_file_equals_the_library(cli, saved, tmp_path):
                                           ("qwen3-30b-a3b", 300)])
 def test_generated_stand_in_tokenizer_agrees(cli, tmp_path, preset, vocab):
     out = tmp_path / "model"
-    run = subprocess.run([cli, "generate", "--preset", preset, "--full", "--layers", "1",
+    run = subprocess.run([cli, "synth", "--preset", preset, "--full", "--layers", "1",
                           "--experts", "8", "--hidden", "64", "--intermediate", "64", "--heads",
                           "4", "--kv-heads", "2", "--head-dim", "16", "--vocab", str(vocab),
                           "--out", str(out)], capture_output=True, text=True)

@@ -38,7 +38,7 @@ const std::string& checkpoint_dir() {
         (std::filesystem::temp_directory_path() / ("mxmoe_capi_" + std::to_string(::getpid())))
             .string();
     const std::string cmd = std::string(MXMOE_CLI_COMMAND) +
-                            " generate --preset deepseek-v3 --experts 8 --top-k 2 --hidden 64 "
+                            " synth --preset deepseek-v3 --experts 8 --top-k 2 --hidden 64 "
                             "--intermediate 32 --layers 2 --force --out " +
                             d + " 2>/dev/null";
     if (std::system(cmd.c_str()) != 0) std::abort();
@@ -188,7 +188,7 @@ TEST(CApi, HashLayersTakeTokenIds) {
       (std::filesystem::temp_directory_path() / ("mxmoe_capi_v4_" + std::to_string(::getpid())))
           .string();
   const std::string cmd = std::string(MXMOE_CLI_COMMAND) +
-                          " generate --preset deepseek-v4-flash --experts 8 --top-k 2 "
+                          " synth --preset deepseek-v4-flash --experts 8 --top-k 2 "
                           "--hidden 64 --intermediate 32 --layers 2 --hash-layers 1 --vocab 100 "
                           "--force --out " +
                           dir + " 2>/dev/null";

@@ -32,7 +32,7 @@ std::string generated(const std::string& preset) {
   const std::string d = (std::filesystem::temp_directory_path() /
                          ("mxmoe_capi_tensors_" + preset + "_" + std::to_string(::getpid())))
                             .string();
-  const std::string cmd = std::string(MXMOE_CLI_COMMAND) + " generate --preset " + preset +
+  const std::string cmd = std::string(MXMOE_CLI_COMMAND) + " synth --preset " + preset +
                           " --experts 8 --top-k 2 --hidden 64 --intermediate 96 --force --out " +
                           d + " 2>/dev/null";
   if (std::system(cmd.c_str()) != 0) std::abort();

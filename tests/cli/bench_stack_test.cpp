@@ -74,7 +74,7 @@ TEST(CliBench, StackOfAModelsLayers) {
   MXMOE_REQUIRE_X86_BACKENDS();
   TempDir dir;
   const std::string model = dir.path() + "/m";
-  ASSERT_EQ(run("", "generate --preset tiny --layers 3 --out " + model).rc, 0);
+  ASSERT_EQ(run("", "synth --preset tiny --layers 3 --out " + model).rc, 0);
   bench_stack(model, "all", 2, 3);
   bench_stack(model, "0,2", 1, 2);
   const Result out_of_range = run("", "bench --model " + model + " --layers 0,3 --tokens 1");
@@ -88,7 +88,7 @@ TEST(CliBench, StackOfDeepSeekV4HashAndRoutedLayers) {
   MXMOE_REQUIRE_X86_BACKENDS();
   TempDir dir;
   const std::string model = dir.path() + "/v4";
-  ASSERT_EQ(run("", "generate --preset deepseek-v4-flash --experts 16 --hidden 256 "
+  ASSERT_EQ(run("", "synth --preset deepseek-v4-flash --experts 16 --hidden 256 "
                     "--intermediate 128 --layers 3 --hash-layers 1 --vocab 1000 --out " +
                         model)
                 .rc,
@@ -105,7 +105,7 @@ TEST(CliRunLayers, StackedOutputsEqualTheSingleLayerRuns) {
   MXMOE_REQUIRE_X86_BACKENDS();
   TempDir dir;
   const std::string model = dir.path() + "/m";
-  ASSERT_EQ(run("", "generate --preset tiny --layers 3 --out " + model).rc, 0);
+  ASSERT_EQ(run("", "synth --preset tiny --layers 3 --out " + model).rc, 0);
   const std::string stacked = dir.path() + "/stack.npy";
   const Result r = run("", "run --model " + model +
                                " --layers 2,0 --tokens 5 --reps 1 --json "

@@ -23,7 +23,7 @@ using testing_io::TempDir;
 // A whole gpt-oss of 2 layers, 4 experts, hidden 64, a vocabulary of 300.
 std::string tiny_whole_model(const TempDir& dir) {
   const std::string model = dir.path() + "/oss";
-  const Result g = run("", "generate --preset gpt-oss-20b --full --layers 2 --experts 4 --hidden 64 "
+  const Result g = run("", "synth --preset gpt-oss-20b --full --layers 2 --experts 4 --hidden 64 "
                            "--intermediate 64 --vocab 300 --heads 4 --kv-heads 2 --head-dim 16 "
                            "--out " + model);
   EXPECT_EQ(g.rc, 0) << g.err;

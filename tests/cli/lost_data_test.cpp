@@ -32,7 +32,7 @@ using testing_io::TempDir;
 
 // A small generated checkpoint (one tiny layer): DIR.
 void generate_tiny(const std::string& dir, const std::string& extra = "") {
-  const Result r = run("", "generate --preset tiny --out " + dir + " " + extra);
+  const Result r = run("", "synth --preset tiny --out " + dir + " " + extra);
   ASSERT_EQ(r.rc, 0) << r.err;
 }
 
@@ -83,7 +83,7 @@ TEST(CliLostData, AnOutputThatIsAnInputIsRefusedBeforeAnyWork) {
   const Result q = run("", "quantize --model " + ckpt + " --out " + ckpt + " --force");
   EXPECT_EQ(q.rc, 2) << q.err;
   EXPECT_THAT(q.err, HasSubstr("--out " + ckpt + ": is or contains --model " + ckpt));
-  const Result g = run("", "generate --preset tiny --force --out ../ckpt", "cd " + ckpt + " &&");
+  const Result g = run("", "synth --preset tiny --force --out ../ckpt", "cd " + ckpt + " &&");
   EXPECT_EQ(g.rc, 2) << g.err;
   EXPECT_THAT(g.err, HasSubstr("is or contains the current directory"));
   EXPECT_EQ(testing_io::directory_snapshot(ckpt), before);
@@ -98,7 +98,7 @@ TEST(CliLostData, ForceReplacesOnlyACheckpointMxmoeWroteOrAnEmptyDirectory) {
   testing_io::write_bytes(home + "/.ssh/id_ed25519", "secret");
   testing_io::write_bytes(home + "/notes.txt", "mine");
   const auto before = testing_io::directory_snapshot(home);
-  const Result g = run("", "generate --preset tiny --force --out " + home);
+  const Result g = run("", "synth --preset tiny --force --out " + home);
   EXPECT_EQ(g.rc, 1) << g.err;
   EXPECT_THAT(g.err, AllOf(HasSubstr("not a checkpoint mxmoe wrote"), HasSubstr(".ssh/"),
                            HasSubstr("notes.txt")));
@@ -132,7 +132,7 @@ TEST(CliLostData, ForceReplacesOnlyACheckpointMxmoeWroteOrAnEmptyDirectory) {
   testing_io::write_bytes(empty + "/mynotes.txt", "mine");
   fs::create_directories(empty + "/sub");
   const auto with_notes = testing_io::directory_snapshot(empty);
-  const Result added = run("", "generate --preset tiny --force --out " + empty);
+  const Result added = run("", "synth --preset tiny --force --out " + empty);
   EXPECT_EQ(added.rc, 1) << added.err;
   EXPECT_THAT(added.err, AllOf(HasSubstr("that mxmoe did not write"), HasSubstr("mynotes.txt"),
                                HasSubstr("sub/")));
@@ -141,7 +141,7 @@ TEST(CliLostData, ForceReplacesOnlyACheckpointMxmoeWroteOrAnEmptyDirectory) {
   // An empty file named like the marker marks nothing: the home directory stays.
   testing_io::write_bytes(home + "/.mxmoe-checkpoint", "");
   const auto with_fake_marker = testing_io::directory_snapshot(home);
-  const Result fake = run("", "generate --preset tiny --force --out " + home);
+  const Result fake = run("", "synth --preset tiny --force --out " + home);
   EXPECT_EQ(fake.rc, 1) << fake.err;
   EXPECT_THAT(fake.err, HasSubstr("not a checkpoint mxmoe wrote"));
   EXPECT_EQ(testing_io::directory_snapshot(home), with_fake_marker);
@@ -160,7 +160,7 @@ TEST(CliLostData, LinkedOutputsAreRefusedBeforeAnyWork) {
   EXPECT_THAT(r.err, Not(HasSubstr("generating")));
   EXPECT_TRUE(fs::is_symlink(root / "loop1"));
   EXPECT_TRUE(fs::is_symlink(root / "loop2"));
-  const Result g = run("", "generate --preset tiny --force --out " + (root / "loop1"));
+  const Result g = run("", "synth --preset tiny --force --out " + (root / "loop1"));
   EXPECT_EQ(g.rc, 1) << g.err;
   EXPECT_THAT(g.err, HasSubstr("a symbolic link in a loop of links"));
 
@@ -169,7 +169,7 @@ TEST(CliLostData, LinkedOutputsAreRefusedBeforeAnyWork) {
   generate_tiny(target);
   const auto before = testing_io::directory_snapshot(target);
   fs::create_symlink(target, root / "link");
-  const Result l = run("", "generate --preset tiny --force --out " + (root / "link"));
+  const Result l = run("", "synth --preset tiny --force --out " + (root / "link"));
   EXPECT_EQ(l.rc, 1) << l.err;
   EXPECT_THAT(l.err, HasSubstr("a symbolic link; the output must be the directory itself"));
   EXPECT_THAT(l.err, Not(HasSubstr("layer 1/1")));
@@ -272,7 +272,7 @@ TEST(CliGenerate, SigintWhileALayerIsMadeStopsAtOnceAndKeepsThePreviousOutput) {
     generate_tiny(out);
     const auto before = testing_io::directory_snapshot(out);
     const auto [status, seconds] = interrupt_once_staging(
-        "generate --preset gpt-oss-20b --force --out " + out, root.path(), signal);
+        "synth --preset gpt-oss-20b --force --out " + out, root.path(), signal);
     ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status);
     EXPECT_EQ(WEXITSTATUS(status), 130);
     EXPECT_LT(seconds, 3.0) << "the signal waited for the layer's weights";
@@ -287,7 +287,7 @@ TEST(CliStrictFlags, NumbersAreDecimalWithinRangeAndNoValueIsEmptyOrIgnored) {
   TempDir root;
   const std::string out = root / "g";
   for (const char* seed : {"-1", "36893488147419103232", "0x10", "+1", "1e3"}) {
-    const Result r = run("", "generate --preset tiny --out " + out + " --seed " + seed);
+    const Result r = run("", "synth --preset tiny --out " + out + " --seed " + seed);
     EXPECT_EQ(r.rc, 2) << seed << ": " << r.err;
     EXPECT_THAT(r.err, AllOf(HasSubstr("--seed"),
                              HasSubstr("expected a decimal integer in [0, 18446744073709551615]")))

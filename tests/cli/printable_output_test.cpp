@@ -66,7 +66,7 @@ TEST(CliPrintable, NoCommandPrintsARawControlByte) {
     return results.back().second;
   };
   const Result made = command(
-      "generate --preset gpt-oss-20b --experts 8 --top-k 2 --hidden 64 --intermediate 96 "
+      "synth --preset gpt-oss-20b --experts 8 --top-k 2 --hidden 64 --intermediate 96 "
       "--layers 1 --out " +
       quoted(ck));
   ASSERT_EQ(made.rc, 0) << made.err;
@@ -92,7 +92,7 @@ TEST(CliPrintable, NoCommandPrintsARawControlByte) {
         "run" + model + " --tokens 2 --reps 1 --threads 1 --backend reference",
         "verify" + model + " --tokens 2",
         "quantize" + model + " --out " + quoted(root / ("q" + kHostile)),
-        "generate --preset tiny --out " + quoted(ck)})  // refused: exists; the message names it
+        "synth --preset tiny --out " + quoted(ck)})  // refused: exists; the message names it
     command(args);
   for (const auto& [args, r] : results) {
     EXPECT_EQ(raw_control(r.out), "") << "stdout of mxmoe " << args;

@@ -47,7 +47,7 @@ class V4Scenario : public ::testing::Test {
     dir_ = fs::temp_directory_path() / ("mxmoe_v4_scenario_" + std::to_string(::getpid()));
     fs::create_directories(dir_);
     const Result g =
-        run("generate --preset deepseek-v4-flash --experts 16 --top-k 4 --hidden 256 "
+        run("synth --preset deepseek-v4-flash --experts 16 --top-k 4 --hidden 256 "
             "--intermediate 128 --layers 2 --hash-layers 1 --vocab 1000 --out " +
             model().string());
     ASSERT_EQ(g.rc, 0) << g.err;

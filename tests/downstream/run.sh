@@ -15,7 +15,7 @@ test -n "$(find "$prefix" -name mxmoeConfig.cmake)"
 pcdir=$(dirname "$(find "$prefix" -name mxmoe.pc)")
 libdir=$(dirname "$(find "$prefix" -name "libmxmoe.so")")
 
-"$prefix/bin/mxmoe" generate --preset qwen3-30b-a3b --experts 8 --top-k 2 --hidden 128 \
+"$prefix/bin/mxmoe" synth --preset qwen3-30b-a3b --experts 8 --top-k 2 --hidden 128 \
   --intermediate 64 --layers 2 --out "$work/ckpt" 2>/dev/null
 
 echo "== C through pkg-config"

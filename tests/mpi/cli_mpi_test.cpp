@@ -311,7 +311,7 @@ TEST_F(CliMpi, RanksLaunchedUnlikeEachOtherAreRefusedPromptly) {
     const std::string dir = root() + "/seed" + seed;
     fs::create_directories(dir);
     ASSERT_EQ(
-        sh(kMxmoe + " generate --preset tiny --seed " + seed + " --out " + dir + "/ckpt", root())
+        sh(kMxmoe + " synth --preset tiny --seed " + seed + " --out " + dir + "/ckpt", root())
             .rc,
         0);
   }
