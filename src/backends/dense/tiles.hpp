@@ -31,6 +31,18 @@ void sweep_rows(std::int64_t row0, std::int64_t rows, Step&& step) noexcept {
   for (; o < row0 + rows; ++o) step(o, std::integral_constant<std::size_t, 1>{});
 }
 
+// Prefill's loop order: the task's rows in blocks whose weights stay in L2 (about
+// kL2WeightBytes), each block swept by every token tile, so a weight comes from memory once per
+// call, not once per token tile (gpt-oss-20b's q projection, 23.6 MB of bf16, was streamed from
+// DRAM 86 times for a 512-token prompt). The bits do not change: each (row, token) sum is the
+// same. A block is a multiple of 24 rows, so the row tiles (3, 4, 6, 8) divide it.
+inline constexpr std::int64_t kL2WeightBytes = 384 * 1024;
+template <class Tiles>
+void row_blocks(std::int64_t row0, std::int64_t rows, std::int64_t row_bytes, Tiles&& tiles) noexcept {
+  const std::int64_t block = std::max<std::int64_t>(24, kL2WeightBytes / row_bytes / 24 * 24);
+  for (std::int64_t r = row0; r < row0 + rows; r += block) tiles(r, std::min(block, row0 + rows - r));
+}
+
 // The compact kernels' outer loop: tiles of up to kCompactTokenTile tokens, each quantized
 // once on this stack by QUANTIZE (the class's rule), then tile(xq, dx, t0, tokens) over the
 // task's rows.

@@ -95,20 +95,25 @@ void sweep(const LinearF32Call& c, std::int64_t row0, std::int64_t rows, std::in
 }  // namespace
 
 void linear_fp32_avx2(const LinearF32Call& c, std::int64_t row0, std::int64_t rows) noexcept {
-  // 16 registers: 4 rows x 1 token, or 2 rows x 2-3 tokens (two sums each).
-  for (std::int64_t t0 = 0; t0 < c.tokens; t0 += 3) {
-    switch (std::min<std::int64_t>(3, c.tokens - t0)) {
-      case 1:
-        sweep<4, 1>(c, row0, rows, t0);
-        break;
-      case 2:
-        sweep<2, 2>(c, row0, rows, t0);
-        break;
-      default:
-        sweep<2, 3>(c, row0, rows, t0);
-        break;
+  // 16 registers: 4 rows x 1 token, or 2 rows x 2-3 tokens (two sums each); more than 3
+  // tokens: every tile over a block of rows held in L2 before the next block.
+  const auto tiles = [&](std::int64_t r0, std::int64_t n) {
+    for (std::int64_t t0 = 0; t0 < c.tokens; t0 += 3) {
+      switch (std::min<std::int64_t>(3, c.tokens - t0)) {
+        case 1:
+          sweep<4, 1>(c, r0, n, t0);
+          break;
+        case 2:
+          sweep<2, 2>(c, r0, n, t0);
+          break;
+        default:
+          sweep<2, 3>(c, r0, n, t0);
+          break;
+      }
     }
-  }
+  };
+  if (c.tokens <= 3) return tiles(row0, rows);
+  row_blocks(row0, rows, c.in * (c.bf16 ? 2 : 4), tiles);
 }
 
 }  // namespace mxmoe::dense

@@ -94,11 +94,12 @@ void token_tile(const LinearF32Call& c, std::int64_t row0, std::int64_t rows, st
 }  // namespace
 
 void linear_fp32_avx512(const LinearF32Call& c, std::int64_t row0, std::int64_t rows) noexcept {
-  // Up to 8 tokens: one tile, so the weights are read once. More: tiles of 6 (4 x 6 registers
-  // of sums), swept over the rows with the tile's activations held in L1/L2.
-  const std::int64_t step = c.tokens <= 8 ? c.tokens : 6;
-  for (std::int64_t t0 = 0; t0 < c.tokens; t0 += step)
-    token_tile(c, row0, rows, t0, std::min(step, c.tokens - t0));
+  // Up to 8 tokens: one tile, so the weights are read once. More: tiles of 6 tokens (4 x 6
+  // registers of sums), every tile over a block of rows held in L2 before the next block.
+  if (c.tokens <= 8) return token_tile(c, row0, rows, 0, c.tokens);
+  row_blocks(row0, rows, c.in * (c.bf16 ? 2 : 4), [&](std::int64_t r0, std::int64_t n) {
+    for (std::int64_t t0 = 0; t0 < c.tokens; t0 += 6) token_tile(c, r0, n, t0, std::min<std::int64_t>(6, c.tokens - t0));
+  });
 }
 
 }  // namespace mxmoe::dense
