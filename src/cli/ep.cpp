@@ -3,13 +3,18 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <initializer_list>
 #include <iterator>
 #include <string_view>
 #include <utility>
 
 #include "base/json.hpp"
 #include "cli/common.hpp"
+#include "cli/watchdog.hpp"
 #if MXMOE_WITH_MPI
 #include "mxmoe/mpi.hpp"
 #endif
@@ -36,16 +41,93 @@ struct MpiScope::Session {
   Session(int* argc, char*** argv) : session(argc, argv) {}
   mpi::Session session;
 };
+
+namespace {
+
+// The launcher's number for this process and the job's, before MPI_Init (-1 when unknown).
+int env_int(std::initializer_list<const char*> names) {
+  for (const char* name : names) {
+    const std::string v = env(name);
+    if (v.empty()) continue;
+    int value = -1;
+    const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), value);
+    if (ec == std::errc() && end == v.data() + v.size() && value >= 0) return value;
+  }
+  return -1;
+}
+
+// Where the ranks of this job on this node leave a mark as they reach MPI_Init: the PMIx
+// server's directory of the job (Open MPI 4 and 5 set PMIX_SERVER_TMPDIR for each rank; the
+// launcher removes it when the job ends). Empty when the launcher gives none.
+std::string arrival_dir() {
+  std::string dir = env("PMIX_SERVER_TMPDIR");
+  std::error_code ec;
+  if (dir.empty() || !std::filesystem::is_directory(dir, ec)) return {};
+  return dir;
+}
+
+std::string arrival_mark(const std::string& dir, int rank) {
+  return fmt::format("{}/mxmoe-ep-rank-{}", dir, rank);
+}
+
+// What the watchdog of MPI_Init says: which ranks did not reach it, when this node can tell
+// (every rank runs here and left its mark, or did not), else that it cannot.
+std::string init_timeout_line(int rank, int size, double deadline_s) {
+  const std::string who = rank >= 0 ? fmt::format("rank {}: ", rank) : "";
+  const std::string limit = fmt::format("within {:.1f} s (--ep-deadline)", deadline_s);
+  const std::string ending = "; this rank ends (exit 1) and mpirun ends the job\n";
+  const std::string dir = arrival_dir();
+  const int local = env_int({"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"});
+  if (!dir.empty() && size > 0 && local == size) {
+    std::vector<int> missing;
+    for (int r = 0; r < size; ++r) {
+      std::error_code ec;
+      if (!std::filesystem::exists(arrival_mark(dir, r), ec)) missing.push_back(r);
+    }
+    if (!missing.empty()) {
+      std::string names;
+      for (std::size_t i = 0; i < missing.size() && i < 16; ++i)
+        names += fmt::format("{}{}", i == 0 ? "" : ", ", missing[i]);
+      if (missing.size() > 16) names += fmt::format(" and {} more", missing.size() - 16);
+      return fmt::format(
+          "mxmoe: {}error: {} {} of the {} that mpirun started did not reach MPI_Init {}: it "
+          "failed to start, is still starting, or runs another program{}",
+          who, missing.size() == 1 ? "rank" : "ranks", names, size, limit, ending);
+    }
+    return fmt::format(
+        "mxmoe: {}error: MPI_Init did not complete {} although all {} ranks "
+        "reached it (MPI's own start-up is stuck){}",
+        who, limit, size, ending);
+  }
+  return fmt::format(
+      "mxmoe: {}error: MPI_Init did not complete {}: a rank of the {} that mpirun started did "
+      "not reach it (failed to start, still starting, or another program); ranks on other "
+      "nodes cannot be named from here{}",
+      who, limit, size > 0 ? std::to_string(size) : std::string("ranks"), ending);
+}
+
+}  // namespace
 #else
 struct MpiScope::Session {};
 #endif
 
-MpiScope::MpiScope(int* argc, char*** argv) {
+MpiScope::MpiScope(int* argc, char*** argv, double deadline_s) : deadline_s_(deadline_s) {
   if (!launched_by_mpi()) return;
 #if MXMOE_WITH_MPI
-  session_ = std::make_unique<Session>(argc, argv);
+  // MPI_Init returns once every rank of the job has called it: a rank that never starts would
+  // hold this one there for ever. Leave a mark that this rank arrived, then wait at most the
+  // deadline.
+  const int rank = env_int({"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"});
+  const int size = env_int({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"});
+  if (const std::string dir = arrival_dir(); !dir.empty() && rank >= 0)
+    std::ofstream(arrival_mark(dir, rank)).put('\n');
+  {
+    Watchdog watchdog(
+        deadline_s, [=] { return init_timeout_line(rank, size, deadline_s); }, kExitError);
+    session_ = std::make_unique<Session>(argc, argv);
+  }
   active_ = true;
-  const auto world = mpi::world();
+  const auto world = mpi::world({deadline_s});
   rank_ = world->rank();
   size_ = world->size();
 #else
@@ -61,13 +143,38 @@ MpiScope::MpiScope(int* argc, char*** argv) {
 #endif
 }
 
-MpiScope::~MpiScope() = default;
+// MPI_Finalize waits for every rank too (Open MPI's ends with a barrier): a rank stopped
+// after the command's last collective would hold this one there for ever.
+MpiScope::~MpiScope() {
+  if (session_ == nullptr) return;
+  const int rank = rank_, size = size_;
+  const double deadline_s = deadline_s_;
+  const Watchdog watchdog(
+      deadline_s,
+      [=] {
+        return fmt::format(
+            "mxmoe: rank {}: error: MPI_Finalize did not complete within {:.1f} s "
+            "(--ep-deadline): a rank of the {} did not finish; this rank "
+            "ends (exit 1)\n",
+            rank, deadline_s, size);
+      },
+      kExitError);
+  session_.reset();
+}
 
 void MpiScope::abort(int code) const noexcept {
 #if MXMOE_WITH_MPI
   if (active_) mpi::Session::abort(code);
 #endif
   std::_Exit(code);
+}
+
+double ep_deadline_of(const CLI::App& app) {
+  for (const CLI::App* sub : app.get_subcommands()) {
+    const CLI::Option* opt = sub->get_option_no_throw("--ep-deadline");
+    if (opt != nullptr && opt->count() > 0) return opt->as<double>();
+  }
+  return environment().ep_deadline_s;
 }
 
 void EpOptions::add(CLI::App& app) {

@@ -23,9 +23,13 @@ bool launched_by_mpi();
 
 // MPI for the lifetime of main() when launched by mpirun (nothing otherwise). Throws
 // std::invalid_argument when mpirun started several copies of an mxmoe built without MPI.
+// MPI_Init and MPI_Finalize wait inside MPI for every rank and take no deadline: each is
+// bounded by a Watchdog (cli/watchdog.hpp) of DEADLINE_S seconds that, past it, prints one
+// line (naming the ranks that never reached MPI_Init where this node can tell) and ends the
+// process with kExitError; mpirun then ends the job.
 class MpiScope {
  public:
-  MpiScope(int* argc, char*** argv);
+  MpiScope(int* argc, char*** argv, double deadline_s);
   ~MpiScope();
   MpiScope(const MpiScope&) = delete;
   MpiScope& operator=(const MpiScope&) = delete;
@@ -39,6 +43,7 @@ class MpiScope {
  private:
   struct Session;
   std::unique_ptr<Session> session_;
+  double deadline_s_ = 30;
   bool active_ = false;
   int rank_ = 0, size_ = 1;
 };
@@ -49,6 +54,11 @@ struct EpOptions {
   void add(CLI::App& app);
   CommOptions resolve(CLI::App& app) const;
 };
+
+// The deadline the parsed command APP runs under: its subcommand's --ep-deadline when given,
+// else MXMOE_EP_DEADLINE's (throws ConfigError when that is malformed). Known before MPI
+// starts, so that MPI_Init is bounded by it too.
+double ep_deadline_of(const CLI::App& app);
 
 // The world communicator when launched by mpirun, else null. Collective: every rank must have
 // been started with the same subcommand and flags as rank 0 (see require_same_flags).

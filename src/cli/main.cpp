@@ -148,7 +148,7 @@ int main(int argc, char** argv) {
   // Under mpirun every rank runs the command; the expert-parallel ones talk to each other.
   std::unique_ptr<mxmoe::cli::MpiScope> mpi;
   try {
-    mpi = std::make_unique<mxmoe::cli::MpiScope>(&argc, &argv);
+    mpi = std::make_unique<mxmoe::cli::MpiScope>(&argc, &argv, mxmoe::cli::ep_deadline_of(app));
   } catch (const std::exception& e) {
     print_error(fmt::format("mxmoe: error: {}\n", e.what()));
     return mxmoe::cli::kExitUsage;

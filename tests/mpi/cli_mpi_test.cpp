@@ -255,6 +255,32 @@ TEST_F(CliMpi, ARankThatStopsAnsweringIsNamedWithinTheDeadline) {
       k.seconds, deadline);
 }
 
+// A rank that never reaches MPI_Init (it fails to start, or starts late): the others once
+// waited inside MPI_Init until it came, past --ep-deadline (issue 38, finding 10). Now each
+// ends at the deadline naming it, and mpirun ends the job. Rank 2 sleeps 120 s before it
+// starts mxmoe; the test itself is bounded by timeout(1).
+TEST_F(CliMpi, ARankThatNeverStartsIsNamedAtTheDeadline) {
+  const double deadline = 3;
+  const std::string late = root() + "/late_rank.sh";
+  {
+    std::ofstream script(late);
+    script << "#!/bin/sh\nif [ \"$OMPI_COMM_WORLD_RANK\" = 2 ]; then sleep 120; fi\nexec \"$@\"\n";
+  }
+  fs::permissions(late, fs::perms::owner_all);
+  const auto t0 = Clock::now();
+  const Result r = sh("timeout -s KILL 100 " + kMpirun + " -n 3 " + late + " " + kMxmoe +
+                          " run --preset tiny --tokens 2 --reps 1 --ep-deadline 3",
+                      root());
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  EXPECT_EQ(r.rc, 1) << r.err;
+  EXPECT_LT(seconds, deadline + 15) << r.err;
+  EXPECT_GE(seconds, deadline * 0.9) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("error: rank 2 of the 3 that mpirun started did not reach "
+                               "MPI_Init within 3.0 s (--ep-deadline)"));
+  std::printf("rank 2 never started: the job ended after %.2f s (deadline %.0f s)\n", seconds,
+              deadline);
+}
+
 TEST_F(CliMpi, ARankWhoseProbeLacksTheBackendGivesOneGatheredReport) {
   const auto& f = families()[0];
   const std::string run = kMxmoe + " run --model " + f.dir + " --layer 0 --tokens 2 --reps 1";
