@@ -34,6 +34,12 @@ class MXMOE_API Checkpoint {
   // The directory and its config.json text as read (validated JSON).
   const std::string& dir() const noexcept;
   const std::string& config_json() const noexcept;
+  // Every safetensors header of the directory as text, a line per tensor in name order:
+  // "NAME DTYPE [D0,D1,...] FILE BEGIN END" (FILE the file's name in the directory, BEGIN and
+  // END its byte range in the file's data), then a line per file's metadata entry: "metadata
+  // FILE KEY VALUE". What expert-parallel ranks compare, with config_json(), before they
+  // combine (agree_on_checkpoint in mxmoe/expert_parallel.hpp).
+  std::string tensor_table() const;
   // Views of layer N's tensors, validated against layer_spec(N); valid while *this lives.
   LayerWeights layer_weights(int layer) const;
   // The same, reading the values (NaN scales) of the routed experts in `experts` only: an

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "mxmoe/checkpoint.hpp"
 #include "mxmoe/communicator.hpp"
 #include "mxmoe/export.h"
 #include "mxmoe/layer.hpp"
@@ -44,6 +45,19 @@ struct ExpertParallelTimes {
 // std::invalid_argument naming it. Throws CommError when a rank does not answer.
 MXMOE_API Selection agree_selection(const Deployment& mine, const Preferences& prefs,
                                     Communicator& comm);
+
+// Collective over comm, before a group loads a layer from its ranks' checkpoints: refuses, on
+// every rank alike, ranks whose checkpoints differ, naming the first rank that differs from
+// rank 0 and what differs: config.json (compared as JSON, so spacing and key order do not
+// count, nor top-level keys starting with '_', Hugging Face's bookkeeping such as
+// `_name_or_path`; the message names the first key whose value differs, with both values) or
+// the safetensors headers (Checkpoint::tensor_table: the first tensor whose dtype, shape,
+// byte range or file differs, or that one rank lacks; the files' metadata). CHECKPOINT null:
+// this rank's weights come from elsewhere (generated), which differs from any checkpoint.
+// Cheap: two digests per rank travel, the texts only when they differ. The experts' bytes are
+// compared when the layer is built (ExpertParallelLayer::create). Throws std::invalid_argument
+// when they differ, CommError when a rank does not answer.
+MXMOE_API void agree_on_checkpoint(Communicator& comm, const Checkpoint* checkpoint);
 
 class MXMOE_API ExpertParallelLayer {
  public:

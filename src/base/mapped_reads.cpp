@@ -131,6 +131,23 @@ std::vector<int> slots_holding(std::span<const std::uintptr_t> pointers) {
   return out;
 }
 
+void drop_resident_around(std::span<const std::uintptr_t> pointers, std::size_t window) noexcept {
+  const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const std::uintptr_t size = std::max<std::uintptr_t>(window, page) / page * page;
+  for (const Slot& slot : g_slots) {
+    const std::uintptr_t begin = slot.begin.load(std::memory_order_acquire);
+    if (begin == 0) continue;
+    const std::uintptr_t end = slot.end.load(std::memory_order_acquire);
+    for (const std::uintptr_t p : pointers) {
+      if (p < begin || p >= end) continue;
+      // Whole pages of the mapping only: it starts on a page, and its last page is mapped whole.
+      const std::uintptr_t lo = std::max(p / size * size, begin);
+      const std::uintptr_t hi = std::min(p / size * size + size, (end + page - 1) / page * page);
+      if (hi > lo) (void)::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
+    }
+  }
+}
+
 void throw_if_faulted(std::span<const int> slots) {
   if (!g_any_fault.load(std::memory_order_acquire)) return;
   for (int i : slots) {

@@ -34,6 +34,13 @@ class ReadScope {
 
 // The slots of the registered mappings holding any of POINTERS (sorted, distinct).
 std::vector<int> slots_holding(std::span<const std::uintptr_t> pointers);
+// Drops this process's resident pages around each of POINTERS (madvise MADV_DONTNEED): the
+// WINDOW-aligned WINDOW bytes holding it, clipped to the registered mapping that holds it (a
+// read fault maps up to 64 KiB around the page read: the kernel's fault-around). For bytes
+// read once from pages the process does not otherwise keep (a sample of experts another rank
+// holds). Data-safe on the read-only private mappings registered here: the pages stay mapped
+// and read back from the file if touched again. Pointers in no registered mapping are skipped.
+void drop_resident_around(std::span<const std::uintptr_t> pointers, std::size_t window) noexcept;
 // Throws LoadError naming the first mapping of SLOTS that faulted (a read past the end of a
 // file that shrank); does nothing, after one atomic load, when no mapping ever faulted.
 void throw_if_faulted(std::span<const int> slots);

@@ -662,6 +662,7 @@ mxmoe_status mxmoe_ep_layer_create(mxmoe_checkpoint* checkpoint, int32_t layer,
     mxmoe::Request request = request_of(read_versioned(params, mxmoe_request_default_params()));
     request.ep_size = size;
     request.ep_rank = rank;
+    mxmoe::agree_on_checkpoint(*handle->comm, &handle->state->checkpoint);
     const mxmoe::LayerSpec spec = handle->state->checkpoint.layer_spec(layer);
     const mxmoe::Placement placement = mxmoe::Placement::contiguous(spec.num_experts, size);
     handle->weights = handle->state->checkpoint.layer_weights(layer, placement.runs(rank));

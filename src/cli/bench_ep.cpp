@@ -61,6 +61,7 @@ int bench_expert_parallel(const EpBenchOptions& o, Communicator& comm) {
   std::optional<Checkpoint> checkpoint;
   std::optional<LayerStorage> storage;
   const LayerSpec spec = open_layer(o.layer, checkpoint);
+  agree_on_checkpoint(comm, checkpoint ? &*checkpoint : nullptr);
   Request request;
   if (!o.activation.empty()) request.activation = parse_activation_format(o.activation);
   request.batch_invariant = o.batch_invariant;

@@ -37,6 +37,7 @@ int run_expert_parallel(const RunOptions& o, CLI::App& sub, Communicator& comm) 
   std::optional<Checkpoint> checkpoint;
   std::optional<LayerStorage> storage;
   const LayerSpec spec = open_layer(o.layer, checkpoint);
+  agree_on_checkpoint(comm, checkpoint ? &*checkpoint : nullptr);
   const Placement placement = placement_of(request, spec.num_experts);
 
   // Rank 0 holds the input (and the tokens' ids of a hash layer) and the output.

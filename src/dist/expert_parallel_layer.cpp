@@ -67,59 +67,110 @@ void agree_that_all_built(Communicator& comm, const std::string& my_error) {
                                 text);
 }
 
-// A digest of the layer every rank must share: the router, its biases and a hash layer's
-// tid2eid (values, so BF16 and F32 storage of the same numbers agree), and a sample of every
-// experts' weights (expert 0's first and last row of each projection: their E8M0 scales and
-// first 64 block bytes; a few pages, read through the mapping's guard). Ranks started
-// with different weights (another checkpoint, layer or seed; two quantizations of one model
-// with different scale rules, whose routers are the same) would otherwise combine silently
-// wrong results.
-std::uint64_t replicated_digest(const LayerWeights& w) {
-  std::uint64_t h = 1469598103934665603ull;  // FNV-1a over 32-bit words
-  const auto mix = [&h](std::uint64_t v) { h = (h ^ v) * 1099511628211ull; };
+// What every rank of a group must share, as digests (FNV-1a over 32-bit words): [0] the
+// layer's shape and what each rank holds whole (the router, its biases and a hash layer's
+// tid2eid, as values, so BF16 and F32 storage of the same numbers agree); [1 + e] a sample of
+// routed expert e's weights (each projection's first and last row: its E8M0 scales and first 64
+// block bytes). Ranks started with different weights (another checkpoint, layer or seed; two
+// quantizations of one model with different scale rules, whose routers are the same) would
+// otherwise combine silently wrong results. Every rank samples every expert, so the pages of
+// experts it does not hold are dropped again once read (with the kernel's 64 KB fault-around,
+// sampling them grew a rank's memory by 33 MB over its share: tests/mpi MpiMemory).
+constexpr std::size_t kFaultAround = std::size_t{64} << 10;
+
+struct Fnv {
+  std::uint64_t h = 1469598103934665603ull;
+  void mix(std::uint64_t v) { h = (h ^ v) * 1099511628211ull; }
+};
+
+std::vector<std::uint64_t> layer_digests(const LayerWeights& w, const LayerSpec& spec,
+                                         const Placement& placement, int rank) {
+  Fnv whole;
+  for (const std::int64_t n : {std::int64_t{spec.num_experts}, std::int64_t{spec.top_k},
+                               std::int64_t{spec.hidden}, std::int64_t{spec.intermediate}})
+    whole.mix(static_cast<std::uint64_t>(n));
   for (const DenseView* v : {&w.router_weight, &w.router_bias, &w.selection_bias}) {
-    mix(static_cast<std::uint64_t>(v->empty() ? 0 : v->rows * v->cols));
+    whole.mix(static_cast<std::uint64_t>(v->empty() ? 0 : v->rows * v->cols));
     if (v->empty()) continue;
     for (std::int64_t i = 0; i < v->rows * v->cols; ++i)
-      mix(std::bit_cast<std::uint32_t>(v->at(i)));
+      whole.mix(std::bit_cast<std::uint32_t>(v->at(i)));
   }
   const TokenExpertTable& t = w.token_experts;
   for (std::int64_t token = 0; !t.empty() && token < t.vocab; ++token)
     for (std::int64_t slot = 0; slot < t.top_k; ++slot)
-      mix(static_cast<std::uint64_t>(t.at(token, slot)));
+      whole.mix(static_cast<std::uint64_t>(t.at(token, slot)));
+  for (const Mxfp4View* v : {&w.w1, &w.w2})
+    whole.mix(static_cast<std::uint64_t>(v->empty() ? 0 : v->experts * v->rows * v->cols));
+
+  const std::int64_t experts = std::min(w.w1.experts, w.w2.experts);
+  std::vector<std::uint64_t> digests(
+      static_cast<std::size_t>(1 + std::max<std::int64_t>(0, experts)));
+  digests[0] = whole.h;
+  std::vector<std::uintptr_t> others;  // what was read of experts held elsewhere
+  const auto sampled = [&](const void* p, std::int64_t e) {
+    if (placement.num_experts() > e && placement.owner(static_cast<int>(e)) != rank)
+      others.push_back(reinterpret_cast<std::uintptr_t>(p));
+  };
   mapped_reads::read_guarded(mapped_sources(w), [&] {
-    for (const Mxfp4View* v : {&w.w1, &w.w2}) {
-      mix(static_cast<std::uint64_t>(v->empty() ? 0 : v->experts * v->rows * v->cols));
-      // Expert 0 only, the same on every rank: a different quantization (scale rule, seed,
-      // checkpoint) changes every expert, so one tells them apart, and touching more faults in
-      // (with the kernel's 64 KB fault-around) megabytes of experts this rank does not hold,
-      // whose memory is the point of expert parallelism (tests/mpi MpiMemory: every expert
-      // sampled grew a rank's memory by 33 MB over its share).
-      const std::int64_t e = 0;
-      if (!v->empty())
+    for (std::int64_t e = 0; e < experts; ++e) {
+      Fnv one;
+      for (const Mxfp4View* v : {&w.w1, &w.w2})
         for (const std::int64_t r : {std::int64_t{0}, v->rows - 1}) {
-          for (std::int64_t i = 0; i < v->row_scales(); ++i) mix(v->row_scale(e, r)[i]);
+          const std::uint8_t* scales = v->row_scale(e, r);
+          const std::uint8_t* blocks = v->row_blocks(e, r);
+          for (std::int64_t i = 0; i < v->row_scales(); ++i) one.mix(scales[i]);
           for (std::int64_t i = 0; i < std::min<std::int64_t>(64, v->row_bytes()); ++i)
-            mix(v->row_blocks(e, r)[i]);
+            one.mix(blocks[i]);
+          sampled(scales, e);
+          sampled(blocks, e);
         }
+      digests[static_cast<std::size_t>(1 + e)] = one.h;
     }
   });
-  return h;
+  mapped_reads::drop_resident_around(others, kFaultAround);
+  return digests;
 }
 
-void agree_on_replicated_weights(Communicator& comm, const LayerWeights& weights) {
-  const std::uint64_t mine = replicated_digest(weights);
-  std::vector<std::uint64_t> all(static_cast<std::size_t>(comm.size()));
-  allgather(comm, &mine, sizeof mine, all.data());
-  if (std::all_of(all.begin(), all.end(), [&](std::uint64_t d) { return d == all.front(); }))
-    return;
+// "0, 1, 2 and 5 more".
+std::string first_few(const std::vector<std::int64_t>& items) {
   std::string text;
-  for (std::size_t r = 0; r < all.size(); ++r)
-    text += fmt::format("{}rank {}: {:016x}", r == 0 ? "" : ", ", r, all[r]);
-  throw std::invalid_argument(
-      "the ranks hold different weights: the digests of the router (and hash table) and the "
-      "experts' sampled weights differ (" +
-      text + "); every rank must load the same layer (checkpoint, layer index, --seed)");
+  for (std::size_t i = 0; i < items.size() && i < 8; ++i)
+    text += fmt::format("{}{}", i == 0 ? "" : ", ", items[i]);
+  if (items.size() > 8) text += fmt::format(" and {} more", items.size() - 8);
+  return text;
+}
+
+void agree_on_weights(Communicator& comm, const LayerWeights& weights, const MoeLayer& layer) {
+  const std::vector<std::uint64_t> mine =
+      layer_digests(weights, layer.spec(), layer.placement(), comm.rank());
+  const std::vector<std::string> all =
+      allgather_strings(comm, std::string_view(reinterpret_cast<const char*>(mine.data()),
+                                               mine.size() * sizeof(std::uint64_t)));
+  const auto digests_of = [&](std::size_t r) {
+    std::vector<std::uint64_t> d(all[r].size() / sizeof(std::uint64_t));
+    std::memcpy(d.data(), all[r].data(), d.size() * sizeof(std::uint64_t));
+    return d;
+  };
+  const std::vector<std::uint64_t> first = digests_of(0);
+  for (std::size_t r = 1; r < all.size(); ++r) {
+    if (all[r] == all[0]) continue;
+    const std::vector<std::uint64_t> theirs = digests_of(r);
+    std::string what;
+    if (theirs.size() != first.size() || theirs.at(0) != first.at(0)) {
+      what = "the layer's shape, router, its biases or hash table";
+    } else {
+      std::vector<std::int64_t> experts;
+      for (std::size_t e = 1; e < first.size(); ++e)
+        if (first[e] != theirs[e]) experts.push_back(static_cast<std::int64_t>(e - 1));
+      what = fmt::format("the sampled bytes of {} {} ({} of {})",
+                         experts.size() == 1 ? "expert" : "experts", first_few(experts),
+                         experts.size(), first.size() - 1);
+    }
+    throw std::invalid_argument(fmt::format(
+        "the ranks hold different weights: rank {}'s differ from rank 0's in {}; every rank must "
+        "load the same layer (checkpoint, layer index, --seed)",
+        r, what));
+  }
 }
 
 MoeLayer build_part(const LayerWeights& weights, Selection agreed, Runtime& runtime,
@@ -141,7 +192,7 @@ MoeLayer build_part(const LayerWeights& weights, Selection agreed, Runtime& runt
     if (error.empty()) error = "unknown error";
   }
   agree_that_all_built(comm, error);
-  agree_on_replicated_weights(comm, weights);
+  agree_on_weights(comm, weights, *layer);
   return std::move(*layer);
 }
 

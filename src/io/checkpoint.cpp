@@ -3,6 +3,9 @@
 
 #include <fmt/core.h>
 
+#include <filesystem>
+#include <iterator>
+#include <map>
 #include <stdexcept>
 
 #include "base/mapped_reads.hpp"
@@ -62,6 +65,25 @@ const std::string& Checkpoint::dir() const noexcept {
 
 const std::string& Checkpoint::config_json() const noexcept {
   return impl_->model.config_text;
+}
+
+std::string Checkpoint::tensor_table() const {
+  const io::TensorSet& set = impl_->model.tensors;
+  std::map<const SafetensorsFile*, std::string> names;  // the file's name in the directory
+  for (const SafetensorsFile& f : set.files())
+    names[&f] = std::filesystem::path(f.path()).filename().string();
+  std::string text;
+  auto out = std::back_inserter(text);
+  for (const auto& [name, ref] : set.tensors()) {
+    fmt::format_to(out, "{} {} [", name, to_string(ref.info->dtype));
+    for (std::size_t d = 0; d < ref.info->shape.size(); ++d)
+      fmt::format_to(out, "{}{}", d == 0 ? "" : ",", ref.info->shape[d]);
+    fmt::format_to(out, "] {} {} {}\n", names[ref.file], ref.info->begin, ref.info->end);
+  }
+  for (const SafetensorsFile& f : set.files())
+    for (const auto& [key, value] : f.header().metadata)
+      fmt::format_to(out, "metadata {} {} {}\n", names[&f], key, value);
+  return text;
 }
 
 LayerSpec Checkpoint::layer_spec(int layer) const {

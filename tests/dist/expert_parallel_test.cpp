@@ -163,8 +163,8 @@ TEST(ExpertParallel, DeepSeekV4LayersKeepTheirBitsForAnyEpSize) {
         mxmoe::Runtime runtime(1);
         mxmoe::Request r;
         r.threads = 1;
-        auto layer = mxmoe::ExpertParallelLayer::create(spec, storage.weights(), hw, r,
-                                                        Placement{}, runtime, comm);
+        auto layer = mxmoe::ExpertParallelLayer::create(spec, storage.weights(), hw, r, Placement{},
+                                                        runtime, comm);
         std::vector<float> y(x.size());
         layer.forward(x.data(), 0, y.data());
       });
@@ -427,7 +427,7 @@ TEST(ExpertParallel, RanksHoldingDifferentWeightsAreRefused) {
   });
   for (const auto& o : outcomes) {
     EXPECT_THAT(o.error, HasSubstr("the ranks hold different weights"));
-    EXPECT_THAT(o.error, HasSubstr("rank 1: "));
+    EXPECT_THAT(o.error, HasSubstr("rank 1's differ from rank 0's in the layer's shape, router"));
   }
   // The same weights on every rank build.
   const auto fine = dist_test::run_group(3, [&](int, mxmoe::Communicator& comm) {
@@ -451,11 +451,43 @@ TEST(ExpertParallel, RanksWithTheSameRouterButOtherExpertsAreRefused) {
   r.threads = 1;
   const auto outcomes = dist_test::run_group(2, [&](int rank, mxmoe::Communicator& comm) {
     mxmoe::Runtime runtime(1);
-    (void)mxmoe::ExpertParallelLayer::create(spec, rank == 1 ? other_experts : a.weights(), hw,
-                                             r, Placement{}, runtime, comm);
+    (void)mxmoe::ExpertParallelLayer::create(spec, rank == 1 ? other_experts : a.weights(), hw, r,
+                                             Placement{}, runtime, comm);
+  });
+  for (const auto& o : outcomes) {
+    EXPECT_THAT(o.error, HasSubstr("the ranks hold different weights"));
+    EXPECT_THAT(o.error,
+                HasSubstr("rank 1's differ from rank 0's in the sampled bytes of experts"));
+  }
+}
+
+// Issue 38: the digest sampled expert 0 only, so a checkpoint that differs in another expert
+// was combined. Every expert is sampled now; the message names the one that differs, and a
+// rank that does not hold it refuses too.
+TEST(ExpertParallel, RanksWhoseOneExpertDiffersAreRefusedNamingIt) {
+  const mxmoe::Hardware hw = mxmoe::probe_hardware();
+  const mxmoe::LayerSpec spec = family_spec(kFamilies[1]);
+  ASSERT_GT(spec.num_experts, 5);
+  const mxmoe::LayerStorage a = mxmoe::LayerStorage::random(spec, 81);
+  const mxmoe::LayerStorage b = mxmoe::LayerStorage::random(spec, 82);
+  const mxmoe::Mxfp4View& w1 = a.weights().w1;
+  std::vector<mxmoe::Mxfp4Segment> table = *w1.segments;
+  for (int p = 0; p < w1.parts; ++p)
+    table[static_cast<std::size_t>((w1.first + 5) * w1.parts + p)] = b.weights().w1.segment(5, p);
+  mxmoe::LayerWeights other_expert_5 = a.weights();
+  other_expert_5.w1 =
+      mxmoe::Mxfp4View::segmented(std::move(table), w1.parts, w1.experts, w1.rows, w1.cols);
+  mxmoe::Request r;
+  r.threads = 1;
+  const auto outcomes = dist_test::run_group(3, [&](int rank, mxmoe::Communicator& comm) {
+    mxmoe::Runtime runtime(1);
+    (void)mxmoe::ExpertParallelLayer::create(spec, rank == 2 ? other_expert_5 : a.weights(), hw, r,
+                                             Placement{}, runtime, comm);
   });
   for (const auto& o : outcomes)
-    EXPECT_THAT(o.error, HasSubstr("the ranks hold different weights"));
+    EXPECT_THAT(o.error, HasSubstr("rank 2's differ from rank 0's in the sampled bytes of expert "
+                                   "5 (1 of " +
+                                   std::to_string(spec.num_experts) + ")"));
 }
 
 TEST(ExpertParallel, ARankThatCannotBuildItsPartStopsEveryRank) {

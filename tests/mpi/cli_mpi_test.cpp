@@ -388,6 +388,49 @@ TEST_F(CliMpi, RanksLaunchedUnlikeEachOtherAreRefusedPromptly) {
   EXPECT_THAT(r.err, HasSubstr("--limits under mpirun"));
 }
 
+// Issue 38: ranks compared only the layer's weights, so checkpoints whose config.json or
+// safetensors headers differ (another quantization's settings, a dtype) were combined. Each
+// rank's `ckpt` is a copy of one checkpoint with one difference; every rank refuses, naming
+// the rank and what differs, and the same copies agree.
+TEST_F(CliMpi, RanksWhoseCheckpointsDifferAreRefusedNamingWhatDiffers) {
+  const std::string base = root() + "/differ";
+  fs::create_directories(base + "/same");
+  ASSERT_EQ(sh(kMxmoe + " generate --preset tiny --seed 3 --out " + base + "/same/ckpt", root()).rc,
+            0);
+  const auto variant = [&](const std::string& name, const std::string& file,
+                           const std::string& from, const std::string& to) {
+    fs::create_directories(base + "/" + name);
+    fs::copy(base + "/same/ckpt", base + "/" + name + "/ckpt");
+    const std::string path = base + "/" + name + "/ckpt/" + file;
+    std::string text = slurp(path);
+    const auto at = text.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    text.replace(at, from.size(), to);  // the same length: offsets stay valid
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
+  };
+  variant("config", "config.json", "\"torch_dtype\": \"bfloat16\"", "\"torch_dtype\": \"float16\"");
+  variant("header", "model.safetensors", "gate_up_proj_blocks\":{\"dtype\":\"U8\"",
+          "gate_up_proj_blocks\":{\"dtype\":\"I8\"");
+  const std::string run = kMxmoe + " run --model ckpt --layer 0 --tokens 3 --reps 1";
+  const auto pair = [&](const std::string& a, const std::string& b) {
+    return sh(kMpirun + " -n 1 --wdir " + base + "/" + a + " " + run + " : -n 1 --wdir " + base +
+                  "/" + b + " " + run,
+              root());
+  };
+  Result r = pair("same", "config");
+  EXPECT_EQ(r.rc, 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("config.json's 'torch_dtype' is \"bfloat16\" on rank 0 and "
+                               "\"float16\" on rank 1"));
+  r = pair("same", "header");
+  EXPECT_EQ(r.rc, 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("their safetensors headers differ"));
+  EXPECT_THAT(r.err, HasSubstr("tensor 'model.layers.0.mlp.experts.gate_up_proj_blocks' is 'U8 "
+                               "[8,512,8,16] model.safetensors 8224 532512' on rank 0 and 'I8 "
+                               "[8,512,8,16] model.safetensors 8224 532512' on rank 1"));
+  r = pair("same", "same");
+  EXPECT_EQ(r.rc, 0) << r.err;
+}
+
 TEST_F(CliMpi, ExplainShowsPerRankMemoryAndTheExpertParallelPredicates) {
   const auto& f = families()[1];  // DeepSeek: the shared expert is on every rank
   const Result r = sh(kMxmoe + " explain --model " + f.dir + " --layer 0 --ep-size 3", root());
