@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -147,6 +148,7 @@ MpiScope::MpiScope(int* argc, char*** argv, double deadline_s) : deadline_s_(dea
 // after the command's last collective would hold this one there for ever.
 MpiScope::~MpiScope() {
   if (session_ == nullptr) return;
+  std::fflush(nullptr);  // the report is out even if the watchdog below ends the process
   const int rank = rank_, size = size_;
   const double deadline_s = deadline_s_;
   const Watchdog watchdog(

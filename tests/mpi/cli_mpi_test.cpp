@@ -281,6 +281,35 @@ TEST_F(CliMpi, ARankThatNeverStartsIsNamedAtTheDeadline) {
               deadline);
 }
 
+// MPI_Finalize waits for every rank too: a rank stuck after the command's last collective (here
+// its MPI_Finalize is replaced by a 120 s sleep, preloaded) would hold the others there for ever.
+// They end at the deadline with one line (exit 1); rank 0's report is printed before.
+TEST_F(CliMpi, ARankStuckBeforeFinalizeEndsTheOthersAtTheDeadline) {
+  const double deadline = 3;
+  const std::string stall = root() + "/stall_rank.sh";
+  {
+    std::ofstream script(stall);
+    script
+        << "#!/bin/sh\nif [ \"$OMPI_COMM_WORLD_RANK\" = 1 ]; then\n  export LD_PRELOAD="
+        << MXMOE_STALL_FINALIZE
+        << "\n  export ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0\"\n"
+           "fi\nexec \"$@\"\n";
+  }
+  fs::permissions(stall, fs::perms::owner_all);
+  const auto t0 = Clock::now();
+  const Result r = sh("timeout -s KILL 100 " + kMpirun + " -n 2 " + stall + " " + kMxmoe +
+                          " run --preset tiny --tokens 2 --reps 1 --ep-deadline 3",
+                      root());
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  EXPECT_EQ(r.rc, 1) << r.err;
+  EXPECT_LT(seconds, deadline + 15) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("rank 0: error: MPI_Finalize did not complete within 3.0 s "
+                               "(--ep-deadline)"));
+  EXPECT_THAT(r.out, HasSubstr("expert parallel: 2 ranks"));
+  std::printf("rank 1 stuck before MPI_Finalize: the job ended after %.2f s (deadline %.0f s)\n",
+              seconds, deadline);
+}
+
 TEST_F(CliMpi, ARankWhoseProbeLacksTheBackendGivesOneGatheredReport) {
   const auto& f = families()[0];
   const std::string run = kMxmoe + " run --model " + f.dir + " --layer 0 --tokens 2 --reps 1";
