@@ -255,29 +255,40 @@ TEST_F(CliMpi, ARankThatStopsAnsweringIsNamedWithinTheDeadline) {
       k.seconds, deadline);
 }
 
+// `mpirun -n RANKS` of `mxmoe run --preset tiny --ep-deadline 3` where rank RANK runs SETUP (shell
+// lines) before it starts mxmoe, under timeout(1) so that a hang fails the test; how long it took.
+struct TimedJob {
+  Result result;
+  double seconds = 0;
+};
+TimedJob job_with_a_rank_set_up(const std::string& dir, int ranks, int rank,
+                                const std::string& setup) {
+  const std::string script = dir + "/rank_" + std::to_string(rank) + "_setup.sh";
+  std::ofstream(script) << "#!/bin/sh\nif [ \"$OMPI_COMM_WORLD_RANK\" = " << rank << " ]; then\n"
+                        << setup << "\nfi\nexec \"$@\"\n";
+  fs::permissions(script, fs::perms::owner_all);
+  const auto t0 = Clock::now();
+  TimedJob job;
+  job.result = sh("timeout -s KILL 100 " + kMpirun + " -n " + std::to_string(ranks) + " " + script +
+                      " " + kMxmoe + " run --preset tiny --tokens 2 --reps 1 --ep-deadline 3",
+                  dir);
+  job.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  return job;
+}
+
 // A rank that never reaches MPI_Init (it fails to start, or starts late): the others once
 // waited inside MPI_Init until it came, past --ep-deadline (issue 38, finding 10). Now each
 // ends at the deadline naming it, and mpirun ends the job. Rank 2 sleeps 120 s before it
-// starts mxmoe; the test itself is bounded by timeout(1).
+// starts mxmoe.
 TEST_F(CliMpi, ARankThatNeverStartsIsNamedAtTheDeadline) {
   const double deadline = 3;
-  const std::string late = root() + "/late_rank.sh";
-  {
-    std::ofstream script(late);
-    script << "#!/bin/sh\nif [ \"$OMPI_COMM_WORLD_RANK\" = 2 ]; then sleep 120; fi\nexec \"$@\"\n";
-  }
-  fs::permissions(late, fs::perms::owner_all);
-  const auto t0 = Clock::now();
-  const Result r = sh("timeout -s KILL 100 " + kMpirun + " -n 3 " + late + " " + kMxmoe +
-                          " run --preset tiny --tokens 2 --reps 1 --ep-deadline 3",
-                      root());
-  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  EXPECT_EQ(r.rc, 1) << r.err;
-  EXPECT_LT(seconds, deadline + 15) << r.err;
-  EXPECT_GE(seconds, deadline * 0.9) << r.err;
-  EXPECT_THAT(r.err, HasSubstr("error: rank 2 of the 3 that mpirun started did not reach "
-                               "MPI_Init within 3.0 s (--ep-deadline)"));
-  std::printf("rank 2 never started: the job ended after %.2f s (deadline %.0f s)\n", seconds,
+  const TimedJob job = job_with_a_rank_set_up(root(), 3, 2, "sleep 120");
+  EXPECT_EQ(job.result.rc, 1) << job.result.err;
+  EXPECT_LT(job.seconds, deadline + 15) << job.result.err;
+  EXPECT_GE(job.seconds, deadline * 0.9) << job.result.err;
+  EXPECT_THAT(job.result.err, HasSubstr("error: rank 2 of the 3 that mpirun started did not reach "
+                                        "MPI_Init within 3.0 s (--ep-deadline)"));
+  std::printf("rank 2 never started: the job ended after %.2f s (deadline %.0f s)\n", job.seconds,
               deadline);
 }
 
@@ -286,28 +297,17 @@ TEST_F(CliMpi, ARankThatNeverStartsIsNamedAtTheDeadline) {
 // They end at the deadline with one line (exit 1); rank 0's report is printed before.
 TEST_F(CliMpi, ARankStuckBeforeFinalizeEndsTheOthersAtTheDeadline) {
   const double deadline = 3;
-  const std::string stall = root() + "/stall_rank.sh";
-  {
-    std::ofstream script(stall);
-    script
-        << "#!/bin/sh\nif [ \"$OMPI_COMM_WORLD_RANK\" = 1 ]; then\n  export LD_PRELOAD="
-        << MXMOE_STALL_FINALIZE
-        << "\n  export ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0\"\n"
-           "fi\nexec \"$@\"\n";
-  }
-  fs::permissions(stall, fs::perms::owner_all);
-  const auto t0 = Clock::now();
-  const Result r = sh("timeout -s KILL 100 " + kMpirun + " -n 2 " + stall + " " + kMxmoe +
-                          " run --preset tiny --tokens 2 --reps 1 --ep-deadline 3",
-                      root());
-  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  EXPECT_EQ(r.rc, 1) << r.err;
-  EXPECT_LT(seconds, deadline + 15) << r.err;
-  EXPECT_THAT(r.err, HasSubstr("rank 0: error: MPI_Finalize did not complete within 3.0 s "
-                               "(--ep-deadline)"));
-  EXPECT_THAT(r.out, HasSubstr("expert parallel: 2 ranks"));
+  const TimedJob job = job_with_a_rank_set_up(
+      root(), 2, 1,
+      std::string("export LD_PRELOAD=") + MXMOE_STALL_FINALIZE +
+          "\nexport ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0\"");
+  EXPECT_EQ(job.result.rc, 1) << job.result.err;
+  EXPECT_LT(job.seconds, deadline + 15) << job.result.err;
+  EXPECT_THAT(job.result.err, HasSubstr("rank 0: error: MPI_Finalize did not complete within "
+                                        "3.0 s (--ep-deadline)"));
+  EXPECT_THAT(job.result.out, HasSubstr("expert parallel: 2 ranks"));
   std::printf("rank 1 stuck before MPI_Finalize: the job ended after %.2f s (deadline %.0f s)\n",
-              seconds, deadline);
+              job.seconds, deadline);
 }
 
 TEST_F(CliMpi, ARankWhoseProbeLacksTheBackendGivesOneGatheredReport) {
