@@ -366,8 +366,7 @@ TEST_F(CliMpi, RanksLaunchedUnlikeEachOtherAreRefusedPromptly) {
     const std::string dir = root() + "/seed" + seed;
     fs::create_directories(dir);
     ASSERT_EQ(
-        sh(kMxmoe + " synth --preset tiny --seed " + seed + " --out " + dir + "/ckpt", root())
-            .rc,
+        sh(kMxmoe + " synth --preset tiny --seed " + seed + " --out " + dir + "/ckpt", root()).rc,
         0);
   }
   const std::string from_ckpt = kMxmoe + " run --model ckpt --layer 0 --tokens 3 --reps 1";
@@ -424,7 +423,7 @@ TEST_F(CliMpi, RanksLaunchedUnlikeEachOtherAreRefusedPromptly) {
 TEST_F(CliMpi, RanksWhoseCheckpointsDifferAreRefusedNamingWhatDiffers) {
   const std::string base = root() + "/differ";
   fs::create_directories(base + "/same");
-  ASSERT_EQ(sh(kMxmoe + " generate --preset tiny --seed 3 --out " + base + "/same/ckpt", root()).rc,
+  ASSERT_EQ(sh(kMxmoe + " synth --preset tiny --seed 3 --out " + base + "/same/ckpt", root()).rc,
             0);
   const auto variant = [&](const std::string& name, const std::string& file,
                            const std::string& from, const std::string& to) {
