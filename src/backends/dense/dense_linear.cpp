@@ -31,6 +31,7 @@ struct Candidate {
   std::optional<KernelIsa> set;  // none: portable C++
   LinearF32Fn f32;
   LinearInt8Fn int8;
+  CompactLayout layout = CompactLayout::plain;  // compact kernels: how it wants the codes
 };
 
 // Best first. A kernel of another architecture's set has no entry here (not_compiled).
@@ -55,7 +56,7 @@ constexpr std::array<Candidate, 8> kCandidates = {{
     {"neon_fp32", kFp32Class, DenseMode::as_published, KernelIsa::neon, kNeonFp32, nullptr},
     {"portable_fp32", kFp32Class, DenseMode::as_published, {}, &linear_fp32_portable, nullptr},
     {"avx512_vnni_int8", kInt8Class, DenseMode::compact_int8, KernelIsa::avx512_vnni, nullptr,
-     kVnniInt8},
+     kVnniInt8, CompactLayout::vnni_pairs},
     {"avx2_int8", kInt8Class, DenseMode::compact_int8, KernelIsa::avx2, nullptr, kAvx2Int8},
     {"neon_dotprod_int8", kInt8Class, DenseMode::compact_int8, KernelIsa::neon_dotprod, nullptr,
      kDotprodInt8},
@@ -164,11 +165,13 @@ Linear::Linear(const LinearWeights& w, const Hardware& hardware, const LinearOpt
   if (selection_.chosen.empty())
     throw std::invalid_argument("dense weight '" + w.name + "': no kernel runs it here\n" +
                                 describe(selection_, w.name));
+  CompactLayout layout = CompactLayout::plain;
   for (const Candidate& c : kCandidates)
     if (c.name == selection_.chosen) {
       kernel_name_ = c.name;
       f32_ = c.f32;
       int8_ = c.int8;
+      layout = c.layout;
     }
   if (w.bias != nullptr) {
     bias_.resize(static_cast<std::size_t>(w.out));
@@ -183,7 +186,7 @@ Linear::Linear(const LinearWeights& w, const Hardware& hardware, const LinearOpt
   scales_.assign(static_cast<std::size_t>(w.out * stride), 0.0f);
   auto pack_rows = [&](std::int64_t r0, std::int64_t r1) {
     float v[kBlock];
-    for (std::int64_t o = r0; o < r1; ++o)
+    for (std::int64_t o = r0; o < r1; ++o) {
       for (std::int64_t b = 0; b < blocks; ++b) {
         const int count = static_cast<int>(std::min<std::int64_t>(kBlock, w.in - b * kBlock));
         for (int i = 0; i < count; ++i)
@@ -191,6 +194,9 @@ Linear::Linear(const LinearWeights& w, const Hardware& hardware, const LinearOpt
         scales_[static_cast<std::size_t>(o * stride + b)] =
             quantize_block32_portable(v, count, codes_.data() + (o * stride + b) * kBlock);
       }
+      if (layout == CompactLayout::vnni_pairs)  // the pad block's zeros included
+        to_vnni_pairs(codes_.data() + o * stride * kBlock, stride / 2);
+    }
   };
   constexpr std::int64_t kPackRows = 64;
   if (options.pack_pool == nullptr) {
@@ -233,8 +239,13 @@ void Linear::forward(const float* x, std::int64_t m, float* y, ThreadPool& pool)
     });
     return;
   }
-  const LinearInt8Call call{
-      {codes_.data(), scales_.data(), (w_.in + kBlock - 1) / kBlock}, w_.in, x, m, y, w_.out, bias};
+  const LinearInt8Call call{{codes_.data(), scales_.data(), (w_.in + kBlock - 1) / kBlock, w_.out},
+                            w_.in,
+                            x,
+                            m,
+                            y,
+                            w_.out,
+                            bias};
   pool.parallel_for(tasks, [&](std::int64_t task, int) {
     int8_(call, task * rows, std::min(rows, w_.out - task * rows));
   });

@@ -50,8 +50,20 @@ struct CompactWeights {
   const std::int8_t* codes = nullptr;
   const float* scales = nullptr;
   std::int64_t blocks = 0;  // ceil(in / 32)
+  std::int64_t rows = 0;    // the matrix's rows (prefetches stay inside it)
   std::int64_t pairs() const noexcept { return (blocks + 1) / 2; }
 };
+
+// How a compact kernel wants a row's codes laid out; the Linear packs its copy for the kernel it
+// binds (the codes' values and the scales are the same in every layout):
+//   plain: block b's 32 codes at [32 b, 32 b + 32);
+//   vnni_pairs: a pair of blocks (2p, 2p + 1) is 64 bytes with group g (elements 4g..4g+3) of
+//     block 2p + h at bytes 8g + 4h .. 8g + 4h + 3, so int32 lane 2g + h of a zmm holds that
+//     group; each code is stored + 128, as an unsigned byte (vpdpbusd's unsigned operand).
+enum class CompactLayout : std::uint8_t { plain, vnni_pairs };
+
+// PAIRS pairs of plain codes (64 bytes each) rewritten in place as vnni_pairs.
+void to_vnni_pairs(std::int8_t* codes, std::int64_t pairs) noexcept;
 
 // Compact kernels quantize the tokens they need on their own stack, in tiles of at most
 // kCompactTokenTile tokens: in must be at most kCompactMaxIn (check() refuses larger).

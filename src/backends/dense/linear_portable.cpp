@@ -43,6 +43,19 @@ float quantize_block32_portable(const float* v, int count, std::int8_t* codes) n
   return amax / 127.0f;
 }
 
+void to_vnni_pairs(std::int8_t* codes, std::int64_t pairs) noexcept {
+  for (std::int64_t p = 0; p < pairs; ++p) {
+    std::int8_t* pair = codes + p * 2 * kBlock;
+    std::int8_t plain[2 * kBlock];
+    std::memcpy(plain, pair, sizeof plain);
+    for (int h = 0; h < 2; ++h)
+      for (int g = 0; g < 8; ++g)
+        for (int i = 0; i < 4; ++i)
+          pair[8 * g + 4 * h + i] = static_cast<std::int8_t>(
+              static_cast<std::uint8_t>(plain[kBlock * h + 4 * g + i]) ^ std::uint8_t{0x80});
+  }
+}
+
 void linear_fp32_portable(const LinearF32Call& c, std::int64_t row0, std::int64_t rows) noexcept {
   for (std::int64_t t = 0; t < c.tokens; ++t) {
     const float* x = c.x + t * c.in;

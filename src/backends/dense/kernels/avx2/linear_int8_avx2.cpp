@@ -1,6 +1,9 @@
 // dense_int8_block32 on AVX2 (linear_kernels.hpp for the order): one ymm of int32 is a block's
 // 8 groups of 4 products, from vpmaddubsw on |w| and sign(x, w) (no int16 saturation: codes
 // are in [-127, 127]) then vpmaddwd by ones; an even block feeds lanes 0-7, an odd one 8-15.
+// The scale products dw[b] * dx[b] of 8 blocks are made by one multiply and kept on the stack,
+// where each block's is one broadcast load. Each tile prefetches the rows kCompactAheadRows
+// further on (tiles.hpp).
 // Also the activation quantizer, which the avx512_vnni kernel shares. Flags of the `avx2` set.
 #include <immintrin.h>
 
@@ -10,6 +13,8 @@
 
 namespace mxmoe::dense {
 namespace {
+
+constexpr std::int64_t kChunk = 8;  // blocks per scale multiply (even: a block's parity is i's)
 
 // Elements [0, n) of 8 floats, zero past n (n may exceed 8 or be negative).
 __m256 load_part(const float* p, std::int64_t n) noexcept {
@@ -60,26 +65,43 @@ void tile(const LinearInt8Call& c, const std::int8_t* xq, const float* dx, std::
     for (std::size_t r = 0; r < R; ++r)
       for (std::size_t t = 0; t < T; ++t) acc[h][r][t] = _mm256_setzero_ps();
   const __m256i ones = _mm256_set1_epi16(1);
-  for (std::int64_t b = 0; b < stride; ++b) {
-    const auto h = static_cast<std::size_t>(b & 1);
-    __m256i w[R], aw[R];
-    __m256 dw[R];
+  alignas(32) float d[R][T][kChunk];  // the scale products dw[b] * dx[b] of a chunk of blocks
+  std::int64_t ahead[R];
+  for (std::size_t r = 0; r < R; ++r) ahead[r] = ahead_row(c.w, o + I(r));
+  for (std::int64_t b0 = 0; b0 < stride; b0 += kChunk) {
+    const std::int64_t n = std::min(kChunk, stride - b0);
+    __m256 dxv[T];
+    for (std::size_t t = 0; t < T; ++t) dxv[t] = load_part(dx + I(t) * stride + b0, n);
     for (std::size_t r = 0; r < R; ++r) {
-      w[r] = _mm256_loadu_si256(
-          reinterpret_cast<const __m256i*>(c.w.codes + ((o + I(r)) * stride + b) * kBlock));
-      aw[r] = _mm256_abs_epi8(w[r]);
-      dw[r] = _mm256_broadcast_ss(c.w.scales + (o + I(r)) * stride + b);
+      const __m256 dw = load_part(c.w.scales + (o + I(r)) * stride + b0, n);
+      prefetch_l2(c.w.scales + ahead[r] * stride + b0);
+      for (std::size_t t = 0; t < T; ++t) _mm256_store_ps(d[r][t], _mm256_mul_ps(dw, dxv[t]));
     }
-    for (std::size_t t = 0; t < T; ++t) {
-      const __m256i xv =
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + (I(t) * stride + b) * kBlock));
-      const __m256 dxv = _mm256_broadcast_ss(dx + I(t) * stride + b);
+    auto step = [&](std::int64_t i, auto h) {
+      const std::int64_t b = b0 + i;
+      __m256i w[R], aw[R];
       for (std::size_t r = 0; r < R; ++r) {
-        const __m256i q =
-            _mm256_madd_epi16(_mm256_maddubs_epi16(aw[r], _mm256_sign_epi8(xv, w[r])), ones);
-        acc[h][r][t] =
-            _mm256_fmadd_ps(_mm256_cvtepi32_ps(q), _mm256_mul_ps(dw[r], dxv), acc[h][r][t]);
+        w[r] = _mm256_loadu_si256(
+            reinterpret_cast<const __m256i*>(c.w.codes + ((o + I(r)) * stride + b) * kBlock));
+        aw[r] = _mm256_abs_epi8(w[r]);
+        if (h == 0) prefetch_l2(c.w.codes + (ahead[r] * stride + b) * kBlock);  // a pair's line
       }
+      for (std::size_t t = 0; t < T; ++t) {
+        const __m256i xv =
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + (I(t) * stride + b) * kBlock));
+        for (std::size_t r = 0; r < R; ++r) {
+          const __m256i q =
+              _mm256_madd_epi16(_mm256_maddubs_epi16(aw[r], _mm256_sign_epi8(xv, w[r])), ones);
+          acc[h][r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q), _mm256_broadcast_ss(&d[r][t][i]),
+                                         acc[h][r][t]);
+        }
+      }
+    };
+    // b0 and the chunk are even: block b0 + i feeds lanes 8 (i mod 2) + g.
+    std::int64_t i = 0;
+    for (; i + 2 <= n; i += 2) {
+      step(i, std::integral_constant<std::size_t, 0>{});
+      step(i + 1, std::integral_constant<std::size_t, 1>{});
     }
   }
   for (std::size_t r = 0; r < R; ++r)
