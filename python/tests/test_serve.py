@@ -347,23 +347,46 @@ def test_a_slow_client_is_cut_off_at_the_timeout(server):
     assert closed_after is not None and closed_after < 12, "the slow client was not cut off (--timeout 3)"
 
 
-def test_a_client_that_disconnects_mid_stream_frees_its_slot(server):
-    before = server.metrics()
+def stream_then_disconnect(server, **fields):
+    """Starts a long streamed completion on a raw connection, reads its head, closes."""
     s = raw_connection(server)
     body = json.dumps({"prompt": "Hello", "max_tokens": 200, "stream": True, "ignore_eos": True,
-                       "temperature": 0}).encode()
+                       "temperature": 0, **fields}).encode()
     s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
               b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
     assert b"200" in s.recv(4096)
     s.close()
-    deadline = time.monotonic() + 10
+
+
+def wait_idle(server, bound=10):
+    deadline = time.monotonic() + bound
     while time.monotonic() < deadline:
-        m = server.metrics()
-        if m["mxmoe_running_sequences"] == 0:
-            break
+        if server.metrics()["mxmoe_running_sequences"] == 0:
+            return
         time.sleep(0.05)
-    assert m["mxmoe_running_sequences"] == 0
+    pytest.fail("a sequence still runs")
+
+
+def test_sigterm_after_a_client_left_mid_stream_exits_at_once(cli, model_dir):
+    # The session of a client that left is destroyed before its generation's last update: the
+    # generation must still end, or the drain waits for it to its bound (here 20 s).
+    s = Server(cli, model_dir, "--max-context", "512", "--shutdown-timeout", "20")
+    try:
+        stream_then_disconnect(s)
+        wait_idle(s)
+        time.sleep(0.2)
+    finally:
+        start = time.monotonic()
+        assert s.stop(bound=40) == 0
+    assert time.monotonic() - start < 5
+
+
+def test_a_client_that_disconnects_mid_stream_frees_its_slot(server):
+    before = server.metrics()
+    stream_then_disconnect(server)
+    wait_idle(server)
     # It stopped long before its 200 tokens.
+    m = server.metrics()
     assert m["mxmoe_generation_tokens_total"] - before["mxmoe_generation_tokens_total"] < 200
 
 

@@ -68,6 +68,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void watch_disconnect();
   void on_update(std::size_t index, JobUpdate&& u);
   void cancel_jobs();
+  void end_generation();
   void finish_generation();
   Json logprobs_json(const Choice& c, std::span<const GeneratedToken> tokens, std::size_t offset) const;
   std::string chunk(std::size_t index, const std::string& text, std::span<const GeneratedToken> tokens,
@@ -124,7 +125,10 @@ Session::Session(tcp::socket socket, Shared& shared) : stream_(std::move(socket)
 }
 
 Session::~Session() {
+  // A session closed mid-generation (its client left) is destroyed before its jobs' last
+  // updates arrive: its generation ends here, or a drain would wait for it to its bound.
   cancel_jobs();
+  end_generation();
   --shared_.connections;
   shared_.metrics.connections(-1);
 }
@@ -253,6 +257,12 @@ void Session::cancel_jobs() {
   if (!generating_) return;
   for (auto& c : choices_)
     if (c.job && c.finish.empty()) shared_.engine.cancel(*c.job);
+}
+
+void Session::end_generation() {
+  if (!generating_) return;
+  generating_ = false;
+  --shared_.generating;
 }
 
 // ---- generation --------------------------------------------------------------------------
@@ -488,8 +498,7 @@ void Session::finish_generation() {
   }
   if (error) failure = &*error;
   const Json usage = {{"prompt_tokens", prompt}, {"completion_tokens", completion}, {"total_tokens", prompt + completion}};
-  generating_ = false;
-  --shared_.generating;
+  end_generation();
   std::shared_ptr<Session> self = std::move(self_);  // this session lives to the end of this call
   if (cancelled && !failure) return close();  // the client is gone, or the server stops
   if (streaming_) {
