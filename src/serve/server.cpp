@@ -84,6 +84,7 @@ class Session : public std::enable_shared_from_this<Session> {
   Clock::time_point started_;
   std::string endpoint_name_;
   bool keep_alive_ = true;
+  bool closed_ = false;
 
   // The generation in progress (one request at a time per connection).
   std::shared_ptr<Session> self_;  // alive while it generates
@@ -246,6 +247,7 @@ void Session::after_write(bool keep_alive) {
 }
 
 void Session::close() {
+  closed_ = true;
   cancel_jobs();
   beast::error_code ignored;
   stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
@@ -500,7 +502,9 @@ void Session::finish_generation() {
   const Json usage = {{"prompt_tokens", prompt}, {"completion_tokens", completion}, {"total_tokens", prompt + completion}};
   end_generation();
   std::shared_ptr<Session> self = std::move(self_);  // this session lives to the end of this call
-  if (cancelled && !failure) return close();  // the client is gone, or the server stops
+  // The client is gone, or the server stops. A closed session is not kept for its last chunk:
+  // a stream whose head failed to go out would keep itself forever.
+  if (closed_ || (cancelled && !failure)) return close();
   if (streaming_) {
     if (request_fields_.include_usage) {
       Json c = {{"id", id_}, {"object", request_fields_.endpoint == Endpoint::chat ? "chat.completion.chunk" : "text_completion"},
