@@ -320,6 +320,36 @@ def test_hostile_bodies_are_refused_and_the_server_goes_on(server):
     assert server.client().completions.create(model="m", prompt="ok", max_tokens=1).usage.completion_tokens == 1
 
 
+def read_head(s):
+    """Reads from a raw socket up to the end of a response's head; returns the head."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        more = s.recv(4096)
+        assert more, f"closed after {data!r}"
+        data += more
+    head, _, rest = data.partition(b"\r\n\r\n")
+    return head, rest
+
+
+def test_expect_100_continue_is_answered_before_the_body(server):
+    # curl sends "Expect: 100-continue" with a large body and waits (a second) for the answer.
+    body = json.dumps({"prompt": "x", "max_tokens": 1}).encode()
+    with raw_connection(server) as s:
+        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+                  b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n")
+        head, rest = read_head(s)  # before the body is sent
+        assert head == b"HTTP/1.1 100 Continue" and rest == b""
+        s.sendall(body)
+        head, _ = read_head(s)
+        assert head.startswith(b"HTTP/1.1 200")
+    # A body over the limit is refused on its head: the client need not send it.
+    with raw_connection(server) as s:
+        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+                  b"Content-Length: 1000000000\r\n\r\n")
+        head, _ = read_head(s)
+        assert head.startswith(b"HTTP/1.1 413")
+
+
 def test_a_slow_client_is_cut_off_at_the_timeout(server):
     s = raw_connection(server)
     start = time.monotonic()

@@ -57,6 +57,8 @@ class Session : public std::enable_shared_from_this<Session> {
   };
 
   void read();
+  void on_header(beast::error_code ec);
+  void read_body();
   void on_read(beast::error_code ec);
   void handle();
   void respond(http::status status, std::string body, std::string_view type = "application/json",
@@ -142,6 +144,28 @@ void Session::read() {
   // The whole request (or a keep-alive connection's idle time) within read_timeout: a client
   // that sends a byte a second is cut off.
   stream_.expires_after(shared_.options.read_timeout);
+  http::async_read_header(stream_, buffer_, *parser_,
+                          [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_header(ec); });
+}
+
+void Session::on_header(beast::error_code ec) {
+  // A client that sent "Expect: 100-continue" waits for it before its body (curl does, for a
+  // large body: a second each request otherwise). A body over the limit was refused already.
+  if (!ec && !parser_->is_done() && parser_->get().version() >= 11 &&
+      beast::iequals(parser_->get()[http::field::expect], "100-continue")) {
+    static const std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+    net::async_write(stream_, net::buffer(kContinue.data(), kContinue.size()),
+                     [self = shared_from_this()](beast::error_code e, std::size_t) {
+                       if (e) return self->close();
+                       self->read_body();
+                     });
+    return;
+  }
+  if (ec) return on_read(ec);
+  read_body();
+}
+
+void Session::read_body() {
   http::async_read(stream_, buffer_, *parser_,
                    [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_read(ec); });
 }
