@@ -464,6 +464,9 @@ def test_a_full_queue_answers_503_with_retry_after(cli, model_dir):
             t.join(timeout=120)
         assert sorted(statuses)[0] == 200 and 503 in statuses, statuses
         assert all(h.get("Retry-After") == "1" for st, h in zip(statuses, headers) if st == 503)
+        # More prompts than the queue holds could never be queued: not a 503 to retry.
+        status, _, body = s.request("POST", "/v1/completions", {"prompt": ["a", "b"], "max_tokens": 1})
+        assert status == 400 and json.loads(body)["error"]["param"] == "prompt"
     finally:
         assert s.stop() == 0
 

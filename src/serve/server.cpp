@@ -330,6 +330,11 @@ void Session::generate(Endpoint endpoint) {
   } catch (const ApiError& e) {
     return fail(e);
   }
+  // Submitted all or none: more prompts than the queue holds would be refused forever, and a
+  // 503's Retry-After would have the client retry for nothing.
+  if (prompts.size() > shared_.options.engine.max_queue)
+    return fail(ApiError(400, fmt::format("{} prompts exceed the queue's {} (--max-queue)", prompts.size(),
+                                          shared_.options.engine.max_queue), "prompt"));
   const int vocab = shared_.model.vocab_size();
   const int context = shared_.model.max_context();
   std::vector<std::shared_ptr<Job>> jobs;
