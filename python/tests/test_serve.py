@@ -350,6 +350,21 @@ def test_expect_100_continue_is_answered_before_the_body(server):
         assert head.startswith(b"HTTP/1.1 413")
 
 
+def test_an_http_1_0_stream_is_not_chunked_and_ends_at_the_close(server):
+    # HTTP/1.0 has no chunked encoding (RFC 9112 6.1): the events come plain, the close ends them.
+    body = json.dumps({"prompt": "Hello", "max_tokens": 3, "stream": True, "ignore_eos": True}).encode()
+    with raw_connection(server) as s:
+        s.sendall(b"POST /v1/completions HTTP/1.0\r\nContent-Length: " + str(len(body)).encode() +
+                  b"\r\n\r\n" + body)
+        head, rest = read_head(s)
+        while more := s.recv(65536):
+            rest += more
+    assert head.startswith(b"HTTP/1.0 200") and b"transfer-encoding" not in head.lower()
+    events = [e for e in rest.split(b"\n\n") if e]
+    assert events[-1] == b"data: [DONE]"
+    assert all(json.loads(e[len(b"data: "):])["object"] == "text_completion" for e in events[:-1])
+
+
 def test_a_slow_client_is_cut_off_at_the_timeout(server):
     s = raw_connection(server)
     start = time.monotonic()

@@ -92,6 +92,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::shared_ptr<Session> self_;  // alive while it generates
   std::uint64_t generation_ = 0;   // numbers generations, so a stale callback is known
   bool generating_ = false, streaming_ = false, header_sent_ = false, writing_ = false;
+  bool chunked_ = true;  // a stream's framing: HTTP/1.0 has no chunks, its body ends at the close
   GenerationRequest request_fields_;
   std::vector<Choice> choices_;
   std::size_t finished_ = 0;
@@ -400,8 +401,10 @@ void Session::generate(Endpoint endpoint) {
     stream_head_->set(http::field::server, "mxmoe");
     stream_head_->set(http::field::content_type, "text/event-stream");
     stream_head_->set(http::field::cache_control, "no-cache");
+    chunked_ = request_.version() >= 11;
+    if (!chunked_) keep_alive_ = false;
     stream_head_->keep_alive(keep_alive_);
-    stream_head_->chunked(true);
+    stream_head_->chunked(chunked_);
     stream_serializer_ = std::make_unique<http::response_serializer<http::empty_body>>(*stream_head_);
     writing_ = true;
     stream_.expires_after(shared_.options.write_timeout);
@@ -574,6 +577,10 @@ void Session::flush() {
   if (!header_sent_ || writing_) return;
   if (out_.empty()) {
     if (generating_ || !self_) return;
+    if (!chunked_) {  // HTTP/1.0: the close ends the body
+      header_sent_ = false;
+      return close();
+    }
     // All sent: the last chunk, then the connection's next request.
     writing_ = true;
     stream_.expires_after(shared_.options.write_timeout);
@@ -594,13 +601,17 @@ void Session::flush() {
   writing_ = true;
   stream_.expires_after(shared_.options.write_timeout);
   ++shared_.writes;
-  net::async_write(stream_, http::make_chunk(net::buffer(wbuf_)), [self = shared_from_this()](beast::error_code ec, std::size_t) {
+  auto written = [self = shared_from_this()](beast::error_code ec, std::size_t) {
     --self->shared_.writes;
     self->writing_ = false;
     self->stream_.expires_never();
     if (ec) return self->close();  // the client went away: its sequences are cancelled
     self->flush();
-  });
+  };
+  if (chunked_)
+    net::async_write(stream_, http::make_chunk(net::buffer(wbuf_)), std::move(written));
+  else
+    net::async_write(stream_, net::buffer(wbuf_), std::move(written));
 }
 
 // ---- the listener ------------------------------------------------------------------------
