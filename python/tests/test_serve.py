@@ -49,6 +49,7 @@ class Server:
     """A `mxmoe serve` child process on a free loopback port."""
 
     def __init__(self, cli, model_dir, *flags, log_path=None):
+        self.log_path = log_path
         self.log = open(log_path or os.devnull, "wb")
         self.proc = subprocess.Popen(
             [cli, "serve", "--model", model_dir, "--port", "0", "--threads", "2", *flags],
@@ -363,6 +364,18 @@ def test_an_http_1_0_stream_is_not_chunked_and_ends_at_the_close(server):
     events = [e for e in rest.split(b"\n\n") if e]
     assert events[-1] == b"data: [DONE]"
     assert all(json.loads(e[len(b"data: "):])["object"] == "text_completion" for e in events[:-1])
+
+
+def test_a_request_target_reaches_the_log_as_ascii(server):
+    # 0x9b is CSI on an 8-bit terminal, U+009B on some UTF-8 ones; a backslash could forge an escape.
+    with raw_connection(server) as s:
+        s.sendall(b"GET /esc\x9b2J\xc2\x9b\\x1b HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        head, _ = read_head(s)
+    assert head.startswith(b"HTTP/1.1 404")
+    with open(server.log_path, "rb") as f:
+        line = next(line for line in f if b"/esc" in line)
+    assert b"/esc\\x9b2J\\xc2\\x9b\\x5cx1b 404" in line
+    assert all(0x20 <= b < 0x7f for b in line.rstrip(b"\n")), line
 
 
 def test_a_slow_client_is_cut_off_at_the_timeout(server):

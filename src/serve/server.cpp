@@ -252,7 +252,7 @@ void Session::respond(http::status status, std::string body, std::string_view ty
   res->prepare_payload();
   shared_.metrics.request(endpoint_name_, static_cast<int>(status));
   shared_.log(fmt::format("{} {} {} {:.3f}s", std::string(http::to_string(request_.method())),
-                          printable(std::string(request_.target()).substr(0, 200)),
+                          printable_ascii(std::string(request_.target()).substr(0, 200)),
                           static_cast<int>(status),
                           std::chrono::duration<double>(Clock::now() - started_).count()));
   response_ = res;
