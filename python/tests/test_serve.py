@@ -378,6 +378,16 @@ def test_a_request_target_reaches_the_log_as_ascii(server):
     assert all(0x20 <= b < 0x7f for b in line.rstrip(b"\n")), line
 
 
+def test_a_client_that_sends_all_it_has_before_reading_gets_the_refusal(server):
+    # http.client (as httpx) sends its whole request before it reads: a server that closed on
+    # the unread rest would reset the connection, and the client would see that, not the answer.
+    status, _, body = server.request("POST", "/v1/completions", body=b"x" * (20 << 20))
+    assert status == 413 and json.loads(body)["error"]["message"].startswith("the body exceeds")
+    status, _, _ = server.request("GET", "/health", headers={f"X-Flood-{i}": "a" * 1000 for i in range(2000)})
+    assert status == 431
+    assert server.request("GET", "/health")[0] == 200
+
+
 def test_a_slow_client_is_cut_off_at_the_timeout(server):
     s = raw_connection(server)
     start = time.monotonic()

@@ -65,6 +65,8 @@ class Session : public std::enable_shared_from_this<Session> {
                bool retry_after = false);
   void fail(const ApiError& e) { respond(static_cast<http::status>(e.status()), error_body(e)); }
   void after_write(bool keep_alive);
+  void linger();
+  void discard();
   void close();
   void generate(Endpoint endpoint);
   void watch_disconnect();
@@ -86,6 +88,7 @@ class Session : public std::enable_shared_from_this<Session> {
   Clock::time_point started_;
   std::string endpoint_name_;
   bool keep_alive_ = true;
+  bool refused_ = false;  // the request was refused before it was read whole
   bool closed_ = false;
 
   // The generation in progress (one request at a time per connection).
@@ -175,11 +178,13 @@ void Session::on_read(beast::error_code ec) {
   started_ = Clock::now();
   if (ec == http::error::body_limit) {
     keep_alive_ = false;
+    refused_ = true;
     endpoint_name_ = "other";
     return fail(ApiError(413, fmt::format("the body exceeds {} bytes (--max-body)", shared_.options.max_body)));
   }
   if (ec == http::error::header_limit) {
     keep_alive_ = false;
+    refused_ = true;
     endpoint_name_ = "other";
     return fail(ApiError(431, "the request's header is too large"));
   }
@@ -190,6 +195,7 @@ void Session::on_read(beast::error_code ec) {
         ec != net::error::operation_aborted && ec != net::error::eof &&
         ec != net::error::connection_reset && ec.category() == http::make_error_code(http::error::bad_version).category()) {
       keep_alive_ = false;
+      refused_ = true;
       endpoint_name_ = "other";
       return fail(ApiError(400, "malformed HTTP request: " + ec.message()));
     }
@@ -267,8 +273,28 @@ void Session::respond(http::status status, std::string body, std::string_view ty
 }
 
 void Session::after_write(bool keep_alive) {
+  if (refused_) return linger();
   if (keep_alive && !shared_.draining) return read();
   close();
+}
+
+void Session::linger() {
+  // The client may still be sending what was refused (a body over the limit): closing with it
+  // unread would reset the connection, and a client that sends its whole body before it reads
+  // (Python's http.client, httpx) would see the reset, not the answer. So the rest is read and
+  // dropped until the client closes, within the read timeout.
+  beast::error_code ignored;
+  stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+  stream_.expires_after(shared_.options.read_timeout);
+  buffer_.consume(buffer_.size());
+  discard();
+}
+
+void Session::discard() {
+  stream_.async_read_some(buffer_.prepare(64 * 1024), [self = shared_from_this()](beast::error_code ec, std::size_t) {
+    if (ec) return self->close();
+    self->discard();
+  });
 }
 
 void Session::close() {
