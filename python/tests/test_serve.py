@@ -385,6 +385,17 @@ def test_a_client_that_sends_all_it_has_before_reading_gets_the_refusal(server):
     assert status == 413 and json.loads(body)["error"]["message"].startswith("the body exceeds")
     status, _, _ = server.request("GET", "/health", headers={f"X-Flood-{i}": "a" * 1000 for i in range(2000)})
     assert status == 431
+    # A chunked body's trailers are fields too, and must be bounded as the head is.
+    with raw_connection(server) as s:
+        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                  b"2\r\n{}\r\n0\r\n")
+        try:
+            for _ in range(64):  # 64 MB of trailers, unless cut off first
+                s.sendall(b"".join(b"X-T%d: %s\r\n" % (i, b"b" * 1000) for i in range(1000)))
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        head, _ = read_head(s)
+    assert head.startswith(b"HTTP/1.1 431")
     assert server.request("GET", "/health")[0] == 200
 
 

@@ -25,6 +25,9 @@ using json::Json;
 using Clock = std::chrono::steady_clock;
 
 constexpr std::size_t kMaxHeaderBytes = 16 * 1024;
+// The read buffer: the parser needs a request's head, a chunk's head (with its extensions) and
+// the trailers whole in it, which Beast bounds only by the buffer; a body passes through it.
+constexpr std::size_t kMaxReadBuffer = 256 * 1024;
 constexpr std::size_t kMaxUnsentBytes = 8u << 20;  // a stream's client that stopped reading
 
 std::string dump(const Json& j) {
@@ -82,7 +85,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   beast::tcp_stream stream_;
   Shared& shared_;
-  beast::flat_buffer buffer_;
+  beast::flat_buffer buffer_{kMaxReadBuffer};
   std::optional<http::request_parser<http::string_body>> parser_;
   http::request<http::string_body> request_;
   Clock::time_point started_;
@@ -182,11 +185,11 @@ void Session::on_read(beast::error_code ec) {
     endpoint_name_ = "other";
     return fail(ApiError(413, fmt::format("the body exceeds {} bytes (--max-body)", shared_.options.max_body)));
   }
-  if (ec == http::error::header_limit) {
+  if (ec == http::error::header_limit || ec == http::error::buffer_overflow) {
     keep_alive_ = false;
     refused_ = true;
     endpoint_name_ = "other";
-    return fail(ApiError(431, "the request's header is too large"));
+    return fail(ApiError(431, "the request's header, a chunk's header or its trailers are too large"));
   }
   if (ec) {
     // The client closed, went silent past the timeout, or sent what is not HTTP: nothing to
