@@ -14,6 +14,7 @@ import http.client
 import json
 import os
 import re
+import resource
 import signal
 import socket
 import subprocess
@@ -48,12 +49,12 @@ def model_dir(tmp_path_factory):
 class Server:
     """A `mxmoe serve` child process on a free loopback port."""
 
-    def __init__(self, cli, model_dir, *flags, log_path=None):
+    def __init__(self, cli, model_dir, *flags, log_path=None, **popen):
         self.log_path = log_path
         self.log = open(log_path or os.devnull, "wb")
         self.proc = subprocess.Popen(
             [cli, "serve", "--model", model_dir, "--port", "0", "--threads", "2", *flags],
-            stdout=subprocess.PIPE, stderr=self.log)
+            stdout=subprocess.PIPE, stderr=self.log, **popen)
         line = b""
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
@@ -478,6 +479,29 @@ def test_two_hundred_idle_connections_do_not_stop_the_others(server):
     finally:
         for s in idle:
             s.close()
+
+
+def test_out_of_file_descriptors_the_server_waits_rather_than_spins(cli, model_dir):
+    # More connections than descriptors: accept fails (EMFILE) with the connection still pending.
+    s = Server(cli, model_dir, "--max-context", "64",
+               preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64)))
+
+    def cpu_seconds():
+        with open(f"/proc/{s.proc.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    try:
+        held = [raw_connection(s) for _ in range(100)]
+        start = cpu_seconds()
+        time.sleep(2)
+        spent = cpu_seconds() - start
+        for c in held:
+            c.close()
+        assert spent < 0.3, f"{spent} s of CPU in 2 s"
+        assert s.request("GET", "/health")[0] == 200
+    finally:
+        assert s.stop() == 0
 
 
 def test_an_api_key_is_required_when_given(cli, model_dir):

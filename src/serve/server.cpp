@@ -647,16 +647,25 @@ void Session::flush() {
 
 class Listener : public std::enable_shared_from_this<Listener> {
  public:
-  Listener(Shared& shared, tcp::acceptor& acceptor) : shared_(shared), acceptor_(acceptor) {}
+  Listener(Shared& shared, tcp::acceptor& acceptor) : shared_(shared), acceptor_(acceptor), pause_(shared.io) {}
   void accept() {
     acceptor_.async_accept(net::make_strand(shared_.io), [self = shared_from_this()](beast::error_code ec, tcp::socket s) {
       if (ec == net::error::operation_aborted || !self->acceptor_.is_open()) return;
-      if (!ec) self->admit(std::move(s));
+      if (ec) return self->retry();
+      self->admit(std::move(s));
       self->accept();
     });
   }
 
  private:
+  // The accept failed, most often for want of a file descriptor (EMFILE): the connection is
+  // still pending, so accepting again at once would fail again, a loop that spins a core.
+  void retry() {
+    pause_.expires_after(std::chrono::milliseconds(100));
+    pause_.async_wait([self = shared_from_this()](beast::error_code ec) {
+      if (!ec && self->acceptor_.is_open()) self->accept();
+    });
+  }
   void admit(tcp::socket socket) {
     if (shared_.connections >= shared_.options.max_connections) {
       // Over the bound: a short answer written without waiting, then closed.
@@ -676,6 +685,7 @@ class Listener : public std::enable_shared_from_this<Listener> {
   }
   Shared& shared_;
   tcp::acceptor& acceptor_;
+  net::steady_timer pause_;
 };
 
 // Listens and runs the I/O context until a signal's drain ends.
