@@ -14,6 +14,7 @@ import http.client
 import json
 import os
 import re
+import resource
 import signal
 import socket
 import subprocess
@@ -48,11 +49,12 @@ def model_dir(tmp_path_factory):
 class Server:
     """A `mxmoe serve` child process on a free loopback port."""
 
-    def __init__(self, cli, model_dir, *flags, log_path=None):
+    def __init__(self, cli, model_dir, *flags, log_path=None, **popen):
+        self.log_path = log_path
         self.log = open(log_path or os.devnull, "wb")
         self.proc = subprocess.Popen(
             [cli, "serve", "--model", model_dir, "--port", "0", "--threads", "2", *flags],
-            stdout=subprocess.PIPE, stderr=self.log)
+            stdout=subprocess.PIPE, stderr=self.log, **popen)
         line = b""
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
@@ -320,6 +322,84 @@ def test_hostile_bodies_are_refused_and_the_server_goes_on(server):
     assert server.client().completions.create(model="m", prompt="ok", max_tokens=1).usage.completion_tokens == 1
 
 
+def read_head(s):
+    """Reads from a raw socket up to the end of a response's head; returns the head."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        more = s.recv(4096)
+        assert more, f"closed after {data!r}"
+        data += more
+    head, _, rest = data.partition(b"\r\n\r\n")
+    return head, rest
+
+
+def test_expect_100_continue_is_answered_before_the_body(server):
+    # curl sends "Expect: 100-continue" with a large body and waits (a second) for the answer.
+    body = json.dumps({"prompt": "x", "max_tokens": 1}).encode()
+    with raw_connection(server) as s:
+        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+                  b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n")
+        head, rest = read_head(s)  # before the body is sent
+        assert head == b"HTTP/1.1 100 Continue" and rest == b""
+        s.sendall(body)
+        head, _ = read_head(s)
+        assert head.startswith(b"HTTP/1.1 200")
+    # A body over the limit is refused on its head: the client need not send it.
+    with raw_connection(server) as s:
+        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+                  b"Content-Length: 1000000000\r\n\r\n")
+        head, _ = read_head(s)
+        assert head.startswith(b"HTTP/1.1 413")
+
+
+def test_an_http_1_0_stream_is_not_chunked_and_ends_at_the_close(server):
+    # HTTP/1.0 has no chunked encoding (RFC 9112 6.1): the events come plain, the close ends them.
+    body = json.dumps({"prompt": "Hello", "max_tokens": 3, "stream": True, "ignore_eos": True}).encode()
+    with raw_connection(server) as s:
+        s.sendall(b"POST /v1/completions HTTP/1.0\r\nContent-Length: " + str(len(body)).encode() +
+                  b"\r\n\r\n" + body)
+        head, rest = read_head(s)
+        while more := s.recv(65536):
+            rest += more
+    assert head.startswith(b"HTTP/1.0 200") and b"transfer-encoding" not in head.lower()
+    events = [e for e in rest.split(b"\n\n") if e]
+    assert events[-1] == b"data: [DONE]"
+    assert all(json.loads(e[len(b"data: "):])["object"] == "text_completion" for e in events[:-1])
+
+
+def test_a_request_target_reaches_the_log_as_ascii(server):
+    # 0x9b is CSI on an 8-bit terminal, U+009B on some UTF-8 ones; a backslash could forge an escape.
+    with raw_connection(server) as s:
+        s.sendall(b"GET /esc\x9b2J\xc2\x9b\\x1b HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        head, _ = read_head(s)
+    assert head.startswith(b"HTTP/1.1 404")
+    with open(server.log_path, "rb") as f:
+        line = next(line for line in f if b"/esc" in line)
+    assert b"/esc\\x9b2J\\xc2\\x9b\\x5cx1b 404" in line
+    assert all(0x20 <= b < 0x7f for b in line.rstrip(b"\n")), line
+
+
+def test_a_client_that_sends_all_it_has_before_reading_gets_the_refusal(server):
+    # http.client (as httpx) sends its whole request before it reads: a server that closed on
+    # the unread rest would reset the connection, and the client would see that, not the answer.
+    status, _, body = server.request("POST", "/v1/completions", body=b"x" * (20 << 20))
+    assert status == 413 and json.loads(body)["error"]["message"].startswith("the body exceeds")
+    status, _, _ = server.request("GET", "/health", headers={f"X-Flood-{i}": "a" * 1000 for i in range(2000)})
+    assert status == 431
+    # A chunked body's trailers are fields too, and must be bounded as the head is.
+    with raw_connection(server) as s:
+        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                  b"2\r\n{}\r\n0\r\n")
+        try:
+            for _ in range(64):  # 64 MB of trailers, unless cut off first
+                s.sendall(b"".join(b"X-T%d: %s\r\n" % (i, b"b" * 1000) for i in range(1000)))
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        head, _ = read_head(s)
+    assert head.startswith(b"HTTP/1.1 431")
+    assert server.request("GET", "/health")[0] == 200
+
+
 def test_a_slow_client_is_cut_off_at_the_timeout(server):
     s = raw_connection(server)
     start = time.monotonic()
@@ -347,23 +427,46 @@ def test_a_slow_client_is_cut_off_at_the_timeout(server):
     assert closed_after is not None and closed_after < 12, "the slow client was not cut off (--timeout 3)"
 
 
-def test_a_client_that_disconnects_mid_stream_frees_its_slot(server):
-    before = server.metrics()
+def stream_then_disconnect(server, **fields):
+    """Starts a long streamed completion on a raw connection, reads its head, closes."""
     s = raw_connection(server)
     body = json.dumps({"prompt": "Hello", "max_tokens": 200, "stream": True, "ignore_eos": True,
-                       "temperature": 0}).encode()
+                       "temperature": 0, **fields}).encode()
     s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
               b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
     assert b"200" in s.recv(4096)
     s.close()
-    deadline = time.monotonic() + 10
+
+
+def wait_idle(server, bound=10):
+    deadline = time.monotonic() + bound
     while time.monotonic() < deadline:
-        m = server.metrics()
-        if m["mxmoe_running_sequences"] == 0:
-            break
+        if server.metrics()["mxmoe_running_sequences"] == 0:
+            return
         time.sleep(0.05)
-    assert m["mxmoe_running_sequences"] == 0
+    pytest.fail("a sequence still runs")
+
+
+def test_sigterm_after_a_client_left_mid_stream_exits_at_once(cli, model_dir):
+    # The session of a client that left is destroyed before its generation's last update: the
+    # generation must still end, or the drain waits for it to its bound (here 20 s).
+    s = Server(cli, model_dir, "--max-context", "512", "--shutdown-timeout", "20")
+    try:
+        stream_then_disconnect(s)
+        wait_idle(s)
+        time.sleep(0.2)
+    finally:
+        start = time.monotonic()
+        assert s.stop(bound=40) == 0
+    assert time.monotonic() - start < 5
+
+
+def test_a_client_that_disconnects_mid_stream_frees_its_slot(server):
+    before = server.metrics()
+    stream_then_disconnect(server)
+    wait_idle(server)
     # It stopped long before its 200 tokens.
+    m = server.metrics()
     assert m["mxmoe_generation_tokens_total"] - before["mxmoe_generation_tokens_total"] < 200
 
 
@@ -376,6 +479,29 @@ def test_two_hundred_idle_connections_do_not_stop_the_others(server):
     finally:
         for s in idle:
             s.close()
+
+
+def test_out_of_file_descriptors_the_server_waits_rather_than_spins(cli, model_dir):
+    # More connections than descriptors: accept fails (EMFILE) with the connection still pending.
+    s = Server(cli, model_dir, "--max-context", "64",
+               preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64)))
+
+    def cpu_seconds():
+        with open(f"/proc/{s.proc.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    try:
+        held = [raw_connection(s) for _ in range(100)]
+        start = cpu_seconds()
+        time.sleep(2)
+        spent = cpu_seconds() - start
+        for c in held:
+            c.close()
+        assert spent < 0.3, f"{spent} s of CPU in 2 s"
+        assert s.request("GET", "/health")[0] == 200
+    finally:
+        assert s.stop() == 0
 
 
 def test_an_api_key_is_required_when_given(cli, model_dir):
@@ -411,6 +537,9 @@ def test_a_full_queue_answers_503_with_retry_after(cli, model_dir):
             t.join(timeout=120)
         assert sorted(statuses)[0] == 200 and 503 in statuses, statuses
         assert all(h.get("Retry-After") == "1" for st, h in zip(statuses, headers) if st == 503)
+        # More prompts than the queue holds could never be queued: not a 503 to retry.
+        status, _, body = s.request("POST", "/v1/completions", {"prompt": ["a", "b"], "max_tokens": 1})
+        assert status == 400 and json.loads(body)["error"]["param"] == "prompt"
     finally:
         assert s.stop() == 0
 

@@ -4,13 +4,18 @@ namespace mxmoe {
 
 namespace {
 
-std::string escaped(std::string_view text, bool keep_line_breaks) {
+enum class Keep { utf8, utf8_and_line_breaks, ascii };
+
+std::string escaped(std::string_view text, Keep keep) {
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
   out.reserve(text.size());
   for (const char ch : text) {
     const auto byte = static_cast<unsigned char>(ch);
-    if ((byte >= 0x20 && byte != 0x7f) || (keep_line_breaks && ch == '\n')) {
+    const bool kept = keep == Keep::ascii ? byte >= 0x20 && byte < 0x7f && ch != '\\'
+                                          : (byte >= 0x20 && byte != 0x7f) ||
+                                                (keep == Keep::utf8_and_line_breaks && ch == '\n');
+    if (kept) {
       out += ch;
       continue;
     }
@@ -24,11 +29,16 @@ std::string escaped(std::string_view text, bool keep_line_breaks) {
 }  // namespace
 
 std::string printable(std::string_view text) {
-  return escaped(text, false);
+  return escaped(text, Keep::utf8);
 }
 
 std::string printable_message(std::string_view text) {
-  return escaped(text, true);
+  return escaped(text, Keep::utf8_and_line_breaks);
+}
+
+std::string printable_ascii(std::string_view text) {
+  return escaped(text, Keep::ascii);
 }
 
 }  // namespace mxmoe
+

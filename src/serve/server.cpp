@@ -25,6 +25,9 @@ using json::Json;
 using Clock = std::chrono::steady_clock;
 
 constexpr std::size_t kMaxHeaderBytes = 16 * 1024;
+// The read buffer: the parser needs a request's head, a chunk's head (with its extensions) and
+// the trailers whole in it, which Beast bounds only by the buffer; a body passes through it.
+constexpr std::size_t kMaxReadBuffer = 256 * 1024;
 constexpr std::size_t kMaxUnsentBytes = 8u << 20;  // a stream's client that stopped reading
 
 std::string dump(const Json& j) {
@@ -57,17 +60,22 @@ class Session : public std::enable_shared_from_this<Session> {
   };
 
   void read();
+  void on_header(beast::error_code ec);
+  void read_body();
   void on_read(beast::error_code ec);
   void handle();
   void respond(http::status status, std::string body, std::string_view type = "application/json",
                bool retry_after = false);
   void fail(const ApiError& e) { respond(static_cast<http::status>(e.status()), error_body(e)); }
   void after_write(bool keep_alive);
+  void linger();
+  void discard();
   void close();
   void generate(Endpoint endpoint);
   void watch_disconnect();
   void on_update(std::size_t index, JobUpdate&& u);
   void cancel_jobs();
+  void end_generation();
   void finish_generation();
   Json logprobs_json(const Choice& c, std::span<const GeneratedToken> tokens, std::size_t offset) const;
   std::string chunk(std::size_t index, const std::string& text, std::span<const GeneratedToken> tokens,
@@ -77,17 +85,20 @@ class Session : public std::enable_shared_from_this<Session> {
 
   beast::tcp_stream stream_;
   Shared& shared_;
-  beast::flat_buffer buffer_;
+  beast::flat_buffer buffer_{kMaxReadBuffer};
   std::optional<http::request_parser<http::string_body>> parser_;
   http::request<http::string_body> request_;
   Clock::time_point started_;
   std::string endpoint_name_;
   bool keep_alive_ = true;
+  bool refused_ = false;  // the request was refused before it was read whole
+  bool closed_ = false;
 
   // The generation in progress (one request at a time per connection).
   std::shared_ptr<Session> self_;  // alive while it generates
   std::uint64_t generation_ = 0;   // numbers generations, so a stale callback is known
   bool generating_ = false, streaming_ = false, header_sent_ = false, writing_ = false;
+  bool chunked_ = true;  // a stream's framing: HTTP/1.0 has no chunks, its body ends at the close
   GenerationRequest request_fields_;
   std::vector<Choice> choices_;
   std::size_t finished_ = 0;
@@ -124,7 +135,10 @@ Session::Session(tcp::socket socket, Shared& shared) : stream_(std::move(socket)
 }
 
 Session::~Session() {
+  // A session closed mid-generation (its client left) is destroyed before its jobs' last
+  // updates arrive: its generation ends here, or a drain would wait for it to its bound.
   cancel_jobs();
+  end_generation();
   --shared_.connections;
   shared_.metrics.connections(-1);
 }
@@ -137,6 +151,28 @@ void Session::read() {
   // The whole request (or a keep-alive connection's idle time) within read_timeout: a client
   // that sends a byte a second is cut off.
   stream_.expires_after(shared_.options.read_timeout);
+  http::async_read_header(stream_, buffer_, *parser_,
+                          [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_header(ec); });
+}
+
+void Session::on_header(beast::error_code ec) {
+  // A client that sent "Expect: 100-continue" waits for it before its body (curl does, for a
+  // large body: a second each request otherwise). A body over the limit was refused already.
+  if (!ec && !parser_->is_done() && parser_->get().version() >= 11 &&
+      beast::iequals(parser_->get()[http::field::expect], "100-continue")) {
+    static const std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+    net::async_write(stream_, net::buffer(kContinue.data(), kContinue.size()),
+                     [self = shared_from_this()](beast::error_code e, std::size_t) {
+                       if (e) return self->close();
+                       self->read_body();
+                     });
+    return;
+  }
+  if (ec) return on_read(ec);
+  read_body();
+}
+
+void Session::read_body() {
   http::async_read(stream_, buffer_, *parser_,
                    [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_read(ec); });
 }
@@ -145,13 +181,15 @@ void Session::on_read(beast::error_code ec) {
   started_ = Clock::now();
   if (ec == http::error::body_limit) {
     keep_alive_ = false;
+    refused_ = true;
     endpoint_name_ = "other";
     return fail(ApiError(413, fmt::format("the body exceeds {} bytes (--max-body)", shared_.options.max_body)));
   }
-  if (ec == http::error::header_limit) {
+  if (ec == http::error::header_limit || ec == http::error::buffer_overflow) {
     keep_alive_ = false;
+    refused_ = true;
     endpoint_name_ = "other";
-    return fail(ApiError(431, "the request's header is too large"));
+    return fail(ApiError(431, "the request's header, a chunk's header or its trailers are too large"));
   }
   if (ec) {
     // The client closed, went silent past the timeout, or sent what is not HTTP: nothing to
@@ -160,6 +198,7 @@ void Session::on_read(beast::error_code ec) {
         ec != net::error::operation_aborted && ec != net::error::eof &&
         ec != net::error::connection_reset && ec.category() == http::make_error_code(http::error::bad_version).category()) {
       keep_alive_ = false;
+      refused_ = true;
       endpoint_name_ = "other";
       return fail(ApiError(400, "malformed HTTP request: " + ec.message()));
     }
@@ -222,7 +261,7 @@ void Session::respond(http::status status, std::string body, std::string_view ty
   res->prepare_payload();
   shared_.metrics.request(endpoint_name_, static_cast<int>(status));
   shared_.log(fmt::format("{} {} {} {:.3f}s", std::string(http::to_string(request_.method())),
-                          printable(std::string(request_.target()).substr(0, 200)),
+                          printable_ascii(std::string(request_.target()).substr(0, 200)),
                           static_cast<int>(status),
                           std::chrono::duration<double>(Clock::now() - started_).count()));
   response_ = res;
@@ -237,11 +276,32 @@ void Session::respond(http::status status, std::string body, std::string_view ty
 }
 
 void Session::after_write(bool keep_alive) {
+  if (refused_) return linger();
   if (keep_alive && !shared_.draining) return read();
   close();
 }
 
+void Session::linger() {
+  // The client may still be sending what was refused (a body over the limit): closing with it
+  // unread would reset the connection, and a client that sends its whole body before it reads
+  // (Python's http.client, httpx) would see the reset, not the answer. So the rest is read and
+  // dropped until the client closes, within the read timeout.
+  beast::error_code ignored;
+  stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+  stream_.expires_after(shared_.options.read_timeout);
+  buffer_.consume(buffer_.size());
+  discard();
+}
+
+void Session::discard() {
+  stream_.async_read_some(buffer_.prepare(64 * 1024), [self = shared_from_this()](beast::error_code ec, std::size_t) {
+    if (ec) return self->close();
+    self->discard();
+  });
+}
+
 void Session::close() {
+  closed_ = true;
   cancel_jobs();
   beast::error_code ignored;
   stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
@@ -253,6 +313,12 @@ void Session::cancel_jobs() {
   if (!generating_) return;
   for (auto& c : choices_)
     if (c.job && c.finish.empty()) shared_.engine.cancel(*c.job);
+}
+
+void Session::end_generation() {
+  if (!generating_) return;
+  generating_ = false;
+  --shared_.generating;
 }
 
 // ---- generation --------------------------------------------------------------------------
@@ -294,6 +360,11 @@ void Session::generate(Endpoint endpoint) {
   } catch (const ApiError& e) {
     return fail(e);
   }
+  // Submitted all or none: more prompts than the queue holds would be refused forever, and a
+  // 503's Retry-After would have the client retry for nothing.
+  if (prompts.size() > shared_.options.engine.max_queue)
+    return fail(ApiError(400, fmt::format("{} prompts exceed the queue's {} (--max-queue)", prompts.size(),
+                                          shared_.options.engine.max_queue), "prompt"));
   const int vocab = shared_.model.vocab_size();
   const int context = shared_.model.max_context();
   std::vector<std::shared_ptr<Job>> jobs;
@@ -359,8 +430,10 @@ void Session::generate(Endpoint endpoint) {
     stream_head_->set(http::field::server, "mxmoe");
     stream_head_->set(http::field::content_type, "text/event-stream");
     stream_head_->set(http::field::cache_control, "no-cache");
+    chunked_ = request_.version() >= 11;
+    if (!chunked_) keep_alive_ = false;
     stream_head_->keep_alive(keep_alive_);
-    stream_head_->chunked(true);
+    stream_head_->chunked(chunked_);
     stream_serializer_ = std::make_unique<http::response_serializer<http::empty_body>>(*stream_head_);
     writing_ = true;
     stream_.expires_after(shared_.options.write_timeout);
@@ -488,10 +561,11 @@ void Session::finish_generation() {
   }
   if (error) failure = &*error;
   const Json usage = {{"prompt_tokens", prompt}, {"completion_tokens", completion}, {"total_tokens", prompt + completion}};
-  generating_ = false;
-  --shared_.generating;
+  end_generation();
   std::shared_ptr<Session> self = std::move(self_);  // this session lives to the end of this call
-  if (cancelled && !failure) return close();  // the client is gone, or the server stops
+  // The client is gone, or the server stops. A closed session is not kept for its last chunk:
+  // a stream whose head failed to go out would keep itself forever.
+  if (closed_ || (cancelled && !failure)) return close();
   if (streaming_) {
     if (request_fields_.include_usage) {
       Json c = {{"id", id_}, {"object", request_fields_.endpoint == Endpoint::chat ? "chat.completion.chunk" : "text_completion"},
@@ -532,6 +606,10 @@ void Session::flush() {
   if (!header_sent_ || writing_) return;
   if (out_.empty()) {
     if (generating_ || !self_) return;
+    if (!chunked_) {  // HTTP/1.0: the close ends the body
+      header_sent_ = false;
+      return close();
+    }
     // All sent: the last chunk, then the connection's next request.
     writing_ = true;
     stream_.expires_after(shared_.options.write_timeout);
@@ -552,29 +630,42 @@ void Session::flush() {
   writing_ = true;
   stream_.expires_after(shared_.options.write_timeout);
   ++shared_.writes;
-  net::async_write(stream_, http::make_chunk(net::buffer(wbuf_)), [self = shared_from_this()](beast::error_code ec, std::size_t) {
+  auto written = [self = shared_from_this()](beast::error_code ec, std::size_t) {
     --self->shared_.writes;
     self->writing_ = false;
     self->stream_.expires_never();
     if (ec) return self->close();  // the client went away: its sequences are cancelled
     self->flush();
-  });
+  };
+  if (chunked_)
+    net::async_write(stream_, http::make_chunk(net::buffer(wbuf_)), std::move(written));
+  else
+    net::async_write(stream_, net::buffer(wbuf_), std::move(written));
 }
 
 // ---- the listener ------------------------------------------------------------------------
 
 class Listener : public std::enable_shared_from_this<Listener> {
  public:
-  Listener(Shared& shared, tcp::acceptor& acceptor) : shared_(shared), acceptor_(acceptor) {}
+  Listener(Shared& shared, tcp::acceptor& acceptor) : shared_(shared), acceptor_(acceptor), pause_(shared.io) {}
   void accept() {
     acceptor_.async_accept(net::make_strand(shared_.io), [self = shared_from_this()](beast::error_code ec, tcp::socket s) {
       if (ec == net::error::operation_aborted || !self->acceptor_.is_open()) return;
-      if (!ec) self->admit(std::move(s));
+      if (ec) return self->retry();
+      self->admit(std::move(s));
       self->accept();
     });
   }
 
  private:
+  // The accept failed, most often for want of a file descriptor (EMFILE): the connection is
+  // still pending, so accepting again at once would fail again, a loop that spins a core.
+  void retry() {
+    pause_.expires_after(std::chrono::milliseconds(100));
+    pause_.async_wait([self = shared_from_this()](beast::error_code ec) {
+      if (!ec && self->acceptor_.is_open()) self->accept();
+    });
+  }
   void admit(tcp::socket socket) {
     if (shared_.connections >= shared_.options.max_connections) {
       // Over the bound: a short answer written without waiting, then closed.
@@ -594,6 +685,7 @@ class Listener : public std::enable_shared_from_this<Listener> {
   }
   Shared& shared_;
   tcp::acceptor& acceptor_;
+  net::steady_timer pause_;
 };
 
 // Listens and runs the I/O context until a signal's drain ends.

@@ -17,5 +17,12 @@ TEST(Printable, EscapesNulAndControlBytesAndKeepsTheRest) {
             "plain/path-1.json \\ \xc3\xa9");  // UTF-8 kept
 }
 
+TEST(Printable, AsciiEscapesEverythingElseAndTheBackslash) {
+  EXPECT_EQ(printable_ascii("/v1/x?a=b&c"), "/v1/x?a=b&c");
+  // 8-bit CSI, U+009B (C1 CSI) and a backslash: nothing that a terminal or a reader takes
+  // for a control or for an escape made here.
+  EXPECT_EQ(printable_ascii("/\x9b" "2J\xc2\x9b\\x1b \x7f"), "/\\x9b2J\\xc2\\x9b\\x5cx1b \\x7f");
+}
+
 }  // namespace
 }  // namespace mxmoe
