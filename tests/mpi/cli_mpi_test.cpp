@@ -292,24 +292,6 @@ TEST_F(CliMpi, ARankThatNeverStartsIsNamedAtTheDeadline) {
               deadline);
 }
 
-// MPI_Finalize waits for every rank too: a rank stuck after the command's last collective (here
-// its MPI_Finalize is replaced by a 120 s sleep, preloaded) would hold the others there for ever.
-// They end at the deadline with one line (exit 1); rank 0's report is printed before.
-TEST_F(CliMpi, ARankStuckBeforeFinalizeEndsTheOthersAtTheDeadline) {
-  const double deadline = 3;
-  const TimedJob job = job_with_a_rank_set_up(
-      root(), 2, 1,
-      std::string("export LD_PRELOAD=") + MXMOE_STALL_FINALIZE +
-          "\nexport ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0\"");
-  EXPECT_EQ(job.result.rc, 1) << job.result.err;
-  EXPECT_LT(job.seconds, deadline + 15) << job.result.err;
-  EXPECT_THAT(job.result.err, HasSubstr("rank 0: error: MPI_Finalize did not complete within "
-                                        "3.0 s (--ep-deadline)"));
-  EXPECT_THAT(job.result.out, HasSubstr("expert parallel: 2 ranks"));
-  std::printf("rank 1 stuck before MPI_Finalize: the job ended after %.2f s (deadline %.0f s)\n",
-              job.seconds, deadline);
-}
-
 TEST_F(CliMpi, ARankWhoseProbeLacksTheBackendGivesOneGatheredReport) {
   const auto& f = families()[0];
   const std::string run = kMxmoe + " run --model " + f.dir + " --layer 0 --tokens 2 --reps 1";
