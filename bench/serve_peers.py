@@ -81,8 +81,10 @@ def wait_healthy(port: int, proc: subprocess.Popen, bound: float = 600) -> None:
 
 
 def stream_one(port: int, prompt: str, max_tokens: int) -> dict:
+    # logprobs: every token is an event with its logprobs entry, even one whose text is empty (a
+    # random-weight model's tokens are often ids the stand-in tokenizer has no text for).
     body = json.dumps({"prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "stream": True,
-                       "ignore_eos": True, "stream_options": {"include_usage": True}})
+                       "ignore_eos": True, "logprobs": 1, "stream_options": {"include_usage": True}})
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
     sent = time.monotonic()
     c.request("POST", "/v1/completions", body=body, headers={"Content-Type": "application/json"})
@@ -103,9 +105,11 @@ def stream_one(port: int, prompt: str, max_tokens: int) -> dict:
         event = json.loads(data)
         if event.get("usage"):
             usage = event["usage"]
+        now = time.monotonic()
         for choice in event.get("choices") or []:
-            if choice.get("text"):
-                times.append(time.monotonic())
+            lp = choice.get("logprobs") or {}
+            n = len(lp.get("tokens") or lp.get("content") or [])
+            times += [now] * (n or (1 if choice.get("text") else 0))
     c.close()
     tokens = usage["completion_tokens"] if usage else len(times)
     return {"ttft": times[0] - sent if times else None,
@@ -214,9 +218,9 @@ def main() -> None:
                     got = level(port, n, a.requests_per_client, a.max_tokens, prompt_set)
                     got["load_before"] = before
                     samples.setdefault((name, n), []).append(got)
-                    log(f"  {n:2d} clients: {got['tok_s']:.2f} tok/s, TTFT p50 {got['ttft_p50']:.2f} s "
-                        f"p99 {got['ttft_p99']:.2f} s, ITL p50 {1000 * got['itl_p50']:.0f} ms "
-                        f"p99 {1000 * got['itl_p99']:.0f} ms, errors {len(got['errors'])}")
+                    log(f"  {n:2d} clients: {got['tok_s']:.2f} tok/s, TTFT p50/p99 {got['ttft_p50']} / "
+                        f"{got['ttft_p99']} s, ITL p50/p99 {got['itl_p50']} / {got['itl_p99']} s, "
+                        f"errors {len(got['errors'])} {got['errors'][:1]}")
             finally:
                 proc.terminate()
                 try:
