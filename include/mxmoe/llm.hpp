@@ -147,8 +147,10 @@ class MXMOE_API ContinuousBatch {
                     int logprobs = -1);
   // Ends sequence ID now ("cancelled"; its slot is free at once); false when it is not running.
   bool cancel(std::uint64_t id);
-  // One step of the model. The events of the sequences that got a token or ended in it, in
-  // the order they were added; valid until the next call. Nothing to do: no events.
+  // One step of the model. The events of the sequences that got a token in it: first those
+  // that were generating, in the order they were added, then those whose prompt ended in this
+  // step; valid until the next call. Nothing to do: no events. A step the model refuses or
+  // that is interrupted throws and changes no sequence.
   std::span<const StepEvent> step();
 
   int free_slots() const noexcept;
