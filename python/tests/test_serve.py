@@ -561,3 +561,15 @@ def test_sigterm_lets_a_running_request_finish_then_exits_0(cli, model_dir):
     status, _, body = result["r"]
     assert status == 200 and json.loads(body)["usage"]["completion_tokens"] == 300
     assert time.monotonic() - start < 30
+
+
+def test_a_request_past_its_timeout_is_a_504_and_its_slot_is_freed(cli, model_dir):
+    s = Server(cli, model_dir, "--max-context", "16384", "--request-timeout", "1")
+    try:
+        status, _, body = s.request("POST", "/v1/completions",
+                                    {"prompt": "x", "max_tokens": 16000, "ignore_eos": True})
+        error = json.loads(body)["error"]
+        assert status == 504 and error["type"] == "timeout" and "--request-timeout" in error["message"]
+        assert s.metrics()["mxmoe_running_sequences"] == 0
+    finally:
+        assert s.stop() == 0

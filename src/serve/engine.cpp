@@ -75,7 +75,7 @@ std::size_t Engine::active() const {
   return queue_.size() + running_count_;
 }
 
-void Engine::finish(Running& r, const char* reason, const std::string& error) {
+void Engine::finish(Running& r, const char* reason, const std::string& error, bool timeout) {
   if (r.done) return;
   r.done = true;
   if (std::string_view(reason) == "stop" || std::string_view(reason) == "length") {
@@ -85,6 +85,7 @@ void Engine::finish(Running& r, const char* reason, const std::string& error) {
   r.pending.clear();
   r.update.finish = reason;
   r.update.error = error;
+  r.update.timeout = timeout;
   r.update.prompt_tokens = r.job->prompt.size();
   r.update.completion_tokens = r.completion_tokens;
   metrics_.tokens(r.job->prompt.size(), r.completion_tokens);
@@ -103,6 +104,7 @@ void Engine::admit(std::unique_lock<std::mutex>& lock) {
       JobUpdate u;
       u.finish = expired ? "error" : "cancelled";
       if (expired) u.error = fmt::format("the request waited longer than {} s", options_.request_timeout.count());
+      u.timeout = expired;
       u.prompt_tokens = j.prompt.size();
       j.sink(std::move(u));
       it = queue_.erase(it);
@@ -212,7 +214,7 @@ void Engine::loop() {
       } else if (now - r->job->arrived > options_.request_timeout) {
         batch_.cancel(r->id);
         finish(*r, "error", fmt::format("the request took longer than {} s (--request-timeout)",
-                                        options_.request_timeout.count()));
+                                        options_.request_timeout.count()), true);
       }
     }
     std::erase_if(running_, [](const auto& r) { return r->done; });

@@ -36,7 +36,8 @@ struct JobUpdate {
   std::string text;  // new text (a stop string and what follows it never appear)
   std::vector<GeneratedToken> tokens;  // only when the job asked for logprobs
   std::string finish;                  // "", "stop", "length", "cancelled", "error"
-  std::string error;                   // with finish == "error": why (a timeout)
+  std::string error;                   // with finish == "error": why
+  bool timeout = false;                // with finish == "error": --request-timeout ended it
   std::size_t prompt_tokens = 0;
   std::size_t completion_tokens = 0;
 };
@@ -82,7 +83,7 @@ class Engine {
   struct Running;
   void loop();
   void admit(std::unique_lock<std::mutex>& lock);
-  void finish(Running& r, const char* reason, const std::string& error = {});
+  void finish(Running& r, const char* reason, const std::string& error = {}, bool timeout = false);
   void on_token(Running& r, const StepEvent& e);
 
   LanguageModel& model_;

@@ -57,6 +57,7 @@ class Session : public std::enable_shared_from_this<Session> {
     std::vector<GeneratedToken> tokens;
     std::size_t prompt_tokens = 0, completion_tokens = 0;
     std::string finish, error;
+    bool timeout = false;  // the error is --request-timeout's
   };
 
   void read();
@@ -77,7 +78,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void cancel_jobs();
   void end_generation();
   void finish_generation();
-  Json logprobs_json(const Choice& c, std::span<const GeneratedToken> tokens, std::size_t offset) const;
+  Json logprobs_json(std::span<const GeneratedToken> tokens, std::size_t offset) const;
   std::string chunk(std::size_t index, const std::string& text, std::span<const GeneratedToken> tokens,
                     const std::string& finish, std::size_t offset) const;
   void send(std::string data);
@@ -469,8 +470,7 @@ void Session::watch_disconnect() {
                               });
 }
 
-Json Session::logprobs_json(const Choice& c, std::span<const GeneratedToken> tokens, std::size_t offset) const {
-  (void)c;
+Json Session::logprobs_json(std::span<const GeneratedToken> tokens, std::size_t offset) const {
   const Tokenizer* tok = shared_.tokenizer;
   auto text_of = [&](std::int32_t id) {
     return tok ? tok->decode(std::span<const std::int32_t>(&id, 1), false) : fmt::format("token_id:{}", id);
@@ -511,7 +511,7 @@ Json Session::logprobs_json(const Choice& c, std::span<const GeneratedToken> tok
 std::string Session::chunk(std::size_t index, const std::string& text, std::span<const GeneratedToken> tokens,
                            const std::string& finish, std::size_t offset) const {
   const bool chat = request_fields_.endpoint == Endpoint::chat;
-  const Json lp = request_fields_.logprobs >= 0 ? logprobs_json(choices_[index], tokens, offset) : Json(nullptr);
+  const Json lp = request_fields_.logprobs >= 0 ? logprobs_json(tokens, offset) : Json(nullptr);
   const Json reason = finish.empty() ? Json(nullptr) : Json(finish);
   Json choice;
   if (chat) {
@@ -538,6 +538,7 @@ void Session::on_update(std::size_t index, JobUpdate&& u) {
   if (u.finish.empty()) return;
   c.finish = u.finish;
   c.error = u.error;
+  c.timeout = u.timeout;
   c.completion_tokens = u.completion_tokens;
   c.prompt_tokens = u.prompt_tokens;
   if (streaming_ && u.finish == "error")
@@ -548,18 +549,14 @@ void Session::on_update(std::size_t index, JobUpdate&& u) {
 void Session::finish_generation() {
   std::size_t prompt = 0, completion = 0;
   bool cancelled = false;
-  const ApiError* failure = nullptr;
-  std::optional<ApiError> error;
+  std::optional<ApiError> failure;
   for (const auto& c : choices_) {
     prompt += c.prompt_tokens;
     completion += c.completion_tokens;
     cancelled = cancelled || c.finish == "cancelled";
-    if (c.finish == "error" && !error) {
-      const bool timeout = c.error.find("longer than") != std::string::npos;
-      error.emplace(timeout ? 504 : 500, c.error, "", timeout ? "timeout" : "server_error");
-    }
+    if (c.finish == "error" && !failure)
+      failure.emplace(c.timeout ? 504 : 500, c.error, "", c.timeout ? "timeout" : "server_error");
   }
-  if (error) failure = &*error;
   const Json usage = {{"prompt_tokens", prompt}, {"completion_tokens", completion}, {"total_tokens", prompt + completion}};
   end_generation();
   std::shared_ptr<Session> self = std::move(self_);  // this session lives to the end of this call
@@ -583,7 +580,7 @@ void Session::finish_generation() {
   Json choices = Json::array();
   for (std::size_t i = 0; i < choices_.size(); ++i) {
     const Choice& c = choices_[i];
-    const Json lp = request_fields_.logprobs >= 0 ? logprobs_json(c, c.tokens, 0) : Json(nullptr);
+    const Json lp = request_fields_.logprobs >= 0 ? logprobs_json(c.tokens, 0) : Json(nullptr);
     if (request_fields_.endpoint == Endpoint::chat)
       choices.push_back({{"index", i}, {"message", {{"role", "assistant"}, {"content", c.text}}},
                          {"logprobs", lp}, {"finish_reason", c.finish}});
