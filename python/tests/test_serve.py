@@ -570,6 +570,10 @@ def test_a_request_past_its_timeout_is_a_504_and_its_slot_is_freed(cli, model_di
                                     {"prompt": "x", "max_tokens": 16000, "ignore_eos": True})
         error = json.loads(body)["error"]
         assert status == 504 and error["type"] == "timeout" and "--request-timeout" in error["message"]
+        # The gauge follows at the end of the engine's step, just after the answer went out.
+        deadline = time.monotonic() + 5
+        while s.metrics()["mxmoe_running_sequences"] != 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert s.metrics()["mxmoe_running_sequences"] == 0
     finally:
         assert s.stop() == 0
