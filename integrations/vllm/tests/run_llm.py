@@ -12,11 +12,12 @@ own next token and the top-1 token there).
 
 import gc
 import json
+import os
 import sys
 import time
 
 
-def main() -> int:
+def main() -> None:
     job = json.loads(sys.argv[1])
     from vllm import LLM, SamplingParams  # noqa: PLC0415
 
@@ -45,13 +46,22 @@ def main() -> int:
                 r["prompt_logprobs"].append(steps)
         results["calls"].append(r)
     print("MXMOE_RESULT " + json.dumps(results), flush=True)  # vLLM prints to stdout too
-    # The engine is shut down here, not by the interpreter's teardown: once in four runs of this
-    # suite the process aborted after its results ("terminate called without an active
-    # exception") while the engine's threads were torn down at exit.
     del llm
-    gc.collect()
-    return 0
+    gc.collect()  # the engine's processes are stopped here (EngineCore and its worker exit)
+    # Then the process ends without the interpreter's finalization. In about half the runs on
+    # a 2-core machine it aborted there ("terminate called without an active exception",
+    # SIGABRT) after its results: vLLM's output-handler thread (a Python daemon thread of this,
+    # the front-end process) was still freeing a msgspec message holding logprob tensors;
+    # torch's THPVariable_clear lets go of the GIL inside ~TensorImpl, and a daemon thread
+    # that asks for the GIL back during finalization is ended by pthread_exit, whose forced
+    # unwind through that noexcept destructor calls std::terminate (core dump, 2026-12-05:
+    # Py_FinalizeEx on the main thread; THPVariable_clear -> take_gil -> PyThread_exit_thread
+    # on the other). vLLM's and torch's teardown, not mxmoe's: mxmoe's layers live in the
+    # worker process, which had exited cleanly. os._exit skips that teardown.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
