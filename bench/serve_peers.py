@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Serving gpt-oss-20b, side by side: `mxmoe serve` (default and --batch-invariant) and
+"""Serving gpt-oss-20b, side by side: `mxmoe serve` (default, --batch-invariant and --compact) and
 llama.cpp's `llama-server` on the same weights, CPU and thread count, the same prompt set at 1,
 4 and 16 concurrent clients, engines alternating (issue 36's benchmark).
 
@@ -155,6 +155,9 @@ def engines(a, gguf: Path, llama_server: Path) -> dict:
     out = {
         "mxmoe": lambda port: mx + ["--port", str(port)],
         "mxmoe-invariant": lambda port: mx + ["--port", str(port), "--batch-invariant"],
+        # The 8-bit mode, as llama-server's GGUF runs: Q8-like attention and head, int8
+        # activations in the experts.
+        "mxmoe-compact": lambda port: mx + ["--port", str(port), "--compact"],
     }
     if llama_server.exists():
         n = max(a.clients)
@@ -183,7 +186,7 @@ def main() -> None:
     p.add_argument("--model", type=Path, help="checkpoint (default WORK/gpt-oss-20b)")
     p.add_argument("--gguf", type=Path, help="GGUF (default WORK/gguf/gpt-oss-20b-MXFP4_MOE.gguf)")
     p.add_argument("--mxmoe", type=Path, default=ROOT / "build" / "mxmoe")
-    p.add_argument("--engines", default="mxmoe,mxmoe-invariant,llama-server")
+    p.add_argument("--engines", default="mxmoe,mxmoe-invariant,mxmoe-compact,llama-server")
     p.add_argument("--clients", default="1,4,16")
     p.add_argument("--requests-per-client", type=int, default=1)
     p.add_argument("--max-tokens", type=int, default=32)

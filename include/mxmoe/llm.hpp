@@ -34,7 +34,9 @@ struct MXMOE_API LlmOptions {
   int prefill_chunk = 256;   // prompt tokens per step
   // The compact mode: the non-expert matrices (attention, dense MLPs, the LM head) quantized
   // at load to 8 bits per 32-block with a float32 scale (about half the bytes a token reads of
-  // them; accuracy in docs/ACCURACY.md). Off: bf16 / f32 as published, read in place.
+  // them; accuracy in docs/ACCURACY.md). Off: bf16 / f32 as published, read in place. A
+  // request without an activation format gets int8 in this mode (the MoE layers' int8
+  // kernels; request.activation set to another format keeps that one).
   bool compact = false;
   // Bytes the model may take beside its mapping (KV cache, packed experts), checked before
   // anything large is allocated; 0: no check.

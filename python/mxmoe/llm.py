@@ -96,7 +96,8 @@ class LLM:
     why); text prompts, ``Completion.text`` and :meth:`chat` need it. ``activation``, ``batch_invariant``, ``threads``,
     ``backend``, ``exclude``: the request every MoE layer is judged with (as
     :meth:`mxmoe.Model.layer`). ``compact``: the attention and head matrices quantized at load to
-    8 bits per 32-block (about half their bytes; docs/ACCURACY.md). ``progress``: a callable
+    8 bits per 32-block (about half their bytes; docs/ACCURACY.md), and int8 activations in the
+    MoE layers unless ``activation`` names another format. ``progress``: a callable
     given each loading line.
     """
 

@@ -207,3 +207,28 @@ def test_compact_mode_stays_within_its_budget(built, family):
           f"{per_position.max():.2e} of the largest; top-1 agreement {agree:.2f}")
     assert LOGIT_TOLERANCE < median <= 0.1
     assert agree >= 0.75
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_compact_mode_defaults_to_int8_activations(built, family):
+    """Without an activation format, the compact mode runs the MoE layers on int8 activations
+    (the 8-bit mode throughout, as llama.cpp's Q8 activations); a format the caller names is
+    kept. int8 per 32-block rounds each activation by at most 1/254 of its block's largest
+    magnitude, the same step as the compact matrices' own activations, so the budget is the
+    compact test's: median position within 0.1 of the largest logit, top-1 agreement >= 0.75."""
+    _, directory, llm = built(family)
+    compact = mxmoe.LLM(directory, max_context=64, threads=THREADS, compact=True)
+    named = mxmoe.LLM(directory, max_context=64, activation="bf16", threads=THREADS, compact=True)
+    moe_lines = [x for x in compact.describe().splitlines() if ": MoE on " in x]
+    assert moe_lines and all("int8" in x for x in moe_lines), compact.describe()
+    assert not any("int8" in x for x in named.describe().splitlines() if ": MoE on " in x), \
+        named.describe()
+    prompt = _prompt(seed=9)
+    want, got = llm.prompt_logits(prompt), compact.prompt_logits(prompt)
+    per_position = np.abs(got - want).max(axis=1) / np.abs(want).max()
+    median = float(np.median(per_position))
+    agree = float(np.mean(want.argmax(-1) == got.argmax(-1)))
+    print(f"{family}: compact (int8 experts) logit error, median position {median:.2e}, worst "
+          f"{per_position.max():.2e} of the largest; top-1 agreement {agree:.2f}")
+    assert LOGIT_TOLERANCE < median <= 0.1
+    assert agree >= 0.75

@@ -617,7 +617,8 @@ void add_bench(CLI::App& app, Action& action) {
                   "--whole: prompt rows per step (default: the library's, as `complete` runs)")
       ->check(CLI::Range(1, kMaxTokensPerCall));
   sub->add_flag("--compact", o->compact,
-                "--whole: the compact mode (attention and head matrices in 8 bits per 32-block)");
+                "--whole: the compact mode (attention and head matrices in 8 bits per 32-block; "
+                "int8 activations in the MoE layers unless --activation says otherwise)");
   o->ep.add(*sub);
   sub->add_option("--ep-tokens", o->ep_tokens,
                   "Under mpirun: where the tokens are, rank0 (as `mxmoe run`) or all (split "

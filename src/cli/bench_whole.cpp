@@ -209,9 +209,11 @@ std::optional<std::string> bench_whole_model(const WholeBenchOptions& o) {
   const std::array<double, 3> load_after = load_average();
 
   const std::uint64_t bpt = model.bytes_per_token();
-  // Unset: each layer's family preference (describe() names what each layer runs).
-  const std::string activation =
-      o.request.activation ? std::string(to_string(*o.request.activation)) : "default";
+  // Unset: each layer's family preference, or int8 in the compact mode (describe() names
+  // what each layer runs).
+  const std::string activation = o.request.activation ? std::string(to_string(*o.request.activation))
+                                 : options.compact    ? "default (compact: int8)"
+                                                      : "default";
   const std::uint64_t ckpt = checkpoint_bytes(o.model);
   Json j;
   j["model"] = printable(o.model);

@@ -46,7 +46,8 @@ void GenerationFlags::add(CLI::App& app, const std::string& max_tokens_help) {
   app.add_flag("--ignore-eos", ignore_eos, "Generate --max-tokens even past a stop token");
   app.add_flag("--compact", compact,
                "Compact mode: the non-expert matrices (attention, the LM head) quantized at load "
-               "to 8 bits per 32-block (about half their bytes; accuracy in docs/ACCURACY.md)");
+               "to 8 bits per 32-block (about half their bytes), and int8 activations in the MoE "
+               "layers unless --activation says otherwise (accuracy in docs/ACCURACY.md)");
   request.add(app, false);
   hardware.add(app);
 }

@@ -99,7 +99,8 @@ void add_serve(CLI::App& app, Action& action) {
                   "Seconds SIGTERM lets in-flight requests finish before cancelling them (default 10)")
       ->check(CLI::Range(0, 3600));
   sub->add_flag("--compact", o->gen.compact,
-                "Compact mode: attention and the LM head quantized at load to 8 bits per 32-block");
+                "Compact mode: attention and the LM head quantized at load to 8 bits per "
+                "32-block, and int8 activations in the MoE layers unless --activation says otherwise");
   sub->add_flag("--quiet", o->quiet, "No line per request on stderr");
   o->gen.request.add(*sub, false);
   o->gen.hardware.add(*sub);

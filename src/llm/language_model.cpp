@@ -21,7 +21,13 @@ llm::DecoderOptions decoder_options(const LlmOptions& o) {
   if (o.max_batch > 4096 || o.prefill_chunk > kMaxTokensPerCall)
     throw std::invalid_argument(fmt::format("max_batch ({}) must be <= 4096 and prefill_chunk ({}) <= {}",
                                             o.max_batch, o.prefill_chunk, kMaxTokensPerCall));
-  return {.request = o.request,
+  // The compact mode is the 8-bit mode throughout: unless the request names an activation
+  // format, the MoE layers take int8 activations too (the experts' int8 kernels, 1.8x the bf16
+  // ones' prefill on the Zen 4 guest, docs/PERFORMANCE.md), as the compact matrices' own
+  // activations are int8 per 32-block. As published, the families' preference (bf16) stands.
+  Request request = o.request;
+  if (o.compact && !request.activation) request.activation = ActivationFormat::int8;
+  return {.request = request,
           .max_context = o.max_context,
           .max_slots = o.max_batch,
           .max_step_rows = std::max(o.prefill_chunk, o.max_batch),
