@@ -4,6 +4,8 @@
 
 #include <filesystem>
 
+#include "base/file.hpp"
+#include "base/printable.hpp"
 #include "io/checkpoint_file.hpp"
 #include "io/deepseek_v4_layout.hpp"
 #include "io/gpt_oss_layout.hpp"
@@ -52,6 +54,48 @@ void use_deepseek_v4_layout(ModelDir& m, const std::string& prefix) {
 
 }  // namespace
 
+int layer_of(std::string_view name) {
+  for (std::size_t at = name.find("layers."); at != std::string_view::npos;
+       at = name.find("layers.", at + 1)) {
+    if (at != 0 && name[at - 1] != '.') continue;
+    std::size_t end = at + 7;
+    int n = 0;
+    while (end < name.size() && end < at + 14 && name[end] >= '0' && name[end] <= '9')
+      n = n * 10 + (name[end++] - '0');
+    if (end > at + 7 && end < name.size() && name[end] == '.') return n;
+  }
+  return -1;
+}
+
+void require_tensors_within_layers(const TensorSet& set, const ModelConfig& config,
+                                   const std::string& dir) {
+  const long long limit = static_cast<long long>(config.num_layers) + config.mtp_layers;
+  const std::string* first = nullptr;
+  int first_layer = 0;
+  std::size_t beyond = 0;
+  for (const auto& [name, ref] : set.tensors()) {
+    (void)ref;
+    // The decoder's own layers only: a vision tower's "visual.layers.N." is no decoder layer.
+    const bool decoder = name.starts_with("model.layers.") || name.starts_with("layers.");
+    const int n = decoder ? layer_of(name) : -1;
+    if (n < limit) continue;
+    if (first == nullptr) {
+      first = &name;
+      first_layer = n;
+    }
+    ++beyond;
+  }
+  if (first == nullptr) return;
+  const std::string mtp =
+      config.mtp_layers > 0
+          ? fmt::format(" and {} MTP layer(s) (num_nextn_predict_layers)", config.mtp_layers)
+          : "";
+  throw LoadError(fmt::format(
+      "{}: tensor \"{}\" is of layer {}, but config.json says num_hidden_layers {}{} ({} "
+      "tensor(s) beyond); mxmoe does not leave layers unread: fix num_hidden_layers",
+      files::printable(dir), printable(*first), first_layer, config.num_layers, mtp, beyond));
+}
+
 ModelDir ModelDir::open(const std::string& dir) {
   const std::string config_path = checkpoint_file(dir, "config.json");
   std::string name = std::filesystem::path(dir).lexically_normal().filename().string();
@@ -60,6 +104,7 @@ ModelDir ModelDir::open(const std::string& dir) {
   ModelConfig config = parse_model_config(text, config_path, name);
   ModelDir m{dir, std::move(text), std::move(config), TensorSet::open_dir(dir), Layout::gpt_oss,
              ""};
+  require_tensors_within_layers(m.tensors, m.config, dir);
 
   // The first MoE layer decides the naming and whether the experts are MXFP4 at all: a BF16
   // checkpoint gets the remedy, not a list of missing tensors.

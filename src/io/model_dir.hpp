@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "io/tensor_set.hpp"
 #include "model/model_config.hpp"
@@ -31,5 +32,16 @@ struct ModelDir {
   LayerWeights bind(int layer, bool check_values,
                     const std::vector<ExpertRange>* scale_experts = nullptr) const;
 };
+
+// N of the first "layers.N." in NAME (at its start or after a '.'), or -1 (embeddings, the
+// final norm, the head, DeepSeek-V4's mtp.*).
+int layer_of(std::string_view name);
+
+// LoadError unless every tensor of SET named for a decoder layer ("model.layers.N." or
+// "layers.N.", DeepSeek-V4's release) is of one of CONFIG's layers or DeepSeek's MTP layers
+// after them: a config.json declaring fewer layers than the checkpoint holds would otherwise
+// leave the rest unread. Names the tensor, the config value and how many tensors lie beyond.
+void require_tensors_within_layers(const TensorSet& set, const ModelConfig& config,
+                                   const std::string& dir);
 
 }  // namespace mxmoe::io

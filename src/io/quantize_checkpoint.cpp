@@ -20,6 +20,7 @@
 #include "io/checkpoint_writer.hpp"
 #include "io/layer_reader.hpp"
 #include "io/mapped_file.hpp"
+#include "io/model_dir.hpp"
 #include "io/tensor_set.hpp"
 #include "model/model_config.hpp"
 #include "mxmoe/checkpoint.hpp"
@@ -358,21 +359,6 @@ LayerOut deepseek_v4_layer(const TensorSet& set, const LayerSpec& s, int layer,
 
 constexpr std::uint64_t kRestShardBytes = 4'000'000'000;
 
-// The layer a tensor belongs to: N of the first "layers.N." in its name (at the start or after
-// a '.'), or -1 (embeddings, the final norm, the head).
-int layer_of(std::string_view name) {
-  for (std::size_t at = name.find("layers."); at != std::string_view::npos;
-       at = name.find("layers.", at + 1)) {
-    if (at != 0 && name[at - 1] != '.') continue;
-    std::size_t end = at + 7;
-    int n = 0;
-    while (end < name.size() && end < at + 14 && name[end] >= '0' && name[end] <= '9')
-      n = n * 10 + (name[end++] - '0');
-    if (end > at + 7 && end < name.size() && name[end] == '.') return n;
-  }
-  return -1;
-}
-
 // Files of IN that are model weights in another format (they would hold the unquantized
 // experts) or the safetensors themselves: never copied.
 bool is_weight_file(const std::string& name) {
@@ -603,6 +589,7 @@ void quantize_checkpoint(const std::string& in_dir, const std::string& out_dir,
                     ": unquantized gpt-oss checkpoints are not supported by `mxmoe "
                     "quantize` (use the MXFP4 release)");
   const TensorSet set = TensorSet::open_dir(in_dir);
+  require_tensors_within_layers(set, config, in_dir);
 
   // Replacing a directory that is or holds the input would delete the input.
   if (const auto input = files::input_destroyed_by(out_dir, {{"the input directory", in_dir}}))

@@ -35,7 +35,9 @@ const std::vector<KeyAliases>& aliases_for(std::string_view model_type) {
        {{"num_local_experts", {"num_experts"}}, {"num_experts_per_tok", {"experts_per_token"}}}},
       {"mixtral", {{"num_local_experts", {"num_experts"}}}},
       {"qwen3_moe", {{"num_experts", {"num_local_experts"}}}},
-      {"deepseek_v3", {{"n_routed_experts", {"num_local_experts"}}}},
+      {"deepseek_v3",
+       {{"n_routed_experts", {"num_local_experts"}},
+        {"num_nextn_predict_layers", {"num_mtp_layers"}}}},
       {"deepseek_v4",
        {{"n_routed_experts", {"num_local_experts"}},
         {"moe_intermediate_size", {"intermediate_size"}}}},
@@ -482,9 +484,23 @@ ModelConfig parse_model_config(std::string_view json_text, const std::string& la
                                const std::string& model_name) {
   const Json root = json::parse_strict<LoadError>(json_text, label);
   if (!root.is_object()) throw LoadError(label + ": config must be a JSON object");
+  static const std::set<std::string> kSupported = {"gpt_oss", "mixtral", "qwen3_moe", "deepseek_v3",
+                                                   "deepseek_v4"};
   const bool nested = root.contains("text_config");
   if (nested && !root["text_config"].is_object())
     throw LoadError(label + ": field 'text_config': expected an object");
+  // transformers' config classes of the five families read the top level only (none nests a
+  // text_config; a text_config key is ignored), so a file naming one of them at the top level
+  // and holding a text_config too would describe one model to transformers and another to
+  // mxmoe: refused naming both. A wrapper's text_config (another model_type at the top) is read.
+  if (nested && root.contains("model_type") && root["model_type"].is_string() &&
+      kSupported.count(root["model_type"].get<std::string>()))
+    throw LoadError(fmt::format(
+        "{}: model_type \"{}\" at the top level and a 'text_config' too: transformers reads "
+        "{} from the top level only (text_config ignored), mxmoe would read text_config; remove "
+        "one of them",
+        printable(label), root["model_type"].get<std::string>(),
+        root["model_type"].get<std::string>()));
   const Json& obj = nested ? root["text_config"] : root;
   const std::string prefix = nested ? "text_config." : "";
 
@@ -498,8 +514,6 @@ ModelConfig parse_model_config(std::string_view json_text, const std::string& la
     const Json& a = root["architectures"];
     if (a.is_array() && !a.empty() && a[0].is_string()) c.architecture = a[0].get<std::string>();
   }
-  static const std::set<std::string> kSupported = {"gpt_oss", "mixtral", "qwen3_moe", "deepseek_v3",
-                                                   "deepseek_v4"};
   if (!kSupported.count(c.model_type))
     inner.bad("model_type", "\"" + printable(c.model_type) +
                                 "\" is not supported (supported: gpt_oss, mixtral, qwen3_moe, "
@@ -507,6 +521,10 @@ ModelConfig parse_model_config(std::string_view json_text, const std::string& la
   const Fields f(obj, prefix, label, c.model_type);
   c.moe.name = model_name;
   c.num_layers = f.integer("num_hidden_layers", 1, kMaxModelLayers);
+  // DeepSeek's multi-token-prediction layers follow the last (model.layers.{num_hidden_layers}
+  // in V3's release); transformers' default is 1.
+  if (c.model_type == "deepseek_v3" || c.model_type == "deepseek_v4")
+    c.mtp_layers = f.integer_or("num_nextn_predict_layers", 0, 1, kMaxModelLayers);
 
   if (c.model_type == "gpt_oss") {
     parse_gpt_oss(f, c);

@@ -26,6 +26,9 @@ struct ModelConfig {
   LayerSpec hash_moe;
   std::vector<bool> hash_layer;  // per layer
   int num_layers = 0;
+  // Layers a checkpoint may hold past num_layers that no MoE layer is read from: DeepSeek's
+  // multi-token-prediction layers (num_nextn_predict_layers, 1 when absent); 0 otherwise.
+  int mtp_layers = 0;
   std::vector<std::string> non_moe_reason;  // per layer: "" for a MoE layer, else why not
   std::string quant_method;                 // quantization_config.quant_method, "" when absent
   bool gate_up_layout_recorded = false;     // quantization_config.mxmoe_gate_up_layout given

@@ -114,6 +114,27 @@ TEST(GptOssCheckpoint, LayerOutOfRangeIsAnError) {
   EXPECT_THROW((void)c.layer_weights(-1), LoadError);
 }
 
+// Issue 38 (finding 11): `num_hidden_layers: 1` on a 2-layer checkpoint opened as a 1-layer
+// model, layer 1 silently unread. Refused naming a tensor of the layer and the config value.
+TEST(GptOssCheckpoint, TensorsOfALayerPastNumHiddenLayersAreRefused) {
+  for (const bool sharded : {false, true}) {
+    TempDir dir;
+    const Dims d;
+    testing_io::write_gpt_oss_checkpoint(dir.path(), d, sharded);
+    nlohmann::json config = testing_io::gpt_oss_config(d);
+    config["num_hidden_layers"] = 1;
+    testing_io::write_config(dir.path(), config);
+    EXPECT_THAT(open_error(dir.path()),
+                AllOf(HasSubstr("tensor \"model.layers.1."), HasSubstr("is of layer 1"),
+                      HasSubstr("num_hidden_layers 1")))
+        << "sharded " << sharded;
+    // num_nextn_predict_layers is DeepSeek's: it does not make room for a gpt-oss layer.
+    config["num_nextn_predict_layers"] = 1;
+    testing_io::write_config(dir.path(), config);
+    EXPECT_THAT(open_error(dir.path()), HasSubstr("num_hidden_layers 1"));
+  }
+}
+
 // Rewrites the single-file checkpoint with one tensor changed.
 class CorruptedCheckpoint : public ::testing::Test {
  protected:

@@ -104,6 +104,40 @@ TEST(ModelConfig, FieldsMayLiveUnderTextConfig) {
   EXPECT_THAT(error_of(j), HasSubstr("'text_config.hidden_size'"));
 }
 
+// Issue 38 (finding 11): a gpt-oss config.json with a text_config too was read from
+// text_config by mxmoe and from the top level by transformers (GptOssConfig nests none, nor do
+// the other four families' classes): two models from one file. Refused naming both.
+TEST(ModelConfig, AFamilyAtTheTopLevelWithATextConfigIsRefused) {
+  json other = gpt_oss_20b();
+  other["num_local_experts"] = 8;
+  json j = gpt_oss_20b();
+  j["text_config"] = other;
+  EXPECT_THAT(error_of(j), AllOf(HasSubstr("model_type \"gpt_oss\" at the top level"),
+                                 HasSubstr("'text_config'"), HasSubstr("remove one")));
+  j["model_type"] = "mixtral";
+  EXPECT_THAT(error_of(j), HasSubstr("model_type \"mixtral\" at the top level"));
+  // A wrapper (another model_type at the top level) is still read from its text_config.
+  j["model_type"] = "some_vlm";
+  EXPECT_EQ(parse(j).moe.num_experts, 8);
+}
+
+// DeepSeek's MTP layers after the last (num_nextn_predict_layers, transformers' default 1;
+// DeepseekV3Config's alias num_mtp_layers); no other family has any.
+TEST(ModelConfig, MtpLayersAreDeepSeeksOnly) {
+  json j = gpt_oss_20b();
+  j["num_nextn_predict_layers"] = 1;
+  EXPECT_EQ(parse(j).mtp_layers, 0);
+  json v3 = {{"model_type", "deepseek_v3"}, {"n_routed_experts", 8},
+             {"num_experts_per_tok", 2},    {"hidden_size", 64},
+             {"moe_intermediate_size", 32}, {"num_hidden_layers", 2},
+             {"hidden_act", "silu"}};
+  EXPECT_EQ(parse(v3).mtp_layers, 1);
+  v3["num_mtp_layers"] = 2;
+  EXPECT_EQ(parse(v3).mtp_layers, 2);
+  v3["num_nextn_predict_layers"] = 0;
+  EXPECT_THAT(error_of(v3), HasSubstr("num_mtp_layers"));  // two spellings, two values
+}
+
 TEST(ModelConfig, ErrorsNameTheField) {
   const auto without = [](const char* key) {
     json j = gpt_oss_20b();

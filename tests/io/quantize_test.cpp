@@ -21,6 +21,7 @@
 namespace mxmoe {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using testing_io::TempDir;
 
@@ -555,6 +556,32 @@ TEST_F(QuantizeCompleteModel, AnUncopyableFileLeavesTheOutputAsItWas) {
   { std::ofstream big(in + "/big.txt"); }
   std::filesystem::resize_file(in + "/big.txt", io::kMaxExtraFileBytes + 1);  // sparse
   expect_refused("big.txt", "more than the");
+}
+
+// Issue 38 (finding 11): tensors of layers past num_hidden_layers were copied as they were
+// (unquantized experts among them), and the output then ran fewer layers than the model has.
+// Only DeepSeek's MTP layers (num_nextn_predict_layers) may follow the last layer.
+TEST_F(QuantizeCompleteModel, TensorsOfLayersPastTheConfigsAreRefusedUnlessMtp) {
+  model.config["num_nextn_predict_layers"] = 0;
+  testing_io::write_config(in, model.config);
+  try {
+    io::quantize_checkpoint(in, out, {});
+    ADD_FAILURE() << "a layer past num_hidden_layers was accepted";
+  } catch (const LoadError& e) {
+    EXPECT_THAT(e.what(), AllOf(HasSubstr("\"model.layers.3.embed_tokens.weight\""),
+                                HasSubstr("num_hidden_layers 3")));
+  }
+  EXPECT_FALSE(std::filesystem::exists(out));
+  model.config["num_nextn_predict_layers"] = 1;
+  model.config["num_hidden_layers"] = 2;  // layer 2 is MoE, layer 3 past the MTP layer
+  testing_io::write_config(in, model.config);
+  try {
+    io::quantize_checkpoint(in, out, {});
+    ADD_FAILURE() << "a layer past num_hidden_layers + MTP was accepted";
+  } catch (const LoadError& e) {
+    EXPECT_THAT(e.what(), AllOf(HasSubstr("is of layer 3"), HasSubstr("num_hidden_layers 2"),
+                                HasSubstr("1 MTP layer")));
+  }
 }
 
 // Issue 38: a link among IN's other files was copied wherever it led, so a hostile repository
