@@ -158,6 +158,8 @@ def engines(a, gguf: Path, llama_server: Path) -> dict:
         # The 8-bit mode, as llama-server's GGUF runs: Q8-like attention and head, int8
         # activations in the experts.
         "mxmoe-compact": lambda port: mx + ["--port", str(port), "--compact"],
+        "mxmoe-compact-invariant": lambda port: mx + ["--port", str(port), "--compact",
+                                                      "--batch-invariant"],
     }
     if llama_server.exists():
         n = max(a.clients)
