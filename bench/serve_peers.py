@@ -151,7 +151,7 @@ def level(port: int, clients: int, per_client: int, max_tokens: int, prompt_set:
 
 def engines(a, gguf: Path, llama_server: Path) -> dict:
     mx = [str(a.mxmoe), "serve", "--model", str(a.model), "--threads", str(a.threads), "--max-batch",
-          str(max(a.clients)), "--max-context", str(a.context), "--quiet"]
+          str(max(a.clients)), "--max-context", str(a.context), "--quiet", *a.mxmoe_args.split()]
     out = {
         "mxmoe": lambda port: mx + ["--port", str(port)],
         "mxmoe-invariant": lambda port: mx + ["--port", str(port), "--batch-invariant"],
@@ -195,6 +195,8 @@ def main() -> None:
     p.add_argument("--context", type=int, default=512)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--rounds", type=int, default=1)
+    p.add_argument("--mxmoe-args", default="", help="more arguments for every mxmoe engine, "
+                   "e.g. \"--prefill-chunk 64\" (one string)")
     a = p.parse_args()
     a.model = a.model or a.work / "gpt-oss-20b"
     gguf = a.gguf or a.work / "gguf" / "gpt-oss-20b-MXFP4_MOE.gguf"
