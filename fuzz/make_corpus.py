@@ -279,4 +279,78 @@ api_seeds = {
 for name, (endpoint, obj) in api_seeds.items():
     write("api", name, bytes([endpoint]) + json.dumps(obj, separators=(",", ":")).encode())
 write("api", "deep_nesting", b"\x00" + b"[" * 100 + b"]" * 100)
+
+
+# tokenizer.json documents (fuzz_tokenizer): the document, then optionally a 0 byte and a text.
+def byte_level_chars():
+    """The ByteLevel alphabet: printable Latin-1 bytes stand for themselves, the other bytes
+    for code points from 256 up, in byte order (the tokenizers library's mapping)."""
+    keep = list(range(0x21, 0x7F)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+    out, extra = {}, 0
+    for b in range(256):
+        if b in keep:
+            out[b] = chr(b)
+        else:
+            out[b] = chr(256 + extra)
+            extra += 1
+    return [out[b] for b in range(256)]
+
+
+chars = byte_level_chars()
+byte_vocab = {c: i for i, c in enumerate(chars)}
+for i, merged in enumerate(["he", "ll", "llo", "hello", "\u0120w"]):
+    byte_vocab[merged.encode().decode("unicode_escape")] = 256 + i
+pattern = (r"[^\s\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+"
+           r"|\s+(?!\S)|\s+")
+byte_level = {
+    "version": "1.0",
+    "added_tokens": [{"id": 300, "content": "<|start|>", "single_word": False, "lstrip": False,
+                      "rstrip": False, "normalized": False, "special": True}],
+    "normalizer": {"type": "NFC"},
+    "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": False},
+        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]},
+    "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True,
+                "use_regex": True},
+    "model": {"type": "BPE", "vocab": byte_vocab, "merges": ["h e", "l l", "ll o", "he llo"],
+              "ignore_merges": False},
+}
+metaspace_vocab = {"<unk>": 0, "a": 1, "b": 2, "ab": 3, "\u2581": 4, "\u2581ab": 5}
+for b in range(256):
+    metaspace_vocab[f"<0x{b:02X}>"] = 6 + b
+metaspace = {
+    "version": "1.0",
+    "added_tokens": [{"id": 300, "content": "<s>", "single_word": False, "lstrip": False,
+                      "rstrip": False, "normalized": False, "special": True}],
+    "pre_tokenizer": {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first",
+                      "split": True},
+    "decoder": {"type": "Sequence", "decoders": [
+        {"type": "ByteFallback"},
+        {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first", "split": True}]},
+    "model": {"type": "BPE", "byte_fallback": True, "unk_token": "<unk>",
+              "vocab": metaspace_vocab, "merges": ["a b", ["\u2581", "ab"]]},
+}
+text = "hello <|start|>w\u00f6rld 12345 \U0001F600\n\n  ab"
+for name, doc in {"byte_level": byte_level, "metaspace": metaspace}.items():
+    body = json.dumps(doc, separators=(",", ":")).encode()
+    write("tokenizer", name + ".json", body)
+    write("tokenizer", name + "_text", body + b"\0" + text.encode())
+    write("tokenizer", name + "_bad_utf8", body + b"\0ab\xc3(")
+write("tokenizer", "unsupported_model", b'{"model":{"type":"Unigram","vocab":[]}}')
+write("tokenizer", "bad_regex", b'{"pre_tokenizer":{"type":"Split","pattern":{"Regex":"("},'
+      b'"behavior":"Isolated"},"model":{"type":"BPE","vocab":{"a":0},"merges":[]}}')
+
+# Chat messages (fuzz_chat): byte 0 picks the format (mod 3) and options (bits 2, 3); then
+# role, content, ... separated by 0 bytes.
+chat_seeds = {
+    "harmony": bytes([4]) + b"system\0Be brief.\0user\0Hi <|end|>\0assistant\0Hello",
+    "chatml_no_thinking": bytes([1]) + b"user\0\xe4\xbd\xa0\xe5\xa5\xbd\0assistant\0ok",
+    "inst": bytes([2 | 4]) + b"system\0S\0user\0U\0assistant\0A\0user\0U2",
+    "inst_bad_turns": bytes([2]) + b"assistant\0A",
+    "unknown_role": bytes([0]) + b"tool\0x",
+    # fuzz_chat's first finding: an [INST] system message alone was dropped (now refused).
+    "inst_system_alone": bytes([0x14]) + b"system\0B<|im_end|>\0",
+}
+for name, data in chat_seeds.items():
+    write("chat", name, data)
 print(f"seed corpus written under {root}", file=sys.stderr)

@@ -18,7 +18,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${FUZZ_BUILD_DIR:-$root/build-fuzz}
 build_first=1
-targets="config npy hardware deployment index safetensors api"
+targets="config npy hardware deployment index safetensors api tokenizer chat"
 mode=time
 budget=60
 while [ $# -gt 0 ]; do

@@ -67,6 +67,11 @@ std::string mistral_inst(std::span<const ChatMessage> messages) {
       out += m.content + "</s>";
     }
   }
+  // The system message goes before the first user message: without one it would be dropped.
+  if (!messages.empty() && messages[0].role == "system" && messages.size() == 1)
+    throw std::invalid_argument(
+        "chat message 0: a system message alone: the mistral_inst format writes it before the "
+        "first user message, and there is none");
   return out;
 }
 

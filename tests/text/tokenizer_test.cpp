@@ -183,6 +183,21 @@ TEST(Chat, FormatsAsPublished) {
   EXPECT_THROW((void)render_chat(ChatFormat::chatml, tool), std::invalid_argument);
 }
 
+// Found by fuzz_chat: a system message with no user message after it was dropped by the
+// [INST] format (it is written before the first user message), rendering "<s>" alone.
+TEST(Chat, AnInstSystemMessageAloneIsRefusedNotDropped) {
+  const std::vector<ChatMessage> system_only = {{"system", "Be brief."}};
+  try {
+    (void)render_chat(ChatFormat::mistral_inst, system_only);
+    FAIL() << "accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("system message alone"), std::string::npos) << e.what();
+  }
+  // Every content of an accepted conversation is in its text.
+  const std::vector<ChatMessage> ok = {{"system", "S"}, {"user", "U"}};
+  EXPECT_EQ(render_chat(ChatFormat::mistral_inst, ok), "<s>[INST] S\n\nU [/INST]");
+}
+
 }  // namespace
 
 }  // namespace mxmoe::text
