@@ -55,6 +55,10 @@ struct LayerWeights;
 // forces it by name or sets allow_reference), and a factory for its kernel.
 class MXMOE_API Backend : public Candidate<Deployment> {
  public:
+  // The compute peak its inner loop is compared with: one of the classes `mxmoe limits`
+  // measures (peak_class_names(), mxmoe/perf.hpp), e.g. "int8_vnni_avx512" for
+  // avx512_vnni_int8. The bench reports each row's fraction of it (pct_peak).
+  virtual std::string_view peak_class() const noexcept = 0;
   // Packs the weights into the backend's layout. Only called when check(d) passed.
   virtual std::unique_ptr<ExpertKernel> create(const Deployment& d,
                                                const LayerWeights& weights) const = 0;

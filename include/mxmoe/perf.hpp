@@ -106,14 +106,12 @@ MXMOE_API void remeasure_dram(const Hardware& hw, MachineLimits& limits, int pas
 // One more pass of the named class (nothing when it is absent or was not measured).
 MXMOE_API void remeasure_peak(const Hardware& hw, MachineLimits& limits, const std::string& name);
 
-// The peak class a backend's inner loop uses ("" when unknown): avx2 -> fp32_fma_avx2,
-// avx512_bf16 -> bf16_dp_avx512, avx512_vnni -> int8_vnni_avx512, avx2_int8 ->
-// int8_maddubs_avx2, avx2_int16 -> int16_madd_avx2, avx_vnni_int8 -> int8_vnni_avx,
-// amx_int8 -> int8_amx, amx_bf16 -> bf16_amx; neon_int16 -> int16_smlal_neon,
-// neon_dotprod_int8 -> int8_sdot_neon, neon_i8mm_int8 -> int8_smmla_neon, sve_int8 ->
-// int8_sdot_sve; reference -> the build architecture's float FMA (fp32_fma_avx2 on x86-64,
-// fp32_fma_neon on aarch64).
+// The peak class of the registered backend called BACKEND (Backend::peak_class(), set in its
+// description); "" for a name no registered backend answers to.
 MXMOE_API std::string peak_class_for_backend(const std::string& backend);
+// The compute peak classes measure_limits knows (its peak loops, usable here or not):
+// "fp32_fma_avx512", "fp32_fma_avx2", ..., "int8_sdot_sve".
+MXMOE_API std::vector<std::string> peak_class_names();
 
 // ---- the bench driver -------------------------------------------------------------------
 

@@ -28,6 +28,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
 
 from ._mxmoe import Layer, LoadError, NoBackendError, NumericError, UnsupportedTokenizer
 from ._mxmoe import __version__
+from ._mxmoe import _MAX_THREADS, _MAX_TOKENS  # kMaxThreads, kMaxTokensPerCall (C++)
 from . import _mxmoe
 
 __all__ = [
@@ -71,8 +72,6 @@ def _names(value: Union[None, str, Iterable[str]], argument: str) -> List[str]:
 
 
 _INT32 = (-(2**31), 2**31 - 1)
-_MAX_THREADS = 1024  # kMaxThreads
-_MAX_TOKENS = 1 << 20  # kMaxTokensPerCall
 
 
 def _int(value: Any, argument: str, low: int = _INT32[0], high: int = _INT32[1],

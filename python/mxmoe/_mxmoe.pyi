@@ -5,6 +5,8 @@ NoBackendError, LoadError, NumericError and UnsupportedTokenizer."""
 from typing import Any, Dict, List, Optional, Tuple, TypeVar
 
 __version__: str
+_MAX_THREADS: int  # kMaxThreads: the largest `threads` (0 is every logical CPU)
+_MAX_TOKENS: int  # kMaxTokensPerCall: the largest `tokens`
 
 # Anything that speaks DLPack (__dlpack__) or the buffer protocol: numpy arrays, CPU torch
 # tensors, ... A layer returns the caller's kind of array (numpy in, numpy out; torch in,

@@ -9,12 +9,17 @@
 // arrays.cpp (arrays in and out).
 #include "bindings.hpp"
 #include "edge.hpp"
+#include "mxmoe/deployment.hpp"
+#include "mxmoe/hardware.hpp"
 #include "mxmoe/mxmoe.h"
 #include "nb.hpp"
 
 NB_MODULE(_mxmoe, m) {
   m.doc() = "The C++ core of the mxmoe package (use the package mxmoe, documented there).";
   m.attr("__version__") = mxmoe_version();
+  // The bounds the package checks arguments against before they reach C++ (python/mxmoe/).
+  m.attr("_MAX_THREADS") = mxmoe::kMaxThreads;
+  m.attr("_MAX_TOKENS") = mxmoe::kMaxTokensPerCall;
   mxmoe::python::register_errors(m);
   mxmoe::python::bind_layers(m);
   mxmoe::python::bind_functions(m);

@@ -23,6 +23,7 @@ struct BackendDescription {
   std::string_view name;
   std::string_view description;
   std::string_view numerics_class;             // required: Backend::numerics_class()
+  std::string_view peak_class;                 // required: Backend::peak_class()
   std::vector<std::string_view> former_names;  // Backend::former_names(): names it had before
   // The kernel folders its code calls (kernel_isa.inc). Their features become
   // capabilities.isa; a set this build left out makes check() say not_compiled.
@@ -45,6 +46,8 @@ class DescribedBackend final : public Backend {
   explicit DescribedBackend(BackendDescription d) : d_(std::move(d)) {
     if (d_.numerics_class.empty())  // a registry test builds every backend: caught there
       throw std::logic_error(std::string(d_.name) + ": the description names no numerics class");
+    if (d_.peak_class.empty())  // the registry test checks that `mxmoe limits` measures it
+      throw std::logic_error(std::string(d_.name) + ": the description names no peak class");
     for (KernelIsa set : d_.kernels) {
       for (std::string_view f : kernel_isa_features(set))
         if (std::find(d_.capabilities.isa.begin(), d_.capabilities.isa.end(), f) ==
@@ -61,6 +64,7 @@ class DescribedBackend final : public Backend {
   std::string_view description() const noexcept override { return d_.description; }
   bool is_reference() const noexcept override { return d_.is_reference; }
   std::string_view numerics_class() const noexcept override { return d_.numerics_class; }
+  std::string_view peak_class() const noexcept override { return d_.peak_class; }
   std::vector<Rejection> check(const Deployment& d) const override {
     return check_capabilities(d_.capabilities, d);
   }

@@ -17,6 +17,7 @@
 #include "hw/amx_permission.hpp"
 #include "hw/cpuid.hpp"
 #include "mxmoe/perf.hpp"
+#include "mxmoe/registry.hpp"
 #include "perf/isa_loops.hpp"
 
 namespace mxmoe::perf {
@@ -371,24 +372,14 @@ double MachineLimits::peak(const std::string& name, int thread_count) const {
 }
 
 std::string peak_class_for_backend(const std::string& backend) {
-#if defined(__aarch64__)
-  if (backend == "reference") return "fp32_fma_neon";  // the build's own architecture
-#else
-  if (backend == "reference") return "fp32_fma_avx2";
-#endif
-  if (backend == "avx2_fp32") return "fp32_fma_avx2";
-  if (backend == "neon_int16") return "int16_smlal_neon";
-  if (backend == "neon_dotprod_int8") return "int8_sdot_neon";
-  if (backend == "neon_i8mm_int8") return "int8_smmla_neon";
-  if (backend == "sve_int8") return "int8_sdot_sve";
-  if (backend == "avx512_bf16") return "bf16_dp_avx512";
-  if (backend == "avx512_vnni_int8") return "int8_vnni_avx512";
-  if (backend == "avx2_int8") return "int8_maddubs_avx2";
-  if (backend == "avx2_int16") return "int16_madd_avx2";
-  if (backend == "avx_vnni_int8") return "int8_vnni_avx";
-  if (backend == "amx_int8") return "int8_amx";
-  if (backend == "amx_bf16") return "bf16_amx";
-  return "";
+  const Backend* b = find_backend(backend);
+  return b == nullptr ? std::string() : std::string(b->peak_class());
+}
+
+std::vector<std::string> peak_class_names() {
+  std::vector<std::string> names;
+  for (const PeakLoop& loop : peak_loops(Hardware{})) names.emplace_back(loop.name);
+  return names;
 }
 
 void remeasure_dram(const Hardware& hw, MachineLimits& limits, int passes) {

@@ -2,6 +2,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
 
 #include "mxmoe/format.hpp"
 #include "mxmoe/hardware.hpp"
@@ -100,6 +103,25 @@ TEST(CapIsa, PicksTheMxfp4DecoderTheCapAllows) {
   // The probe of this machine capped at avx2 never picks the AVX-512 decoder.
   EXPECT_NE(mxmoe::fastest_mxfp4_decoder(mxmoe::probe_hardware("avx2").isa),
             mxmoe::Mxfp4Decoder::avx512);
+}
+
+// A Hardware whose isa lacks avx2 (MXMOE_MAX_ISA=none, or an older CPU) decodes MXFP4 on the
+// portable path, with dequantize_mxfp4's bits.
+TEST(CapIsa, ACapBelowAvx2DecodesMxfp4PortablyWithTheSameBits) {
+  Hardware hw = probe_hardware();
+  hw.isa = cap_isa(hw.isa, "none");
+  ASSERT_FALSE(hw.isa.avx2);
+  const Mxfp4Decoder decoder = fastest_mxfp4_decoder(hw.isa);
+  EXPECT_EQ(decoder, Mxfp4Decoder::portable);
+  constexpr std::size_t kBlocks = 64;
+  std::vector<std::uint8_t> packed(kBlocks * kMxfp4BlockBytes), scales(kBlocks);
+  for (std::size_t i = 0; i < packed.size(); ++i)
+    packed[i] = static_cast<std::uint8_t>((i * 37u + 11u) & 0xFFu);
+  for (std::size_t b = 0; b < kBlocks; ++b) scales[b] = static_cast<std::uint8_t>(100u + b);
+  std::vector<float> expected(kBlocks * kMxBlock), actual(kBlocks * kMxBlock);
+  dequantize_mxfp4(packed, scales, expected);
+  dequantize_mxfp4_fast(packed, scales, actual, decoder);
+  EXPECT_EQ(std::memcmp(expected.data(), actual.data(), expected.size() * sizeof(float)), 0);
 }
 
 TEST(IsaNames, EachArchitectureHasItsOwnFeatures) {

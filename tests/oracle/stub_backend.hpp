@@ -27,6 +27,7 @@ class StubBackend final : public Backend {
   std::string_view name() const noexcept override { return name_; }
   std::string_view description() const noexcept override { return "test stub"; }
   std::string_view numerics_class() const noexcept override { return "stub"; }
+  std::string_view peak_class() const noexcept override { return "stub"; }
   std::vector<Rejection> check(const Deployment& d) const override {
     std::vector<Rejection> r = check_capabilities(caps_, d);
     r.insert(r.end(), fixed_.begin(), fixed_.end());

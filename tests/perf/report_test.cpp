@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "mxmoe/perf.hpp"
+#include "mxmoe/registry.hpp"
 #include "test_platform.hpp"
 
 namespace mxmoe::perf {
@@ -215,7 +216,22 @@ TEST(Limits, BackendClasses) {
   EXPECT_EQ(peak_class_for_backend("avx_vnni_int8"), "int8_vnni_avx");
   EXPECT_EQ(peak_class_for_backend("amx_int8"), "int8_amx");
   EXPECT_EQ(peak_class_for_backend("amx_bf16"), "bf16_amx");
+  EXPECT_EQ(peak_class_for_backend("neon_fp32"), "fp32_fma_neon");
   EXPECT_EQ(peak_class_for_backend("cuda"), "");
+}
+
+// Each backend's description names its peak class: one that measure_limits has a loop for,
+// so a bench row never compares against a class nobody measures.
+TEST(Limits, EveryBackendNamesAMeasuredPeakClass) {
+  const std::vector<std::string> measured = peak_class_names();
+  ASSERT_FALSE(measured.empty());
+  for (const Backend* b : registered_backends()) {
+    SCOPED_TRACE(std::string(b->name()));
+    EXPECT_NE(std::find(measured.begin(), measured.end(), std::string(b->peak_class())),
+              measured.end())
+        << "peak class '" << b->peak_class() << "' is not one measure_limits measures";
+    EXPECT_EQ(peak_class_for_backend(std::string(b->name())), b->peak_class());
+  }
 }
 
 // Runs the measurement on a small buffer (no figure is asserted beyond being positive):

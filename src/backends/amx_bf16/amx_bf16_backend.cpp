@@ -35,6 +35,7 @@ BackendDescription amx_bf16() {
   BackendDescription b;
   b.name = "amx_bf16";
   b.numerics_class = "bf16_amx_tiles";
+  b.peak_class = "bf16_amx";
   b.description =
       "AMX bf16 tiles (TDPBF16PS, fp32 accumulators resident over K), MXFP4 decoded to bf16 "
       "tiles; bf16 or MXFP8 activations";

@@ -37,6 +37,7 @@ BackendDescription amx_int8() {
   BackendDescription b;
   b.name = "amx_int8";
   b.numerics_class = "int8_block32";
+  b.peak_class = "int8_amx";
   b.description =
       "AMX int8 tiles for experts with >= 16 slots, AVX-512 VNNI below (same bits); int8 "
       "activations per 32-block";

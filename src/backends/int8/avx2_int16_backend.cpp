@@ -27,6 +27,7 @@ BackendDescription avx2_int16() {
   BackendDescription b;
   b.name = "avx2_int16";
   b.numerics_class = "int16_block32";
+  b.peak_class = "int16_madd_avx2";
   b.description =
       "AVX2: bf16 activations as int16 per 32-block (power-of-two scale), exact int32 block "
       "dots (vpmaddwd)";

@@ -24,6 +24,7 @@ BackendDescription avx2_int8() {
   BackendDescription b;
   b.name = "avx2_int8";
   b.numerics_class = "int8_block32";
+  b.peak_class = "int8_maddubs_avx2";
   b.description =
       "AVX2: int8 activations per 32-block, exact int32 block dots (vpmaddubsw + vpmaddwd); the "
       "bits of avx512_vnni_int8";

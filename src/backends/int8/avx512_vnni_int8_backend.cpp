@@ -25,6 +25,7 @@ BackendDescription avx512_vnni_int8() {
   b.name = "avx512_vnni_int8";
   b.former_names = {"avx512_vnni"};
   b.numerics_class = "int8_block32";
+  b.peak_class = "int8_vnni_avx512";
   b.description = "AVX-512 VNNI: int8 activations per 32-block, exact int32 block dots (vpdpbusd)";
 #if MXMOE_X86_KERNELS
   b.create = &int8_backend::create<kOps>;

@@ -24,6 +24,7 @@ BackendDescription avx_vnni_int8() {
   BackendDescription b;
   b.name = "avx_vnni_int8";
   b.numerics_class = "int8_block32";
+  b.peak_class = "int8_vnni_avx";
   b.description =
       "AVX-VNNI: int8 activations per 32-block, exact int32 block dots (vpdpbusd on ymm); the "
       "bits of avx512_vnni_int8";

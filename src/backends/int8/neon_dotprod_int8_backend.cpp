@@ -25,6 +25,7 @@ BackendDescription neon_dotprod_int8() {
   BackendDescription b;
   b.name = "neon_dotprod_int8";
   b.numerics_class = "int8_block32";
+  b.peak_class = "int8_sdot_neon";
   b.description =
       "aarch64 Advanced SIMD + dot product: int8 activations per 32-block, exact int32 block "
       "dots (sdot)";

@@ -26,6 +26,7 @@ BackendDescription neon_i8mm_int8() {
   BackendDescription b;
   b.name = "neon_i8mm_int8";
   b.numerics_class = "int8_block32";
+  b.peak_class = "int8_smmla_neon";
   b.description =
       "aarch64 Advanced SIMD + int8 matrix multiply: int8 activations per 32-block, exact "
       "int32 block dots (smmla, 2 rows x 2 tokens)";

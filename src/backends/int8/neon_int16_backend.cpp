@@ -26,6 +26,7 @@ BackendDescription neon_int16() {
   BackendDescription b;
   b.name = "neon_int16";
   b.numerics_class = "int16_block32";
+  b.peak_class = "int16_smlal_neon";
   b.description =
       "aarch64 Advanced SIMD: bf16 activations as int16 per 32-block (power-of-two scale), "
       "exact int32 block dots (smlal)";

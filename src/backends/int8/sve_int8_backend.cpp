@@ -26,6 +26,7 @@ BackendDescription sve_int8() {
   BackendDescription b;
   b.name = "sve_int8";
   b.numerics_class = "int8_block32";
+  b.peak_class = "int8_sdot_sve";
   b.description =
       "aarch64 SVE (any vector length): int8 activations per 32-block, exact int32 block dots "
       "(sdot by lane)";

@@ -21,6 +21,11 @@ BackendDescription reference() {
   BackendDescription b;
   b.name = "reference";
   b.numerics_class = "float64_reference";
+#if defined(__aarch64__)
+  b.peak_class = "fp32_fma_neon";  // plain C++: the build architecture's float FMA
+#else
+  b.peak_class = "fp32_fma_avx2";
+#endif
   b.description =
       "plain C++ (no SIMD), double accumulation; every format; the reference the others are "
       "checked against";

@@ -36,6 +36,7 @@ BackendDescription avx2_fp32() {
   b.name = "avx2_fp32";
   b.former_names = {"avx2"};
   b.numerics_class = "fp32_strips";
+  b.peak_class = "fp32_fma_avx2";
   b.description =
       "AVX2+FMA: MXFP4 decoded to float in registers, scale once per block, f32/bf16 "
       "activations";

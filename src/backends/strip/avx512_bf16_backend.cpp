@@ -31,6 +31,7 @@ BackendDescription avx512_bf16() {
   BackendDescription b;
   b.name = "avx512_bf16";
   b.numerics_class = "bf16_dpbf16_strips";
+  b.peak_class = "bf16_dp_avx512";
   b.description =
       "AVX-512 BF16: MXFP4 decoded to bf16 in registers, vdpbf16ps, bf16 or MXFP8 activations";
 #if MXMOE_X86_KERNELS

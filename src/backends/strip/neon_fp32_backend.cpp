@@ -33,6 +33,7 @@ BackendDescription neon_fp32() {
   BackendDescription b;
   b.name = "neon_fp32";
   b.numerics_class = "fp32_strips";
+  b.peak_class = "fp32_fma_neon";
   b.description =
       "aarch64 Advanced SIMD: MXFP4 decoded to float, FMA, scale once per block, f32/bf16 "
       "activations (avx2's bits)";
