@@ -4,14 +4,22 @@
 
 #include <fmt/core.h>
 
+#include "base/printable.hpp"
+
 #include <stdexcept>
 
 namespace mxmoe::text {
 namespace {
 
+// A role as an error shows it: escaped (a NUL would cut the message where it is read as a C
+// string; a control byte would reach a terminal) and at most 64 bytes of it.
+std::string role_shown(const std::string& role) {
+  return printable(std::string_view(role).substr(0, 64)) + (role.size() > 64 ? "..." : "");
+}
+
 [[noreturn]] void bad_role(ChatFormat format, std::size_t k, const ChatMessage& m, const char* roles) {
   throw std::invalid_argument(fmt::format("chat message {}: role \"{}\" has no place in the {} format ({})",
-                                          k, m.role, to_string(format), roles));
+                                          k, role_shown(m.role), to_string(format), roles));
 }
 
 // Harmony: <|start|>ROLE<|message|>CONTENT<|end|>; an assistant's reply is on the final
@@ -59,7 +67,7 @@ std::string mistral_inst(std::span<const ChatMessage> messages) {
       throw std::invalid_argument(fmt::format(
           "chat message {}: role \"{}\" where the mistral_inst format needs \"{}\" (a leading "
           "system message, then user and assistant in turn)",
-          k, m.role, user_turn ? "user" : "assistant"));
+          k, role_shown(m.role), user_turn ? "user" : "assistant"));
     if (user_turn) {
       out += "[INST] " + system + m.content + " [/INST]";
       system.clear();

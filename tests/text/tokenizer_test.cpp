@@ -198,6 +198,27 @@ TEST(Chat, AnInstSystemMessageAloneIsRefusedNotDropped) {
   EXPECT_EQ(render_chat(ChatFormat::mistral_inst, ok), "<s>[INST] S\n\nU [/INST]");
 }
 
+// Found by the hostile pass of issue 38: a role holding a NUL gave a message cut at the NUL
+// ("role \"user") where the server, the Python binding and a terminal read it as a C string.
+TEST(Chat, ARefusedRoleIsShownEscapedAndWhole) {
+  for (const ChatFormat format : {ChatFormat::harmony, ChatFormat::chatml, ChatFormat::mistral_inst}) {
+    const std::vector<ChatMessage> m = {{std::string("user\0\x1b[2J", 9), "x"}};
+    try {
+      (void)render_chat(format, m);
+      FAIL() << "accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(R"(role "user\x00\x1b[2J")"), std::string::npos) << e.what();
+    }
+  }
+  const std::vector<ChatMessage> long_role = {{std::string(5000, 'r'), "x"}};
+  try {
+    (void)render_chat(ChatFormat::chatml, long_role);
+    FAIL() << "accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_LT(std::string(e.what()).size(), 300u) << e.what();
+  }
+}
+
 }  // namespace
 
 }  // namespace mxmoe::text
