@@ -4,9 +4,9 @@
 
 #include <fmt/core.h>
 
-#include "base/printable.hpp"
-
 #include <stdexcept>
+
+#include "base/printable.hpp"
 
 namespace mxmoe::text {
 namespace {
