@@ -513,8 +513,34 @@ def test_an_api_key_is_required_when_given(cli, model_dir):
         assert status == 401
         assert s.request("GET", "/health")[0] == 200
         assert s.client(key="s3cret").completions.create(model="m", prompt="x", max_tokens=1).choices
+        # The scheme is case-insensitive (RFC 9110 11.1; found by the hostile pass: "bearer"
+        # was a 401); the key itself is not.
+        body = {"prompt": "x", "max_tokens": 1}
+        assert s.request("POST", "/v1/completions", body, {"Authorization": "bearer s3cret"})[0] == 200
+        assert s.request("POST", "/v1/completions", body, {"Authorization": "BEARER s3cret"})[0] == 200
+        assert s.request("POST", "/v1/completions", body, {"Authorization": "Bearer S3CRET"})[0] == 401
+        assert s.request("POST", "/v1/completions", body, {"Authorization": "Basic s3cret"})[0] == 401
     finally:
         assert s.stop() == 0
+
+
+def test_a_transfer_coding_other_than_chunked_is_a_501(server):
+    # Found by the hostile pass: "gzip, chunked" was read as plain chunked, the gzip ignored,
+    # and the body refused as JSON with a 400 that did not name the coding.
+    payload = json.dumps({"prompt": "x", "max_tokens": 1}).encode()
+    chunked = hex(len(payload))[2:].encode() + b"\r\n" + payload + b"\r\n0\r\n\r\n"
+    for coding, want in ((b"gzip, chunked", b"501"), (b"Chunked", b"200")):
+        with raw_connection(server) as s:
+            s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: " + coding +
+                      b"\r\nContent-Type: application/json\r\n\r\n" + chunked)
+            head, rest = read_head(s)
+            assert head.split(b"\r\n")[0].split(b" ")[1] == want, (coding, head)
+            if want == b"501":
+                while b"gzip" not in rest:
+                    more = s.recv(4096)
+                    assert more, rest
+                    rest += more
+    assert server.client().completions.create(model="m", prompt="ok", max_tokens=1).choices
 
 
 def test_a_full_queue_answers_503_with_retry_after(cli, model_dir):

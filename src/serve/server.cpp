@@ -34,6 +34,13 @@ std::string dump(const Json& j) {
   return j.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
+// TEXT without the spaces and tabs around it (a header value's optional whitespace).
+std::string_view trimmed(std::string_view text) {
+  const std::size_t first = text.find_first_not_of(" \t");
+  if (first == std::string_view::npos) return {};
+  return text.substr(first, text.find_last_not_of(" \t") - first + 1);
+}
+
 bool same_secret(std::string_view a, std::string_view b) {
   // Constant time in the key's contents (its length is not secret: headers are bounded).
   unsigned char diff = a.size() == b.size() ? 0 : 1;
@@ -219,11 +226,21 @@ void Session::handle() {
                            path == "/v1/completions" || path == "/v1/chat/completions"
                        ? path
                        : "other";
+  // A transfer coding the parser did not undo (it undoes chunked only): the body as read is
+  // not the body sent, so 501 (RFC 9112, 6.1) rather than a misleading JSON error.
+  if (const auto te = request_[http::field::transfer_encoding]; !te.empty()) {
+    if (!beast::iequals(trimmed(te), "chunked")) {
+      keep_alive_ = false;
+      return fail(ApiError(501, fmt::format("Transfer-Encoding \"{}\" is not supported (only chunked)",
+                                            printable_ascii(std::string_view(te).substr(0, 64)))));
+    }
+  }
   if (!shared_.options.api_key.empty() && path != "/health") {
+    // "Bearer" in any case (RFC 9110, 11.1: the scheme is case-insensitive), then the key.
     const auto auth = request_[http::field::authorization];
-    const std::string_view prefix = "Bearer ";
-    if (auth.size() < prefix.size() || auth.substr(0, prefix.size()) != prefix ||
-        !same_secret(auth.substr(prefix.size()), shared_.options.api_key))
+    const std::string_view scheme = "bearer ";
+    if (auth.size() < scheme.size() || !beast::iequals(auth.substr(0, scheme.size()), scheme) ||
+        !same_secret(auth.substr(scheme.size()), shared_.options.api_key))
       return fail(ApiError(401, "a valid API key is required (Authorization: Bearer KEY)", {},
                            "authentication_error"));
   }
