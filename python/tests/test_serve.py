@@ -589,6 +589,45 @@ def test_sigterm_lets_a_running_request_finish_then_exits_0(cli, model_dir):
     assert time.monotonic() - start < 30
 
 
+def test_requests_cut_at_the_shutdown_timeout_are_told_why(cli, model_dir):
+    # Found by the hostile pass: requests still running when --shutdown-timeout ended were
+    # closed with nothing said (a stream without an error or [DONE], no response at all).
+    s = Server(cli, model_dir, "--max-context", "4096", "--shutdown-timeout", "0")
+    body = {"prompt": "x", "max_tokens": 4000, "ignore_eos": True, "temperature": 0}
+    got = {"events": []}
+    first_event = threading.Event()
+
+    def stream():
+        c = http.client.HTTPConnection(s.host, s.port, timeout=60)
+        c.request("POST", "/v1/completions", body=json.dumps({**body, "stream": True}).encode(),
+                  headers={"Content-Type": "application/json"})
+        r = c.getresponse()
+        got["stream_status"] = r.status
+        for line in r:
+            if line.startswith(b"data: "):
+                got["events"].append(line[6:].strip())
+                first_event.set()
+        c.close()
+
+    def whole():
+        got["whole"] = s.request("POST", "/v1/completions", body)
+
+    threads = [threading.Thread(target=stream), threading.Thread(target=whole)]
+    for t in threads:
+        t.start()
+    assert first_event.wait(60), "no token came"
+    time.sleep(0.2)
+    assert s.stop(bound=30) == 0
+    for t in threads:
+        t.join(timeout=30)
+        assert not t.is_alive()
+    assert got["stream_status"] == 200 and got["events"][-1] == b"[DONE]", got["events"][-3:]
+    errors = [json.loads(e)["error"] for e in got["events"][:-1] if b'"error"' in e]
+    assert len(errors) == 1 and "shutting down" in errors[0]["message"], got["events"][-3:]
+    status, _, answer = got["whole"]
+    assert status == 503 and "shutting down" in json.loads(answer)["error"]["message"]
+
+
 def test_a_request_past_its_timeout_is_a_504_and_its_slot_is_freed(cli, model_dir):
     s = Server(cli, model_dir, "--max-context", "16384", "--request-timeout", "1")
     try:

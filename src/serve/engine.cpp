@@ -186,16 +186,24 @@ void Engine::loop() {
         return std::any_of(queue_.begin(), queue_.end(), [](const auto& j) { return j->cancelled.load(); });
       });
       if (stopping_ || cancel_all_) {
+        // The server's shutdown (its --shutdown-timeout passed): an error that says so, which
+        // the session answers with a 503 or a stream's error event while the I/O thread still
+        // writes. (The engine's own destruction sends it too; nothing reads it then.)
+        const std::string why = "the server is shutting down: the request was stopped at the end of its "
+                                "--shutdown-timeout";
         for (auto& j : queue_) {
           JobUpdate u;
-          u.finish = "cancelled";
+          u.finish = "error";
+          u.error = why;
+          u.shutdown = true;
           u.prompt_tokens = j->prompt.size();
           j->sink(std::move(u));
         }
         queue_.clear();
         for (auto& r : running_) {
           batch_.cancel(r->id);
-          finish(*r, "cancelled");
+          r->update.shutdown = true;
+          finish(*r, "error", why);
         }
         running_.clear();
         running_count_ = 0;

@@ -38,6 +38,7 @@ struct JobUpdate {
   std::string finish;                  // "", "stop", "length", "cancelled", "error"
   std::string error;                   // with finish == "error": why
   bool timeout = false;                // with finish == "error": --request-timeout ended it
+  bool shutdown = false;               // with finish == "error": the server's shutdown ended it
   std::size_t prompt_tokens = 0;
   std::size_t completion_tokens = 0;
 };

@@ -64,7 +64,8 @@ class Session : public std::enable_shared_from_this<Session> {
     std::vector<GeneratedToken> tokens;
     std::size_t prompt_tokens = 0, completion_tokens = 0;
     std::string finish, error;
-    bool timeout = false;  // the error is --request-timeout's
+    bool timeout = false;   // the error is --request-timeout's
+    bool shutdown = false;  // the error is the server's shutdown's
   };
 
   void read();
@@ -85,6 +86,9 @@ class Session : public std::enable_shared_from_this<Session> {
   void cancel_jobs();
   void end_generation();
   void finish_generation();
+  // A choice that ended in an error, as the client is told: 504 for --request-timeout, 503
+  // for the server's shutdown, else 500.
+  static ApiError failure_of(const Choice& c);
   Json logprobs_json(std::span<const GeneratedToken> tokens, std::size_t offset) const;
   std::string chunk(std::size_t index, const std::string& text, std::span<const GeneratedToken> tokens,
                     const std::string& finish, std::size_t offset) const;
@@ -556,11 +560,17 @@ void Session::on_update(std::size_t index, JobUpdate&& u) {
   c.finish = u.finish;
   c.error = u.error;
   c.timeout = u.timeout;
+  c.shutdown = u.shutdown;
   c.completion_tokens = u.completion_tokens;
   c.prompt_tokens = u.prompt_tokens;
-  if (streaming_ && u.finish == "error")
-    send("data: " + error_body(ApiError(500, u.error, {}, "server_error")) + "\n\n");
+  if (streaming_ && u.finish == "error") send("data: " + error_body(failure_of(c)) + "\n\n");
   if (++finished_ == choices_.size()) finish_generation();
+}
+
+ApiError Session::failure_of(const Choice& c) {
+  if (c.timeout) return ApiError(504, c.error, "", "timeout");
+  if (c.shutdown) return ApiError(503, c.error, "", "server_error");
+  return ApiError(500, c.error, "", "server_error");
 }
 
 void Session::finish_generation() {
@@ -571,8 +581,7 @@ void Session::finish_generation() {
     prompt += c.prompt_tokens;
     completion += c.completion_tokens;
     cancelled = cancelled || c.finish == "cancelled";
-    if (c.finish == "error" && !failure)
-      failure.emplace(c.timeout ? 504 : 500, c.error, "", c.timeout ? "timeout" : "server_error");
+    if (c.finish == "error" && !failure) failure.emplace(failure_of(c));
   }
   const Json usage = {{"prompt_tokens", prompt}, {"completion_tokens", completion}, {"total_tokens", prompt + completion}};
   end_generation();
