@@ -7,6 +7,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <chrono>
+#include <iterator>
 #include <memory>
 #include <optional>
 
@@ -32,13 +33,6 @@ constexpr std::size_t kMaxUnsentBytes = 8u << 20;  // a stream's client that sto
 
 std::string dump(const Json& j) {
   return j.dump(-1, ' ', false, Json::error_handler_t::replace);
-}
-
-// TEXT without the spaces and tabs around it (a header value's optional whitespace).
-std::string_view trimmed(std::string_view text) {
-  const std::size_t first = text.find_first_not_of(" \t");
-  if (first == std::string_view::npos) return {};
-  return text.substr(first, text.find_last_not_of(" \t") - first + 1);
 }
 
 bool same_secret(std::string_view a, std::string_view b) {
@@ -233,7 +227,9 @@ void Session::handle() {
   // A transfer coding the parser did not undo (it undoes chunked only): the body as read is
   // not the body sent, so 501 (RFC 9112, 6.1) rather than a misleading JSON error.
   if (const auto te = request_[http::field::transfer_encoding]; !te.empty()) {
-    if (!beast::iequals(trimmed(te), "chunked")) {
+    const http::token_list codings{te};  // Beast's reading of the header's list
+    const auto n = std::distance(codings.begin(), codings.end());
+    if (n != 1 || !beast::iequals(*codings.begin(), "chunked")) {
       keep_alive_ = false;
       return fail(ApiError(501, fmt::format("Transfer-Encoding \"{}\" is not supported (only chunked)",
                                             printable_ascii(std::string_view(te).substr(0, 64)))));

@@ -76,7 +76,7 @@ std::string mistral_inst(std::span<const ChatMessage> messages) {
     }
   }
   // The system message goes before the first user message: without one it would be dropped.
-  if (!messages.empty() && messages[0].role == "system" && messages.size() == 1)
+  if (!system.empty())  // never written (it holds at least its "\n\n")
     throw std::invalid_argument(
         "chat message 0: a system message alone: the mistral_inst format writes it before the "
         "first user message, and there is none");
