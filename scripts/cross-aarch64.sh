@@ -36,7 +36,7 @@ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "${launcher[@]}
 # Only what the core rooms' tests run (the CLI, the C example, their test programs).
 cmake --build "$build" -j "$(nproc)" --target mxmoe_cli example_c_moe_layer test_format test_model \
   test_hw test_io test_routing test_oracle test_layout test_capi test_cli test_conformance \
-  test_invariance
+  test_invariance test_dense
 file "$build/mxmoe" | grep -q "ARM aarch64"
 # The oracle on an Arm machine: the NEON backends, every x86 one refused as not compiled.
 qemu-aarch64 -L / "$build/mxmoe" explain | tail -2
@@ -75,6 +75,9 @@ arm_suites() {  # QEMU_CPU, then the invariance claims to run
 }
 for cpu in cortex-a57 neoverse-n1 max; do
   arm_suites "$cpu" 'Claims/Suite.*neon*:Claims/Suite.*sve*:Claims.*'
+  # The whole model's dense kernels (neon_fp32; neon_dotprod_int8 where the CPU has the dot
+  # product): the portable bits of their classes, batch invariance, the float64 bounds.
+  QEMU_CPU=$cpu qemu-aarch64 -L / "$build/tests/test_dense" --gtest_brief=1
 done
 # The vector-length agnostic SVE kernel at 128, 256 and 2048 bits besides max's 512: the same
 # recorded bits and its invariance claims at each.

@@ -169,7 +169,7 @@ TEST(DenseLinear, CompactMatchesFloat64WithinTheQuantizationBound) {
 }
 
 // Every kernel of a class gives the portable kernel's bits, on hostile values and odd shapes
-// (the longest compact row too: avx512_vnni_int8 then prepares 4 tokens at a time, not 8).
+// (the longest compact row too: a tile of 8 tokens of it fills the kernels' stack buffers).
 TEST(DenseLinear, EveryKernelOfAClassGivesThePortableBits) {
   for (const DenseMode mode : {DenseMode::as_published, DenseMode::compact_int8})
     for (const std::int64_t in : std::vector<std::int64_t>{1, 17, 31, 32, 33, 64, 65, 250, 2880,
@@ -254,7 +254,8 @@ TEST(DenseLinear, CompactOwnsItsCopy) {
   std::fill(layer.bias.begin(), layer.bias.end(), std::nanf(""));
   const std::vector<float> after = run(lin, x, 2, 2);
   EXPECT_EQ(std::memcmp(before.data(), after.data(), before.size() * sizeof(float)), 0);
-  EXPECT_EQ(lin.weight_bytes(), 40u * 96 + 40u * 3 * 4 + 40u * (32 + 4));  // 3 blocks + 1 pad
+  // 3 groups of 16 rows (the last 8 rows padding), 3 blocks, each 16 x 32 codes + 16 scales.
+  EXPECT_EQ(lin.weight_bytes(), 3u * 3 * (16 * 32 + 16 * 4));
 }
 
 TEST(DenseLinear, SelectionKeepsEveryVerdictAndACapChangesIt) {

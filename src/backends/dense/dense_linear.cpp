@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <optional>
 #include <stdexcept>
 
@@ -21,7 +22,7 @@ namespace {
 // The largest dimension accepted: far above any model (vocab 1M, hidden 64k).
 constexpr std::int64_t kMaxDim = std::int64_t{1} << 24;
 constexpr std::string_view kFp32Class = "dense_fp32_lanes16";
-constexpr std::string_view kInt8Class = "dense_int8_block32";
+constexpr std::string_view kInt8Class = "dense_int8_rows16";
 
 // One kernel: its name, class, mode, the kernel sets it calls (none: portable) and its entry.
 struct Candidate {
@@ -31,7 +32,7 @@ struct Candidate {
   std::optional<KernelIsa> set;  // none: portable C++
   LinearF32Fn f32;
   LinearInt8Fn int8;
-  CompactLayout layout = CompactLayout::plain;  // compact kernels: how it wants the codes
+  CompactLayout layout = CompactLayout::rows16;  // compact kernels: how it wants the codes
 };
 
 // Best first. A kernel of another architecture's set has no entry here (not_compiled).
@@ -56,7 +57,7 @@ constexpr std::array<Candidate, 8> kCandidates = {{
     {"neon_fp32", kFp32Class, DenseMode::as_published, KernelIsa::neon, kNeonFp32, nullptr},
     {"portable_fp32", kFp32Class, DenseMode::as_published, {}, &linear_fp32_portable, nullptr},
     {"avx512_vnni_int8", kInt8Class, DenseMode::compact_int8, KernelIsa::avx512_vnni, nullptr,
-     kVnniInt8, CompactLayout::vnni_pairs},
+     kVnniInt8, CompactLayout::rows16_biased},
     {"avx2_int8", kInt8Class, DenseMode::compact_int8, KernelIsa::avx2, nullptr, kAvx2Int8},
     {"neon_dotprod_int8", kInt8Class, DenseMode::compact_int8, KernelIsa::neon_dotprod, nullptr,
      kDotprodInt8},
@@ -165,7 +166,7 @@ Linear::Linear(const LinearWeights& w, const Hardware& hardware, const LinearOpt
   if (selection_.chosen.empty())
     throw std::invalid_argument("dense weight '" + w.name + "': no kernel runs it here\n" +
                                 describe(selection_, w.name));
-  CompactLayout layout = CompactLayout::plain;
+  CompactLayout layout = CompactLayout::rows16;
   for (const Candidate& c : kCandidates)
     if (c.name == selection_.chosen) {
       kernel_name_ = c.name;
@@ -180,25 +181,30 @@ Linear::Linear(const LinearWeights& w, const Hardware& hardware, const LinearOpt
   }
   if (options.mode != DenseMode::compact_int8) return;
 
-  // Quantize each row's 32-blocks (the last one short when in % 32 != 0).
-  const std::int64_t blocks = (w.in + kBlock - 1) / kBlock, stride = (blocks + 1) / 2 * 2;
-  codes_.assign(static_cast<std::size_t>(w.out * stride * kBlock), 0);
-  scales_.assign(static_cast<std::size_t>(w.out * stride), 0.0f);
+  // Quantize each row's 32-blocks (the last one short when in % 32 != 0) into its group.
+  const std::int64_t blocks = (w.in + kBlock - 1) / kBlock;
+  const std::int64_t groups = (w.out + kCompactGroupRows - 1) / kCompactGroupRows;
+  const std::uint8_t bias = layout == CompactLayout::rows16_biased ? 0x80 : 0x00;
+  packed_.assign(static_cast<std::size_t>(groups * blocks * kCompactGroupBlockBytes), bias);
   auto pack_rows = [&](std::int64_t r0, std::int64_t r1) {
     float v[kBlock];
+    std::int8_t codes[kBlock];
     for (std::int64_t o = r0; o < r1; ++o) {
+      const std::int64_t i = o % kCompactGroupRows;
+      std::uint8_t* group = packed_.data() + (o / kCompactGroupRows) * blocks * kCompactGroupBlockBytes;
       for (std::int64_t b = 0; b < blocks; ++b) {
         const int count = static_cast<int>(std::min<std::int64_t>(kBlock, w.in - b * kBlock));
-        for (int i = 0; i < count; ++i)
-          v[i] = element_at(w.data, w.element, o * w.in + b * kBlock + i);
-        scales_[static_cast<std::size_t>(o * stride + b)] =
-            quantize_block32_portable(v, count, codes_.data() + (o * stride + b) * kBlock);
+        for (int k = 0; k < count; ++k)
+          v[k] = element_at(w.data, w.element, o * w.in + b * kBlock + k);
+        const float scale = quantize_block32_portable(v, count, codes);
+        std::uint8_t* gb = group + b * kCompactGroupBlockBytes;
+        for (int k = 0; k < kBlock; ++k)
+          gb[64 * (k / 4) + 4 * i + k % 4] = static_cast<std::uint8_t>(codes[k]) ^ bias;
+        std::memcpy(gb + kCompactGroupCodeBytes + 4 * i, &scale, sizeof scale);
       }
-      if (layout == CompactLayout::vnni_pairs)  // the pad block's zeros included
-        to_vnni_pairs(codes_.data() + o * stride * kBlock, stride / 2);
     }
   };
-  constexpr std::int64_t kPackRows = 64;
+  constexpr std::int64_t kPackRows = 4 * kCompactGroupRows;  // whole groups: no shared bytes
   if (options.pack_pool == nullptr) {
     pack_rows(0, w.out);
   } else {
@@ -213,7 +219,7 @@ Linear::Linear(const LinearWeights& w, const Hardware& hardware, const LinearOpt
 
 std::size_t Linear::weight_bytes() const noexcept {
   if (selection_.mode == DenseMode::compact_int8)
-    return codes_.size() + scales_.size() * sizeof(float);
+    return packed_.size();
   return static_cast<std::size_t>(w_.out * w_.in) * (w_.element == ElementType::bf16 ? 2 : 4);
 }
 
@@ -239,7 +245,7 @@ void Linear::forward(const float* x, std::int64_t m, float* y, ThreadPool& pool)
     });
     return;
   }
-  const LinearInt8Call call{{codes_.data(), scales_.data(), (w_.in + kBlock - 1) / kBlock, w_.out},
+  const LinearInt8Call call{{packed_.data(), (w_.in + kBlock - 1) / kBlock, w_.out},
                             w_.in,
                             x,
                             m,

@@ -7,7 +7,7 @@
 //   - compact_int8: W quantized once at construction to int8 codes with an f32 scale per
 //     32-block of a row (owned by the Linear; the original bytes are not read again),
 //     activations quantized per 32-block at run time, exact integer block sums accumulated
-//     in f32: numerics class dense_int8_block32. About half the bytes of bf16 per forward.
+//     in f32: numerics class dense_int8_rows16. About half the bytes of bf16 per forward.
 // Both classes are defined in linear_kernels.hpp; every kernel of a class gives the same bits
 // (AVX-512, AVX2, NEON, portable).
 //
@@ -60,7 +60,7 @@ struct LinearOptions {
 // One candidate kernel's verdict for this layer on this Hardware.
 struct KernelVerdict {
   std::string kernel;              // "avx512_fp32", "avx2_int8", ...
-  std::string numerics_class;      // "dense_fp32_lanes16", "dense_int8_block32"
+  std::string numerics_class;      // "dense_fp32_lanes16", "dense_int8_rows16"
   std::vector<Rejection> reasons;  // every reason it cannot run; empty = accepted
   bool accepted() const noexcept { return reasons.empty(); }
 };
@@ -111,8 +111,7 @@ class Linear {
   LinearF32Fn f32_ = nullptr;
   LinearInt8Fn int8_ = nullptr;
   std::vector<float> bias_;         // f32 copy (empty: no bias)
-  std::vector<std::int8_t> codes_;  // compact_int8
-  std::vector<float> scales_;
+  std::vector<std::uint8_t> packed_;  // compact_int8: CompactWeights' groups
 };
 
 }  // namespace mxmoe::dense

@@ -12,13 +12,16 @@
 //   then the halving tree s8[i] = acc[i] + acc[i + 8], s4[i] = s8[i] + s8[i + 4],
 //   s2[i] = s4[i] + s4[i + 2], s = s2[0] + s2[1]; y = s + bias (when there is a bias).
 //
-// dense_int8_block32 (compact mode): W quantized at load per 32-block of a row, activations
+// dense_int8_rows16 (compact mode): W quantized at load per 32-block of a row, activations
 //   per 32-block of a token at run time (both: d = amax / 127, q = round-half-even(v * (127 /
-//   amax)) in [-127, 127], all zero and d = 0 for a zero block; see quantize_block32_portable),
-//   a block past `in` is zero codes with d = 0. Block b's group g (g = 0..7, its elements
-//   4g..4g+3) gives the exact integer q = sum of 4 code products; lane l = 8 (b mod 2) + g
-//   accumulates acc[l] = fma(float(q), dw[b] * dx[b], acc[l]) for b in increasing order
-//   (blocks past the last add nothing), from +0; then the same halving tree and bias.
+//   amax)) in [-127, 127], all zero and d = 0 for a zero block; see quantize_block32_portable);
+//   the last block of a row is short when in % 32 != 0 (its missing codes are zero). For each
+//   block b in increasing order, the exact integer q_b = sum of its 32 code products and
+//   acc = fma(float(q_b), dw[b] * dx[b], acc) (the product rounded once), from acc = +0; then
+//   y = acc + bias (when there is a bias). One chain per (row, token), as the experts' int8
+//   class: a kernel puts 16 rows in the lanes and spends one conversion, one multiply and one
+//   FMA per 16 rows and block, against 8 dot-product instructions (dense_int8_block32, its
+//   predecessor, spent them per row and pair of blocks: a third of the VNNI peak at most).
 #pragma once
 
 #include <cstddef>
@@ -43,31 +46,33 @@ struct LinearF32Call {
 };
 using LinearF32Fn = void (*)(const LinearF32Call&, std::int64_t row0, std::int64_t rows) noexcept;
 
-// The compact weights: a row is `blocks` 32-blocks rounded up to an even count (pairs: a pad
-// block has zero codes and scale 0, so adding it changes no sum, since a sum is never -0):
-// codes [out, pairs * 64], scales [out, pairs * 2].
+// The compact weights, packed by groups of 16 rows (the last group's missing rows are zero
+// codes with scale 0, never stored): group G, block b is kCompactGroupBlockBytes at
+// (G * blocks + b) * kCompactGroupBlockBytes: 512 code bytes, byte 64 k4 + 4 i + j the code of
+// row 16 G + i, element 32 b + 4 k4 + j (so 64 bytes are 16 rows' 4 consecutive codes: one
+// vpdpbusd operand, two for a ymm, four sdot operands), then the 16 rows' f32 scales dw.
+inline constexpr int kCompactGroupRows = 16;
+inline constexpr std::int64_t kCompactGroupCodeBytes = 512;
+inline constexpr std::int64_t kCompactGroupBlockBytes = 512 + 16 * 4;
 struct CompactWeights {
-  const std::int8_t* codes = nullptr;
-  const float* scales = nullptr;
+  const std::uint8_t* packed = nullptr;
   std::int64_t blocks = 0;  // ceil(in / 32)
-  std::int64_t rows = 0;    // the matrix's rows (prefetches stay inside it)
-  std::int64_t pairs() const noexcept { return (blocks + 1) / 2; }
+  std::int64_t rows = 0;    // the matrix's rows
+  std::int64_t groups() const noexcept { return (rows + kCompactGroupRows - 1) / kCompactGroupRows; }
+  const std::uint8_t* group(std::int64_t g) const noexcept {
+    return packed + g * blocks * kCompactGroupBlockBytes;
+  }
 };
 
-// How a compact kernel wants a row's codes laid out; the Linear packs its copy for the kernel it
-// binds (the codes' values and the scales are the same in every layout):
-//   plain: block b's 32 codes at [32 b, 32 b + 32);
-//   vnni_pairs: a pair of blocks (2p, 2p + 1) is 64 bytes with group g (elements 4g..4g+3) of
-//     block 2p + h at bytes 8g + 4h .. 8g + 4h + 3, so int32 lane 2g + h of a zmm holds that
-//     group; each code is stored + 128, as an unsigned byte (vpdpbusd's unsigned operand).
-enum class CompactLayout : std::uint8_t { plain, vnni_pairs };
-
-// PAIRS pairs of plain codes (64 bytes each) rewritten in place as vnni_pairs.
-void to_vnni_pairs(std::int8_t* codes, std::int64_t pairs) noexcept;
+// How a compact kernel wants the codes (the scales and the order are the same in both):
+//   rows16: the signed codes;
+//   rows16_biased: each code + 128 as an unsigned byte (vpdpbusd's unsigned operand; the
+//     kernel removes the excess 128 * sum(x codes) by starting each block's sum there).
+enum class CompactLayout : std::uint8_t { rows16, rows16_biased };
 
 // Compact kernels quantize the tokens they need on their own stack, in tiles of at most
 // kCompactTokenTile tokens: in must be at most kCompactMaxIn (check() refuses larger).
-inline constexpr int kCompactTokenTile = 4;
+inline constexpr int kCompactTokenTile = 8;
 inline constexpr std::int64_t kCompactMaxIn = 32768;
 
 struct LinearInt8Call {
@@ -85,6 +90,7 @@ using LinearInt8Fn = void (*)(const LinearInt8Call&, std::int64_t row0, std::int
 // class's rule. The definition, used for the weights at load time and by the portable kernel.
 float quantize_block32_portable(const float* v, int count, std::int8_t* codes) noexcept;
 
+// Compact kernels are handed rows [row0, row0 + rows) with row0 a multiple of 16 (whole groups).
 void linear_fp32_portable(const LinearF32Call&, std::int64_t row0, std::int64_t rows) noexcept;
 void linear_int8_portable(const LinearInt8Call&, std::int64_t row0, std::int64_t rows) noexcept;
 
@@ -93,9 +99,9 @@ void linear_int8_portable(const LinearInt8Call&, std::int64_t row0, std::int64_t
 void linear_fp32_avx2(const LinearF32Call&, std::int64_t row0, std::int64_t rows) noexcept;
 void linear_fp32_avx512(const LinearF32Call&, std::int64_t row0, std::int64_t rows) noexcept;
 void linear_int8_avx2(const LinearInt8Call&, std::int64_t row0, std::int64_t rows) noexcept;
-// The activations of one token in the class's rule: codes [pairs * 64] and scales [pairs * 2],
-// the pad block zero (kernels/avx2; the avx512_vnni kernel calls it too).
-void quantize_x_avx2(const float* x, std::int64_t in, std::int64_t pairs, std::int8_t* codes,
+// The activations of one token in the class's rule: codes [blocks * 32] (zero past in) and
+// scales [blocks] (kernels/avx2; the avx512_vnni kernel calls it too).
+void quantize_x_avx2(const float* x, std::int64_t in, std::int64_t blocks, std::int8_t* codes,
                      float* scales) noexcept;
 void linear_int8_avx512_vnni(const LinearInt8Call&, std::int64_t row0, std::int64_t rows) noexcept;
 

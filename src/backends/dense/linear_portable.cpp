@@ -43,19 +43,6 @@ float quantize_block32_portable(const float* v, int count, std::int8_t* codes) n
   return amax / 127.0f;
 }
 
-void to_vnni_pairs(std::int8_t* codes, std::int64_t pairs) noexcept {
-  for (std::int64_t p = 0; p < pairs; ++p) {
-    std::int8_t* pair = codes + p * 2 * kBlock;
-    std::int8_t plain[2 * kBlock];
-    std::memcpy(plain, pair, sizeof plain);
-    for (int h = 0; h < 2; ++h)
-      for (int g = 0; g < 8; ++g)
-        for (int i = 0; i < 4; ++i)
-          pair[8 * g + 4 * h + i] = static_cast<std::int8_t>(
-              static_cast<std::uint8_t>(plain[kBlock * h + 4 * g + i]) ^ std::uint8_t{0x80});
-  }
-}
-
 void linear_fp32_portable(const LinearF32Call& c, std::int64_t row0, std::int64_t rows) noexcept {
   for (std::int64_t t = 0; t < c.tokens; ++t) {
     const float* x = c.x + t * c.in;
@@ -70,9 +57,9 @@ void linear_fp32_portable(const LinearF32Call& c, std::int64_t row0, std::int64_
 }
 
 void linear_int8_portable(const LinearInt8Call& c, std::int64_t row0, std::int64_t rows) noexcept {
-  const std::int64_t blocks = c.w.blocks, stride = 2 * c.w.pairs();
-  std::int8_t xq[kCompactMaxIn];
-  float dx[kCompactMaxIn / kBlock];
+  const std::int64_t blocks = c.w.blocks;
+  std::int8_t xq[kCompactMaxIn + kBlock];
+  float dx[kCompactMaxIn / kBlock + 1];
   for (std::int64_t t = 0; t < c.tokens; ++t) {
     const float* x = c.x + t * c.in;
     for (std::int64_t b = 0; b < blocks; ++b)
@@ -80,23 +67,21 @@ void linear_int8_portable(const LinearInt8Call& c, std::int64_t row0, std::int64
           x + b * kBlock, static_cast<int>(std::min<std::int64_t>(kBlock, c.in - b * kBlock)),
           xq + b * kBlock);
     for (std::int64_t o = row0; o < row0 + rows; ++o) {
-      const std::int8_t* wq = c.w.codes + o * stride * kBlock;
-      const float* dw = c.w.scales + o * stride;
-      float acc[kLinearLanes] = {};
+      const std::uint8_t* group = c.w.group(o / kCompactGroupRows);
+      const std::int64_t i = o % kCompactGroupRows;
+      float acc = 0.0f;
       for (std::int64_t b = 0; b < blocks; ++b) {
-        const float d = dw[b] * dx[b];
-        for (int g = 0; g < 8; ++g) {
-          std::int32_t q = 0;
-          for (int i = 0; i < 4; ++i) {
-            const std::int64_t k = b * kBlock + 4 * g + i;
-            q += std::int32_t{wq[k]} * std::int32_t{xq[k]};
-          }
-          float& lane = acc[8 * (b % 2) + g];
-          lane = std::fma(static_cast<float>(q), d, lane);
+        const std::uint8_t* gb = group + b * kCompactGroupBlockBytes;
+        std::int32_t q = 0;
+        for (int k = 0; k < kBlock; ++k) {
+          const auto code = static_cast<std::int8_t>(gb[64 * (k / 4) + 4 * i + k % 4]);
+          q += std::int32_t{code} * std::int32_t{xq[b * kBlock + k]};
         }
+        float dw;
+        std::memcpy(&dw, gb + kCompactGroupCodeBytes + 4 * i, sizeof dw);
+        acc = std::fma(static_cast<float>(q), dw * dx[b], acc);
       }
-      const float s = halving_tree(acc);
-      c.y[t * c.y_stride + o] = c.bias != nullptr ? s + c.bias[o] : s;
+      c.y[t * c.y_stride + o] = c.bias != nullptr ? acc + c.bias[o] : acc;
     }
   }
 }

@@ -18,7 +18,7 @@ constexpr std::int64_t I(std::size_t v) noexcept {
 }
 
 // y = s (+ bias): the class's last step.
-void store(float* y, const float* bias, std::int64_t o, float s) noexcept {
+inline void store(float* y, const float* bias, std::int64_t o, float s) noexcept {
   *y = bias != nullptr ? s + bias[o] : s;
 }
 
@@ -43,34 +43,59 @@ void row_blocks(std::int64_t row0, std::int64_t rows, std::int64_t row_bytes, Ti
   for (std::int64_t r = row0; r < row0 + rows; r += block) tiles(r, std::min(block, row0 + rows - r));
 }
 
-// Compact kernels at few tokens read their rows faster than the hardware prefetcher follows
-// them (a row's codes are one or two 4 KiB pages, a new stream each): each tile asks for the
-// same offset kCompactAheadRows rows further on, into L2 (about twice the 2-4 rows a tile
-// reads ahead; 4, 8 and 16 were measured, 4 and 8 alike). ahead_row(w, o): the row that the
-// reads of row o prefetch.
-constexpr std::int64_t kCompactAheadRows = 8;
-inline std::int64_t ahead_row(const CompactWeights& w, std::int64_t o) noexcept {
-  return std::min(o + kCompactAheadRows, w.rows - 1);
-}
-inline void prefetch_l2(const void* p) noexcept {
-  __builtin_prefetch(p, 0, 2);
+// Compact kernels read a group's blocks as one stream; at few tokens they read it faster than
+// the hardware prefetcher follows, so each block asks for the bytes kCompactAheadBytes further
+// on into L2 (the experts' int8 kernels measured 4 KiB best, docs/perf/BACKENDS_INT8.md).
+// Past the matrix's end this asks for nothing harmful: prefetches never fault.
+constexpr std::int64_t kCompactAheadBytes = 4096;
+inline void prefetch_group_block(const std::uint8_t* gb) noexcept {
+  for (std::int64_t o = 0; o < kCompactGroupBlockBytes; o += 64)
+    __builtin_prefetch(gb + kCompactAheadBytes + o, 0, 2);
 }
 
+// Quantizes one token's activations in the class's rule: codes [blocks * 32], scales [blocks].
+using QuantizeX = void (*)(const float*, std::int64_t in, std::int64_t blocks, std::int8_t*,
+                           float*) noexcept;
+
 // The compact kernels' outer loop: tiles of up to kCompactTokenTile tokens, each quantized
-// once on this stack by QUANTIZE (the class's rule), then tile(xq, dx, t0, tokens) over the
-// task's rows.
-using QuantizeX = void (*)(const float*, std::int64_t, std::int64_t, std::int8_t*, float*) noexcept;
+// once on this stack by QUANTIZE, then tile(xq, dx, t0, n) over the task's rows, where token
+// t's codes are xq[t * blocks * 32 ...] and its scales dx[t * blocks ...].
 template <class Tile>
 void compact_token_tiles(const LinearInt8Call& c, QuantizeX quantize, Tile&& tile) noexcept {
-  const std::int64_t stride = 2 * c.w.pairs();
-  alignas(64) std::int8_t xq[kCompactTokenTile * (kCompactMaxIn + 2 * kBlock)];
-  float dx[kCompactTokenTile * (kCompactMaxIn / kBlock + 2)];
+  const std::int64_t blocks = c.w.blocks;
+  alignas(64) std::int8_t xq[kCompactTokenTile * (kCompactMaxIn + kBlock)];
+  alignas(64) float dx[kCompactTokenTile * (kCompactMaxIn / kBlock + 1)];
   for (std::int64_t t0 = 0; t0 < c.tokens; t0 += kCompactTokenTile) {
     const std::int64_t n = std::min<std::int64_t>(kCompactTokenTile, c.tokens - t0);
     for (std::int64_t t = 0; t < n; ++t)
-      quantize(c.x + (t0 + t) * c.in, c.in, c.w.pairs(), xq + t * stride * kBlock, dx + t * stride);
+      quantize(c.x + (t0 + t) * c.in, c.in, blocks, xq + t * blocks * kBlock, dx + t * blocks);
     tile(static_cast<const std::int8_t*>(xq), static_cast<const float*>(dx), t0, n);
   }
+}
+
+// Groups [row0 / 16, (row0 + rows + 15) / 16) of a task (row0 is a multiple of 16): step(g,
+// valid) where VALID is how many of the group's 16 rows are stored (fewer in the matrix's
+// last group, or when the task ends inside a group).
+template <class Step>
+void sweep_groups(std::int64_t row0, std::int64_t rows, Step&& step) noexcept {
+  for (std::int64_t o = row0; o < row0 + rows; o += kCompactGroupRows)
+    step(o / kCompactGroupRows, std::min<std::int64_t>(kCompactGroupRows, row0 + rows - o));
+}
+
+// sweep_groups for kernels whose registers hold two tokens: tile(T, group, o, valid, tt) for
+// tokens tt .. tt + T of a token tile of N, T = 2 (as std::integral_constant), then 1 for an
+// odd last token.
+template <class Tile>
+void sweep_groups_two_tokens(const CompactWeights& w, std::int64_t row0, std::int64_t rows,
+                             std::int64_t n, Tile&& tile) noexcept {
+  sweep_groups(row0, rows, [&](std::int64_t g, std::int64_t valid) {
+    const std::uint8_t* group = w.group(g);
+    const std::int64_t o = g * kCompactGroupRows;
+    const int v = static_cast<int>(valid);
+    std::int64_t tt = 0;
+    for (; tt + 2 <= n; tt += 2) tile(std::integral_constant<std::size_t, 2>{}, group, o, v, tt);
+    if (tt < n) tile(std::integral_constant<std::size_t, 1>{}, group, o, v, tt);
+  });
 }
 
 }  // namespace

@@ -1,133 +1,115 @@
-// dense_int8_block32 on AVX-512 VNNI (linear_kernels.hpp for the order), on codes packed as
-// vnni_pairs: one zmm is a pair of blocks whose int32 lane 2g + h is group g of block 2p + h,
-// the weights stored + 128 (vpdpbusd's unsigned operand). A token's activations are quantized
-// by the avx2 set's quantizer, then put in the same lane order, and its correction
-// -128 * (sum of each group's 4 codes) is made once per call and token; so a weight pair costs
-// one vpdpbusd (from that correction: the exact group sums), one conversion and one FMA per
-// token. The scale products dw[b] * dx[b] of 8 pairs are made by one multiply and kept on the
-// stack, where each pair's [d0, d1] is one broadcast load (lanes 2g + h take d_h). The lanes
-// go back to the class's order (lane 8h + g) before the halving tree.
-// Up to 8 tokens are prepared at once (fewer when a row is long: the stack holds what 4 tokens
-// of the longest row need), and each tile of 4 rows runs all of them, 4 at a time, while its
-// rows are in L1: a row is read from memory once per call at up to 8 tokens. Each tile
-// prefetches the rows kCompactAheadRows further on (tiles.hpp). Flags of the `avx512_vnni` set.
+// dense_int8_rows16 on AVX-512 VNNI (linear_kernels.hpp for the order), on codes packed as
+// rows16_biased: a zmm of one group's block is 16 rows' 4 consecutive codes + 128, so one
+// vpdpbusd by a broadcast of 4 activation codes adds 4 products to each row's block sum, and
+// the excess 128 * sum(x codes of the block) is removed by starting the sum there (computed
+// once per token and block, here). A block of 16 rows then costs 8 vpdpbusd per token, in two
+// chains, and one conversion, one multiply and one FMA; each zmm of weights serves up to 8
+// tokens. A token tile (up to 8 tokens, quantized by the avx2 set's quantizer) sweeps the
+// task's groups, each read from L1/L2 once per tile. Flags of the `avx512_vnni` set.
 // GCC 12's AVX-512 intrinsics build "undefined" vectors by self-initialization, which
 // -Wuninitialized reports inside the intrinsic headers; the values are never read.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
-#include <algorithm>
+#include <cstring>
 
-#include "backends/dense/lanes16_x86.hpp"
+#include "backends/dense/tiles.hpp"
 
 namespace mxmoe::dense {
 namespace {
 
-constexpr std::int64_t kChunk = 8;      // pairs per scale multiply
-constexpr std::int64_t kRows = 4;       // rows of a tile
-constexpr std::int64_t kMaxTokens = 8;  // tokens prepared at once, at most
-constexpr std::int64_t kTokenPairs =    // what the stack holds: 4 tokens of the longest row
-    kCompactTokenTile * (kCompactMaxIn / 64 + 1);
+__m512i broadcast_4_codes(const std::int8_t* p) noexcept {
+  std::int32_t v;
+  std::memcpy(&v, p, sizeof v);
+  return _mm512_set1_epi32(v);
+}
 
-// Prepared tokens: codes in vnni_pairs order (signed, not offset), each pair's corrections and
-// the block scales. Token t's pair p is at t * pairs + p.
-struct Tokens {
-  alignas(64) std::int8_t codes[kTokenPairs * 64];
-  alignas(64) std::int32_t start[kTokenPairs * 16];
-  alignas(64) float scales[kTokenPairs * 2];
+// corr[b] = -128 * (sum of block b's 32 codes), for BLOCKS blocks of one token.
+void corrections(const std::int8_t* codes, std::int64_t blocks, std::int32_t* corr) noexcept {
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  for (std::int64_t b = 0; b < blocks; ++b) {
+    // sad of (code + 128) against 0: four 64-bit sums of 8 unsigned bytes.
+    const __m256i u = _mm256_xor_si256(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + b * kBlock)), flip);
+    const __m256i s = _mm256_sad_epu8(u, _mm256_setzero_si256());
+    const __m128i h = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    const std::int64_t biased = _mm_cvtsi128_si64(_mm_add_epi64(h, _mm_unpackhi_epi64(h, h)));
+    corr[b] = static_cast<std::int32_t>(-128 * (biased - 128 * kBlock));
+  }
+}
+
+// Prepared tokens of a tile: token t's block b is codes[(t * blocks + b) * 32 ...], its scale
+// dx[t * blocks + b] and its correction corr[t * blocks + b].
+struct Prepared {
+  const std::int8_t* codes;
+  const float* dx;
+  const std::int32_t* corr;
+  std::int64_t blocks;
 };
 
-// Tokens t0 .. t0 + n of the call into TK (the class's quantizer, the lane order, corrections).
-void prepare(const LinearInt8Call& c, std::int64_t t0, std::int64_t n, Tokens& tk) noexcept {
-  const std::int64_t pairs = c.w.pairs();
-  const __m512i to_lanes = _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
-  const __m512i bias128 = _mm512_set1_epi8(static_cast<char>(0x80));
-  for (std::int64_t t = 0; t < n; ++t) {
-    std::int8_t* codes = tk.codes + t * pairs * 64;
-    quantize_x_avx2(c.x + (t0 + t) * c.in, c.in, pairs, codes, tk.scales + t * pairs * 2);
-    for (std::int64_t p = 0; p < pairs; ++p) {
-      const __m512i v = _mm512_permutexvar_epi32(to_lanes, _mm512_load_si512(codes + p * 64));
-      _mm512_store_si512(codes + p * 64, v);
-      _mm512_store_si512(tk.start + (t * pairs + p) * 16,
-                         _mm512_sub_epi32(_mm512_setzero_si512(),
-                                          _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias128, v)));
-    }
-  }
-}
-
-// Rows o .. o + R, prepared tokens tt .. tt + T (the call's tokens t0 + tt ..).
-template <std::size_t R, std::size_t T>
-void tile(const LinearInt8Call& c, const Tokens& tk, std::int64_t tt, std::int64_t o,
-          std::int64_t t0) noexcept {
-  const std::int64_t pairs = c.w.pairs(), stride = 2 * pairs;
-  __m512 acc[R][T];
-  for (std::size_t r = 0; r < R; ++r)
-    for (std::size_t t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
-  std::int64_t ahead[R];
-  for (std::size_t r = 0; r < R; ++r) ahead[r] = ahead_row(c.w, o + I(r));
-  alignas(64) double d[R][T][kChunk];  // each is a pair's two f32 scale products
-  for (std::int64_t p0 = 0; p0 < pairs; p0 += kChunk) {
-    const std::int64_t n = std::min(kChunk, pairs - p0);
-    const auto live = static_cast<__mmask16>((1u << (2 * n)) - 1u);
-    __m512 dx[T];
-    for (std::size_t t = 0; t < T; ++t)
-      dx[t] = _mm512_maskz_loadu_ps(live, tk.scales + (tt + I(t)) * stride + 2 * p0);
-    for (std::size_t r = 0; r < R; ++r) {
-      const __m512 dw = _mm512_maskz_loadu_ps(live, c.w.scales + (o + I(r)) * stride + 2 * p0);
-      prefetch_l2(c.w.scales + ahead[r] * stride + 2 * p0);
-      for (std::size_t t = 0; t < T; ++t)
-        _mm512_store_pd(d[r][t], _mm512_castps_pd(_mm512_mul_ps(dw, dx[t])));
-    }
-    auto step = [&](std::int64_t i) {
-      const std::int64_t p = p0 + i;
-      __m512i xv[T], start[T];
-      for (std::size_t t = 0; t < T; ++t) {
-        xv[t] = _mm512_load_si512(tk.codes + ((tt + I(t)) * pairs + p) * 64);
-        start[t] = _mm512_load_si512(tk.start + ((tt + I(t)) * pairs + p) * 16);
-      }
-      for (std::size_t r = 0; r < R; ++r) {
-        const __m512i wu = _mm512_loadu_si512(c.w.codes + ((o + I(r)) * stride + 2 * p) * kBlock);
-        prefetch_l2(c.w.codes + (ahead[r] * stride + 2 * p) * kBlock);
-        for (std::size_t t = 0; t < T; ++t) {
-          const __m512 q = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(start[t], wu, xv[t]));
-          acc[r][t] = _mm512_fmadd_ps(q, _mm512_castpd_ps(_mm512_set1_pd(d[r][t][i])), acc[r][t]);
-        }
-      }
-    };
-    if (n == kChunk) {
-      for (std::int64_t i = 0; i < kChunk; ++i) step(i);
-    } else {
-      for (std::int64_t i = 0; i < n; ++i) step(i);
-    }
-  }
-  const __m512i to_class = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
-  for (std::size_t r = 0; r < R; ++r)
+// Group GROUP (its first row O, VALID rows stored) for prepared tokens tt .. tt + T, whose
+// outputs go to the call's tokens t0 + tt ...
+template <std::size_t T>
+void group_tile(const LinearInt8Call& c, const std::uint8_t* group, std::int64_t o, int valid,
+                const Prepared& x, std::int64_t tt, std::int64_t t0) noexcept {
+  const std::int64_t blocks = x.blocks;
+  __m512 acc[T];
+  for (std::size_t t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  for (std::int64_t b = 0; b < blocks; ++b) {
+    const std::uint8_t* gb = group + b * kCompactGroupBlockBytes;
+    prefetch_group_block(gb);
+    __m512i even[T], odd[T];
     for (std::size_t t = 0; t < T; ++t) {
-      store(c.y + (t0 + tt + I(t)) * c.y_stride + o + I(r), c.bias, o + I(r),
-            reduce16(_mm512_permutexvar_ps(to_class, acc[r][t])));
+      even[t] = _mm512_set1_epi32(x.corr[(tt + I(t)) * blocks + b]);
+      odd[t] = _mm512_setzero_si512();
     }
+    for (int k4 = 0; k4 < 8; k4 += 2) {
+      const __m512i w0 = _mm512_loadu_si512(gb + 64 * k4);
+      const __m512i w1 = _mm512_loadu_si512(gb + 64 * (k4 + 1));
+      for (std::size_t t = 0; t < T; ++t) {
+        const std::int8_t* xb = x.codes + ((tt + I(t)) * blocks + b) * kBlock + 4 * k4;
+        even[t] = _mm512_dpbusd_epi32(even[t], w0, broadcast_4_codes(xb));
+        odd[t] = _mm512_dpbusd_epi32(odd[t], w1, broadcast_4_codes(xb + 4));
+      }
+    }
+    const __m512 dw = _mm512_loadu_ps(reinterpret_cast<const float*>(gb + kCompactGroupCodeBytes));
+    for (std::size_t t = 0; t < T; ++t) {
+      const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(x.dx[(tt + I(t)) * blocks + b]));
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(even[t], odd[t])), scale,
+                               acc[t]);
+    }
+  }
+  const auto rows = static_cast<__mmask16>((1u << valid) - 1u);
+  const __m512 bias = c.bias != nullptr ? _mm512_maskz_loadu_ps(rows, c.bias + o) : __m512{};
+  for (std::size_t t = 0; t < T; ++t) {
+    const __m512 y = c.bias != nullptr ? _mm512_add_ps(acc[t], bias) : acc[t];
+    _mm512_mask_storeu_ps(c.y + (t0 + tt + I(t)) * c.y_stride + o, rows, y);
+  }
 }
 
-// Rows o .. o + R for prepared tokens 0 .. n, 4 at a time.
-template <std::size_t R>
-void rows_tile(const LinearInt8Call& c, const Tokens& tk, std::int64_t n, std::int64_t o,
-               std::int64_t t0) noexcept {
-  for (std::int64_t tt = 0; tt < n; tt += kCompactTokenTile) {
-    switch (std::min<std::int64_t>(kCompactTokenTile, n - tt)) {
-      case 1:
-        tile<R, 1>(c, tk, tt, o, t0);
-        break;
-      case 2:
-        tile<R, 2>(c, tk, tt, o, t0);
-        break;
-      case 3:
-        tile<R, 3>(c, tk, tt, o, t0);
-        break;
-      default:
-        tile<R, 4>(c, tk, tt, o, t0);
-        break;
-    }
+template <std::size_t T>
+void group_tiles(const LinearInt8Call& c, const std::uint8_t* group, std::int64_t o, int valid,
+                 const Prepared& x, std::int64_t n, std::int64_t t0) noexcept {
+  std::int64_t tt = 0;
+  for (; tt + I(T) <= n; tt += I(T)) group_tile<T>(c, group, o, valid, x, tt, t0);
+  switch (n - tt) {
+    case 0:
+      return;
+    case 1:
+      return group_tile<1>(c, group, o, valid, x, tt, t0);
+    case 2:
+      return group_tile<2>(c, group, o, valid, x, tt, t0);
+    case 3:
+      return group_tile<3>(c, group, o, valid, x, tt, t0);
+    case 4:
+      return group_tile<4>(c, group, o, valid, x, tt, t0);
+    case 5:
+      return group_tile<5>(c, group, o, valid, x, tt, t0);
+    case 6:
+      return group_tile<6>(c, group, o, valid, x, tt, t0);
+    default:
+      return group_tile<7>(c, group, o, valid, x, tt, t0);
   }
 }
 
@@ -135,15 +117,18 @@ void rows_tile(const LinearInt8Call& c, const Tokens& tk, std::int64_t n, std::i
 
 void linear_int8_avx512_vnni(const LinearInt8Call& c, std::int64_t row0,
                              std::int64_t rows) noexcept {
-  Tokens tk;
-  const std::int64_t batch = std::min(kMaxTokens, kTokenPairs / c.w.pairs());
-  for (std::int64_t t0 = 0; t0 < c.tokens; t0 += batch) {
-    const std::int64_t n = std::min(batch, c.tokens - t0);
-    prepare(c, t0, n, tk);
-    sweep_rows<kRows>(row0, rows, [&](std::int64_t o, auto r) {
-      rows_tile<decltype(r)::value>(c, tk, n, o, t0);
-    });
-  }
+  alignas(64) std::int32_t corr[kCompactTokenTile * (kCompactMaxIn / kBlock + 1)];
+  compact_token_tiles(c, &quantize_x_avx2,
+                      [&](const std::int8_t* xq, const float* dx, std::int64_t t0, std::int64_t n) {
+                        const std::int64_t blocks = c.w.blocks;
+                        for (std::int64_t t = 0; t < n; ++t)
+                          corrections(xq + t * blocks * kBlock, blocks, corr + t * blocks);
+                        const Prepared x{xq, dx, corr, blocks};
+                        sweep_groups(row0, rows, [&](std::int64_t g, std::int64_t valid) {
+                          group_tiles<kCompactTokenTile>(c, c.w.group(g), g * kCompactGroupRows,
+                                                         static_cast<int>(valid), x, n, t0);
+                        });
+                      });
 }
 
 }  // namespace mxmoe::dense
