@@ -39,6 +39,19 @@ double gb(std::uint64_t bytes) {
   return static_cast<double>(bytes) / 1e9;
 }
 
+// The step's buffers (Impl::h .. ids), allocated at construction for max_step_rows rows.
+std::uint64_t step_buffer_bytes(const DecoderConfig& cfg, const DecoderOptions& opt, int threads) {
+  const auto rows = static_cast<std::uint64_t>(opt.max_step_rows);
+  const auto H = static_cast<std::uint64_t>(cfg.hidden);
+  const std::uint64_t qd = static_cast<std::uint64_t>(cfg.heads) * static_cast<std::uint64_t>(cfg.head_dim);
+  const std::uint64_t kvd = static_cast<std::uint64_t>(cfg.kv_heads) * static_cast<std::uint64_t>(cfg.head_dim);
+  const auto I = static_cast<std::uint64_t>(cfg.dense_intermediate);
+  const std::uint64_t floats = rows * (5 * H + 2 * qd + 2 * kvd + 2 * I) +
+                               attention_scratch_floats(opt.max_context) *
+                                   static_cast<std::uint64_t>(threads + 1);
+  return floats * sizeof(float) + rows * (sizeof(QueryRow) + sizeof(std::int32_t));
+}
+
 std::string shape_text(const std::vector<std::uint64_t>& shape) {
   std::string s = "[";
   for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
@@ -193,14 +206,19 @@ void Decoder::Impl::bind(const std::string& directory) {
   const std::uint64_t compact_bytes = opt.compact ? dense_elements + dense_elements / 8 : 0;
   const std::uint64_t kv = KvCache::bytes_for(cfg.layers, opt.max_slots, opt.max_context,
                                               cfg.kv_heads, hd);
-  const std::uint64_t needed = kv + expert_bytes + compact_bytes;
-  if (opt.memory_limit != 0 && needed > opt.memory_limit)
+  const std::uint64_t step = step_buffer_bytes(cfg, opt, runtime->threads());
+  const std::uint64_t needed = kv + expert_bytes + compact_bytes + step;
+  const auto refuse = [&](std::uint64_t moe_workspaces) {
     throw std::runtime_error(fmt::format(
         "the model needs {:.2f} GB beside its mapping (KV cache {:.2f} GB for {} sequences x {} "
-        "tokens, packed experts {:.2f} GB, compact matrices {:.2f} GB), more than the {:.2f} GB "
-        "available: lower --max-context or --max-batch",
-        gb(needed), gb(kv), opt.max_slots, opt.max_context, gb(expert_bytes), gb(compact_bytes),
+        "tokens, packed experts {:.2f} GB, compact matrices {:.2f} GB, step buffers {:.2f} GB "
+        "and MoE workspaces {:.2f} GB for steps of {} rows), more than the {:.2f} GB available: "
+        "lower --max-context, --max-batch or --prefill-chunk",
+        gb(needed + moe_workspaces), gb(kv), opt.max_slots, opt.max_context, gb(expert_bytes),
+        gb(compact_bytes), gb(step), gb(moe_workspaces), opt.max_step_rows,
         gb(opt.memory_limit)));
+  };
+  if (opt.memory_limit != 0 && needed > opt.memory_limit) refuse(0);
 
   const Binder b(tensors, dir);
   const dense::LinearOptions lo{.mode = opt.compact ? dense::DenseMode::compact_int8
@@ -220,6 +238,14 @@ void Decoder::Impl::bind(const std::string& directory) {
   if (moe_model->num_layers() != cfg.layers)
     throw LoadError(fmt::format("{}: config.json has {} layers, the checkpoint {}", dir, cfg.layers,
                                 moe_model->num_layers()));
+  // Each MoE layer grows its own workspace at its first step of max_step_rows rows.
+  if (opt.memory_limit != 0) {
+    std::uint64_t workspaces = 0;
+    for (int l = 0; l < cfg.layers; ++l)
+      if (moe_model->skip_reason(l).empty())
+        workspaces += moe_model->layer(l).workspace_bytes(opt.max_step_rows);
+    if (needed + workspaces > opt.memory_limit) refuse(workspaces);
+  }
   layers.resize(static_cast<std::size_t>(cfg.layers));
   for (int l = 0; l < cfg.layers; ++l) {
     Layer& L = layers[static_cast<std::size_t>(l)];

@@ -222,6 +222,24 @@ TEST(Decoder, MemoryBeyondTheLimitIsRefusedBeforeAllocating) {
   }
 }
 
+// The step's buffers and the MoE layers' workspaces grow with the rows of a step (the prefill
+// chunk): a step of a million rows asks for gigabytes even of a tiny model, and was allocated
+// unchecked before this test.
+TEST(Decoder, StepBuffersBeyondTheLimitAreRefusedNamingThePrefillChunk) {
+  llm::DecoderOptions o = options(1);
+  o.memory_limit = std::uint64_t{1} << 30;
+  { llm::Decoder fits(tiny_model("gpt-oss-20b"), probe_hardware(), testing::test_runtime(1), o); }
+  o.max_step_rows = 1 << 20;
+  try {
+    llm::Decoder d(tiny_model("gpt-oss-20b"), probe_hardware(), testing::test_runtime(1), o);
+    FAIL() << "a step of 2^20 rows fit in 1 GiB";
+  } catch (const std::runtime_error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("step buffers"));
+    EXPECT_THAT(e.what(), HasSubstr("steps of 1048576 rows"));
+    EXPECT_THAT(e.what(), HasSubstr("--prefill-chunk"));
+  }
+}
+
 TEST(LanguageModel, RefusesPromptsPastTheContextAndEmptyOnes) {
   LlmOptions o;
   o.max_context = 16;
