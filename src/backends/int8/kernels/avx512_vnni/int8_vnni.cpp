@@ -36,19 +36,22 @@ __m512i broadcast_4_bytes(const std::int8_t* p) {
   return _mm512_broadcastd_epi32(_mm_loadu_si32(p));
 }
 
-// Rows of the group for n (1..4) tokens t0.. with the accumulators in registers; inlined with a
-// constant n so the arrays stay in registers.
+// Rows of the group for N (1..8) tokens t0.. with the accumulators in registers (the token
+// loops unrolled, so the arrays stay in registers).
+template <int N>
 __attribute__((always_inline)) inline void gemm16_tokens(const std::uint8_t* group, int blocks,
-                                                         const QuantRows& x, int t0, int n,
-                                                         float* out, std::int64_t out_stride) {
+                                                         const QuantRows& x, int t0, float* out,
+                                                         std::int64_t out_stride) {
   const __m512i table = biased_doubled_code_table();
   const __m512i low_nibble = _mm512_set1_epi8(0x0F);
-  __m512 acc[4];
-  for (int j = 0; j < n; ++j) acc[j] = _mm512_setzero_ps();
+  __m512 acc[std::size_t{N}];
+#pragma GCC unroll 8
+  for (int j = 0; j < N; ++j) acc[j] = _mm512_setzero_ps();
   for (int b = 0; b < blocks; ++b) {
     const std::uint8_t* gb = group + static_cast<std::size_t>(b) * group16::kBlockBytes;
     prefetch_ahead(gb);
     __m512i w[8];
+#pragma GCC unroll 4
     for (int h = 0; h < 4; ++h) {
       const __m512i packed = _mm512_loadu_si512(gb + 64 * h);
       w[2 * h] = _mm512_shuffle_epi8(table, _mm512_and_si512(packed, low_nibble));
@@ -56,12 +59,14 @@ __attribute__((always_inline)) inline void gemm16_tokens(const std::uint8_t* gro
           _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(packed, 4), low_nibble));
     }
     const __m512 ws = weight_scales(gb + group16::kNibbleBytes);
-    for (int j = 0; j < n; ++j) {
+#pragma GCC unroll 8
+    for (int j = 0; j < N; ++j) {
       const std::int64_t row = t0 + j;
       const std::int8_t* xq = x.q + row * x.q_stride + 32 * b;
       // Two independent int32 chains; the sum is exact whatever the grouping.
       __m512i even = _mm512_set1_epi32(x.corr[row * x.s_stride + b]);
       __m512i odd = _mm512_setzero_si512();
+#pragma GCC unroll 4
       for (int g = 0; g < 8; g += 2) {
         even = _mm512_dpbusd_epi32(even, w[g], broadcast_4_bytes(xq + 4 * g));
         odd = _mm512_dpbusd_epi32(odd, w[g + 1], broadcast_4_bytes(xq + 4 * g + 4));
@@ -71,7 +76,8 @@ __attribute__((always_inline)) inline void gemm16_tokens(const std::uint8_t* gro
       acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), scale, acc[j]);
     }
   }
-  for (int j = 0; j < n; ++j) _mm512_storeu_ps(out + (t0 + j) * out_stride, acc[j]);
+#pragma GCC unroll 8
+  for (int j = 0; j < N; ++j) _mm512_storeu_ps(out + (t0 + j) * out_stride, acc[j]);
 }
 
 // One 32-element block of 2 x 16 floats: d = amax/127 (NaN if the block holds a NaN, as the
@@ -112,8 +118,12 @@ void quantize_int8_avx512(const float* x, std::int64_t n, std::int8_t* q, float*
 void gemm16_vnni(const std::uint8_t* group, int blocks, const QuantRows& x, int tokens, float* out,
                  std::int64_t out_stride) noexcept {
   int t = 0;
-  for (; t + 4 <= tokens; t += 4) gemm16_tokens(group, blocks, x, t, 4, out, out_stride);
-  for (; t < tokens; ++t) gemm16_tokens(group, blocks, x, t, 1, out, out_stride);
+  for (; t + 8 <= tokens; t += 8) gemm16_tokens<8>(group, blocks, x, t, out, out_stride);
+  if (t + 4 <= tokens) {
+    gemm16_tokens<4>(group, blocks, x, t, out, out_stride);
+    t += 4;
+  }
+  for (; t < tokens; ++t) gemm16_tokens<1>(group, blocks, x, t, out, out_stride);
 }
 
 void glu_quantize_avx512(const float* h, int tokens, const float* gate_bias, const float* up_bias,
