@@ -348,65 +348,73 @@ int run_whole_bench(const BenchOptions& o, CLI::App& sub) {
   return kExitOk;
 }
 
-int run_bench_command(const BenchOptions& o, CLI::App& sub) {
-  if (o.whole) return run_whole_bench(o, sub);
-  for (const char* flag : kWholeOnlyFlags)
-    if (sub.count(flag) > 0) throw UsageError(fmt::format("{} needs --whole", flag));
-  if (const auto world = ep_world(o.ep.resolve(sub), sub)) {
-    if (o.json || o.format != "md")
-      throw UsageError("bench under mpirun writes a markdown report (no --json or --format)");
-    if (!o.layers.empty())
-      throw UsageError(
-          "--layers under mpirun: an expert-parallel bench times one layer (--layer N); time "
-          "the stack in one process");
-    // What the expert-parallel bench does not do is refused, never silently dropped.
-    for (const char* flag : {"--limits", "--cache-resident", "--dram-buffer-mb",
-                             "--memory-budget-mb", "--row-seconds", "--max-call-seconds"})
-      if (sub.count(flag) > 0)
-        throw UsageError(fmt::format(
-            "{} under mpirun: the expert-parallel bench times one layer with --reps calls per "
-            "row (default: about 1 s worth, 3 to 200); run {} in one process",
-            flag, flag));
-    for (const auto& [flag, value] :
-         {std::pair<const char*, const std::string*>{"--backend", &o.backends},
-          std::pair<const char*, const std::string*>{"--activation", &o.activations}})
-      if (value->find(',') != std::string::npos)
-        throw UsageError(fmt::format(
-            "{} {}: under mpirun, one value per run (the group agrees on one backend and one "
-            "activation format)",
-            flag, *value));
-    if (world->rank() == 0 && !o.output.empty()) check_output_file(o);
-    EpBenchOptions e;
-    e.layer = o.layer;
-    try {
-      e.tokens = perf::parse_int_list(o.tokens, "--tokens", 1, kMaxTokensPerCall);
-      if (!o.activations.empty()) {
-        e.activation = o.activations;
-        (void)parse_activation_format(o.activations);
-      }
-      if (!o.threads.empty()) {
-        const std::vector<int> t = perf::parse_int_list(o.threads, "--threads", 0, kMaxThreads);
-        if (t.size() != 1)
-          throw std::invalid_argument("--threads: one count per rank under mpirun");
-        e.threads = t.front();
-      }
-    } catch (const std::invalid_argument& error) {
-      throw UsageError(error.what());
-    }
-    if (o.backends != "auto") e.backend = require_backend_name(o.backends, "--backend");
-    e.excluded = environment().request.excluded_backends;
-    if (sub.count("--exclude") > 0) {
-      e.excluded.clear();
-      for (const std::string& n : o.exclude)
-        e.excluded.push_back(require_backend_name(n, "--exclude"));
-    }
-    e.batch_invariant = o.batch_invariant;
-    e.reps = o.reps;
-    e.tokens_on_every_rank = o.ep_tokens == "all";
-    e.output = o.output;
-    return bench_expert_parallel(e, *world);
+// --exclude as given, else MXMOE_EXCLUDE's backends (each name checked).
+std::vector<std::string> excluded_backends(const BenchOptions& o, CLI::App& sub) {
+  std::vector<std::string> excluded = environment().request.excluded_backends;
+  if (sub.count("--exclude") > 0) {
+    excluded.clear();
+    for (const std::string& n : o.exclude) excluded.push_back(require_backend_name(n, "--exclude"));
   }
-  // Flags and the output file are checked before the minutes of measuring.
+  return excluded;
+}
+
+// Under mpirun, what the expert-parallel bench does not do is refused, never silently dropped.
+void refuse_flags_under_mpirun(const BenchOptions& o, CLI::App& sub) {
+  if (o.json || o.format != "md")
+    throw UsageError("bench under mpirun writes a markdown report (no --json or --format)");
+  if (!o.layers.empty())
+    throw UsageError(
+        "--layers under mpirun: an expert-parallel bench times one layer (--layer N); time "
+        "the stack in one process");
+  for (const char* flag : {"--limits", "--cache-resident", "--dram-buffer-mb", "--memory-budget-mb",
+                           "--row-seconds", "--max-call-seconds"})
+    if (sub.count(flag) > 0)
+      throw UsageError(fmt::format(
+          "{} under mpirun: the expert-parallel bench times one layer with --reps calls per "
+          "row (default: about 1 s worth, 3 to 200); run {} in one process",
+          flag, flag));
+  for (const auto& [flag, value] :
+       {std::pair<const char*, const std::string*>{"--backend", &o.backends},
+        std::pair<const char*, const std::string*>{"--activation", &o.activations}})
+    if (value->find(',') != std::string::npos)
+      throw UsageError(fmt::format(
+          "{} {}: under mpirun, one value per run (the group agrees on one backend and one "
+          "activation format)",
+          flag, *value));
+}
+
+// `mpirun -n N mxmoe bench`: one layer over the ranks of an expert-parallel group.
+int run_ep_bench(const BenchOptions& o, CLI::App& sub, Communicator& world) {
+  refuse_flags_under_mpirun(o, sub);
+  if (world.rank() == 0 && !o.output.empty()) check_output_file(o);
+  EpBenchOptions e;
+  e.layer = o.layer;
+  try {
+    e.tokens = perf::parse_int_list(o.tokens, "--tokens", 1, kMaxTokensPerCall);
+    if (!o.activations.empty()) {
+      e.activation = o.activations;
+      (void)parse_activation_format(o.activations);
+    }
+    if (!o.threads.empty()) {
+      const std::vector<int> t = perf::parse_int_list(o.threads, "--threads", 0, kMaxThreads);
+      if (t.size() != 1) throw std::invalid_argument("--threads: one count per rank under mpirun");
+      e.threads = t.front();
+    }
+  } catch (const std::invalid_argument& error) {
+    throw UsageError(error.what());
+  }
+  if (o.backends != "auto") e.backend = require_backend_name(o.backends, "--backend");
+  e.excluded = excluded_backends(o, sub);
+  e.batch_invariant = o.batch_invariant;
+  e.reps = o.reps;
+  e.tokens_on_every_rank = o.ep_tokens == "all";
+  e.output = o.output;
+  return bench_expert_parallel(e, world);
+}
+
+// The layer bench's report format; --output a file name (not a format's) that the bench may
+// write.
+perf::OutputFormat report_format(const BenchOptions& o) {
   const perf::OutputFormat format = perf::parse_output_format(o.json ? "json" : o.format);
   if (o.output == "md" || o.output == "json" || o.output == "csv")
     throw UsageError(
@@ -414,6 +422,11 @@ int run_bench_command(const BenchOptions& o, CLI::App& sub) {
                     "(or --json)",
                     o.output, o.output));
   if (!o.output.empty()) check_output_file(o);
+  return format;
+}
+
+// The flags as the rows' axes and limits (UsageError for a list or name that does not parse).
+perf::BenchConfig bench_config(const BenchOptions& o, CLI::App& sub) {
   perf::BenchConfig config;
   try {
     config.tokens = perf::parse_int_list(o.tokens, "--tokens", 1, kMaxTokensPerCall);
@@ -430,71 +443,62 @@ int run_bench_command(const BenchOptions& o, CLI::App& sub) {
     throw UsageError(e.what());
   }
   config.backends = backend_list(o.backends, "--backend");
-  config.excluded_backends = environment().request.excluded_backends;
-  if (sub.count("--exclude") > 0) {
-    config.excluded_backends.clear();
-    for (const std::string& n : o.exclude)
-      config.excluded_backends.push_back(require_backend_name(n, "--exclude"));
-  }
+  config.excluded_backends = excluded_backends(o, sub);
   config.batch_invariant = o.batch_invariant;
   config.reps = o.reps;
   config.row_seconds = o.row_seconds;
   config.max_call_seconds = o.max_call_seconds;
   config.progress = say;
-  // The most memory any check below found the bench would hold, reported at the end (the
-  // accuracy of the estimate is measured: docs/RELIABILITY.md, memory).
-  auto estimate = std::make_shared<double>(0.0);
-  const auto check = [estimate](const std::string& what,
-                                const std::vector<std::pair<std::string, double>>& parts) {
-    *estimate = std::max(
-        *estimate,
-        require_memory(what, parts, "use fewer tokens, copies (--memory-budget-mb) or layers"));
-  };
-  config.check_memory = [check](const std::string& what,
-                                const std::vector<std::pair<std::string, double>>& parts) {
-    check("bench: " + what, parts);
-  };
-  if (!o.layers.empty()) {
-    if (o.cache_resident)
-      throw UsageError("--layers times the whole stack as it streams; drop --cache-resident");
-    (void)check_layers_flag(o);
-  }
+  return config;
+}
 
-  const Hardware hw = HardwareOptions::live();
-  if (!o.limits_only) {
-    const LayerSpec spec = o.layer.from_model() ? LayerSpec{} : o.layer.spec();
-    if (!o.layer.from_model()) {
-      // The stack's weights are checked when they are built (build_stack_from_preset).
-      // The copies build_layers will generate (the budget is only their upper bound).
-      const double copies_bytes =
-          o.layers.empty()
-              ? static_cast<double>(perf::plan_copies(perf::layer_weight_bytes(spec), hw.l3_bytes,
-                                                      o.memory_budget_mb << 20, o.cache_resident)
-                                        .total_bytes)
-              : 0.0;
-      const double m = *std::max_element(config.tokens.begin(), config.tokens.end());
-      const double row = static_cast<double>(spec.hidden) * sizeof(float);
-      check(fmt::format("bench: {} tokens of {}", m, spec.name),
-            {{"input", m * row}, {"output", m * row}, {"layer copies", copies_bytes}});
-    }
+// Every memory check of the layer bench refuses what would not fit (require_memory) and keeps
+// the most any check found the bench would hold, reported at the end (the accuracy of the
+// estimate is measured: docs/RELIABILITY.md, memory). Copies share the figure.
+struct MemoryEstimate {
+  std::shared_ptr<double> most = std::make_shared<double>(0.0);
+  void check(const std::string& what,
+             const std::vector<std::pair<std::string, double>>& parts) const {
+    *most = std::max(
+        *most,
+        require_memory(what, parts, "use fewer tokens, copies (--memory-budget-mb) or layers"));
   }
-  // measure_limits reads a buffer of its own first (freed before any layer is built).
-  check("bench: the DRAM bandwidth buffer",
-        {{"buffer", static_cast<double>(perf::dram_buffer_bytes(hw, o.dram_buffer_mb << 20,
-                                                                std::max(1, hw.logical_cpus)))}});
+};
+
+// A preset's inputs and generated copies, checked before the machine's limits are measured
+// (the stack's weights are checked when they are built: build_stack_from_preset).
+void check_preset_fits(const BenchOptions& o, const perf::BenchConfig& config, const Hardware& hw,
+                       const MemoryEstimate& estimate) {
+  if (o.limits_only || o.layer.from_model()) return;
+  const LayerSpec spec = o.layer.spec();
+  // The copies build_layers will generate (the budget is only their upper bound).
+  const double copies_bytes =
+      o.layers.empty()
+          ? static_cast<double>(perf::plan_copies(perf::layer_weight_bytes(spec), hw.l3_bytes,
+                                                  o.memory_budget_mb << 20, o.cache_resident)
+                                    .total_bytes)
+          : 0.0;
+  const double m = *std::max_element(config.tokens.begin(), config.tokens.end());
+  const double row = static_cast<double>(spec.hidden) * sizeof(float);
+  estimate.check(fmt::format("bench: {} tokens of {}", m, spec.name),
+                 {{"input", m * row}, {"output", m * row}, {"layer copies", copies_bytes}});
+}
+
+// measure_limits reads a buffer of its own first (freed before any layer is built).
+perf::MachineLimits measure_machine(const BenchOptions& o, const Hardware& hw,
+                                    const MemoryEstimate& estimate) {
+  estimate.check("bench: the DRAM bandwidth buffer",
+                 {{"buffer", static_cast<double>(perf::dram_buffer_bytes(
+                                 hw, o.dram_buffer_mb << 20, std::max(1, hw.logical_cpus)))}});
   say("measuring machine limits...");
   perf::LimitsOptions limits_options;
   limits_options.dram_buffer_bytes = o.dram_buffer_mb << 20;
-  const perf::MachineLimits limits = perf::measure_limits(hw, limits_options);
+  return perf::measure_limits(hw, limits_options);
+}
 
-  perf::BenchReport report;
-  report.machine = limits;
-  if (!o.limits_only) {
-    LayerSet set = build_layers(o, hw);
-    say(set.layers.mode);
-    report = perf::run_bench(set.layers, hw, limits, config);
-  }
-
+// The report in its format; the notes of a json or csv report go to stderr.
+std::string report_text(perf::OutputFormat format, const perf::BenchReport& report,
+                        const perf::MachineLimits& limits) {
   std::string text;
   switch (format) {
     case perf::OutputFormat::md:
@@ -510,9 +514,49 @@ int run_bench_command(const BenchOptions& o, CLI::App& sub) {
       for (const std::string& n : report.notes) say("note: " + n);
       break;
   }
-  say(fmt::format("bench: memory estimate {:.0f} bytes (the most any check found)", *estimate));
+  return text;
+}
+
+// `mxmoe bench` in one process: the machine's limits, then (unless --limits) the layer's rows.
+int run_layer_bench(const BenchOptions& o, CLI::App& sub) {
+  // Flags and the output file are checked before the minutes of measuring.
+  const perf::OutputFormat format = report_format(o);
+  perf::BenchConfig config = bench_config(o, sub);
+  const MemoryEstimate estimate;
+  config.check_memory = [estimate](const std::string& what,
+                                   const std::vector<std::pair<std::string, double>>& parts) {
+    estimate.check("bench: " + what, parts);
+  };
+  if (!o.layers.empty()) {
+    if (o.cache_resident)
+      throw UsageError("--layers times the whole stack as it streams; drop --cache-resident");
+    (void)check_layers_flag(o);
+  }
+
+  const Hardware hw = HardwareOptions::live();
+  check_preset_fits(o, config, hw, estimate);
+  const perf::MachineLimits limits = measure_machine(o, hw, estimate);
+
+  perf::BenchReport report;
+  report.machine = limits;
+  if (!o.limits_only) {
+    LayerSet set = build_layers(o, hw);
+    say(set.layers.mode);
+    report = perf::run_bench(set.layers, hw, limits, config);
+  }
+  const std::string text = report_text(format, report, limits);
+  say(fmt::format("bench: memory estimate {:.0f} bytes (the most any check found)",
+                  *estimate.most));
   emit(o.output, text);
   return kExitOk;
+}
+
+int run_bench_command(const BenchOptions& o, CLI::App& sub) {
+  if (o.whole) return run_whole_bench(o, sub);
+  for (const char* flag : kWholeOnlyFlags)
+    if (sub.count(flag) > 0) throw UsageError(fmt::format("{} needs --whole", flag));
+  if (const auto world = ep_world(o.ep.resolve(sub), sub)) return run_ep_bench(o, sub, *world);
+  return run_layer_bench(o, sub);
 }
 
 }  // namespace

@@ -82,53 +82,68 @@ std::vector<std::string> overflow_warnings(const LayerWeights& w) {
   return out;
 }
 
-}  // namespace
+// dtype -> (tensors, bytes) over every tensor of the checkpoint.
+using FormatCounts = std::map<std::string, std::pair<std::uint64_t, std::uint64_t>>;
 
-int info_model(const std::string& dir, bool json, const std::string* hardware_json) {
-  const std::uint64_t rss_before = perf::resident_bytes();
-  const auto t_open = std::chrono::steady_clock::now();
-  const io::ModelDir model = io::ModelDir::open(dir);
-  const std::vector<int> slots = model.tensors.mapped_slots();  // base/mapped_reads.hpp
-  const double open_ms = ms_since(t_open);
-  const std::uint64_t rss_open = perf::resident_bytes();
-
-  const ModelConfig& c = model.config;
-  const LayerSpec& s = c.moe;
-  std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> formats;  // dtype -> n, bytes
+FormatCounts count_formats(const io::ModelDir& model) {
+  FormatCounts formats;
   for (const auto& [name, ref] : model.tensors.tensors()) {
     auto& f = formats[std::string(to_string(ref.info->dtype))];
     ++f.first;
     f.second += ref.info->bytes();
   }
+  return formats;
+}
 
+// -1 when no layer is a MoE layer.
+int first_moe_layer(const ModelConfig& c) {
   int first_moe = -1;
   for (int layer = 0; layer < c.num_layers && first_moe < 0; ++layer)
     if (c.non_moe_reason[static_cast<std::size_t>(layer)].empty()) first_moe = layer;
-  bool all_ok = true;
+  return first_moe;
+}
 
-  // Loading one layer with its value checks touches only that layer's bytes.
-  double layer_ms = 0;
-  std::uint64_t layer_rss = 0;
-  std::string layer_error;
-  if (first_moe >= 0) {
-    const std::uint64_t rss0 = perf::resident_bytes();
-    const auto t0 = std::chrono::steady_clock::now();
-    try {
-      mapped_reads::read_guarded(slots,
-                                 [&] { (void)model.bind(first_moe, /*check_values=*/true); });
-    } catch (const LoadError& e) {
-      layer_error = e.what();
-      all_ok = false;
-    }
-    layer_ms = ms_since(t0);
-    const std::uint64_t rss1 = perf::resident_bytes();
-    layer_rss = rss1 > rss0 ? rss1 - rss0 : 0;
+// The cost of opening the checkpoint: its time and the resident bytes it added.
+struct OpenCost {
+  double ms = 0;
+  std::uint64_t resident = 0;
+};
+
+// Loading one layer with its value checks touches only that layer's bytes.
+struct LayerLoad {
+  double ms = 0;
+  std::uint64_t resident = 0;
+  bool ok = true;
+  std::string error;  // what refused it
+};
+
+LayerLoad load_layer(const io::ModelDir& model, const std::vector<int>& slots, int layer) {
+  LayerLoad load;
+  const std::uint64_t rss0 = perf::resident_bytes();
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    mapped_reads::read_guarded(slots, [&] { (void)model.bind(layer, /*check_values=*/true); });
+  } catch (const LoadError& e) {
+    load.error = e.what();
+    load.ok = false;
   }
+  load.ms = ms_since(t0);
+  const std::uint64_t rss1 = perf::resident_bytes();
+  load.resident = rss1 > rss0 ? rss1 - rss0 : 0;
+  return load;
+}
 
-  // Every MoE layer with its value checks (E8M0 scale 0xFF, NaN/Inf in dense tensors): a
-  // layer is "ok" only when it would load. Scales are 1/17 of the expert bytes.
+// Every layer's entry: a MoE layer's with its value checks (E8M0 scale 0xFF, NaN/Inf in
+// dense tensors): a layer is "ok" only when it would load. Scales are 1/17 of the expert bytes.
+struct LayerScan {
   nlohmann::ordered_json layers = nlohmann::ordered_json::array();
-  std::vector<std::string> warnings;
+  std::vector<std::string> warnings;  // "layer N: ..."
+  bool all_ok = true;
+};
+
+LayerScan scan_layers(const io::ModelDir& model, const std::vector<int>& slots) {
+  const ModelConfig& c = model.config;
+  LayerScan scan;
   for (int layer = 0; layer < c.num_layers; ++layer) {
     const std::string& why = c.non_moe_reason[static_cast<std::size_t>(layer)];
     nlohmann::ordered_json entry = {{"layer", layer}};
@@ -151,17 +166,24 @@ int info_model(const std::string& dir, bool json, const std::string* hardware_js
         entry = std::move(found);
         if (!texts.empty()) entry["warnings"] = texts;
         for (const std::string& text : texts)
-          warnings.push_back(fmt::format("layer {}: {}", layer, text));
+          scan.warnings.push_back(fmt::format("layer {}: {}", layer, text));
       } catch (const LoadError& e) {
         entry["status"] = "error";
         entry["found"] = e.what();
-        all_ok = false;
+        scan.all_ok = false;
       }
     }
-    layers.push_back(entry);
+    scan.layers.push_back(entry);
   }
-  for (const std::string& text : warnings) cli::print(stderr, "mxmoe: warning: {}\n", text);
+  return scan;
+}
 
+// The document of --json (the text form prints from it too).
+nlohmann::ordered_json info_json(const std::string& dir, const io::ModelDir& model,
+                                 const FormatCounts& formats, const LayerScan& scan,
+                                 const OpenCost& open, int first_moe, const LayerLoad& load) {
+  const ModelConfig& c = model.config;
+  const LayerSpec& s = c.moe;
   nlohmann::ordered_json out = {
       {"directory", dir},
       {"architecture", c.architecture},
@@ -190,22 +212,24 @@ int info_model(const std::string& dir, bool json, const std::string* hardware_js
   for (const auto& [dtype, nb] : formats)
     fmts[dtype] = {{"tensors", nb.first}, {"bytes", nb.second}};
   out["weight_formats"] = fmts;
-  out["per_layer"] = layers;
-  out["warnings"] = warnings;
-  out["open_ms"] = open_ms;
-  out["resident_after_open_bytes"] = rss_open > rss_before ? rss_open - rss_before : 0;
+  out["per_layer"] = scan.layers;
+  out["warnings"] = scan.warnings;
+  out["open_ms"] = open.ms;
+  out["resident_after_open_bytes"] = open.resident;
   if (first_moe >= 0) {
     out["first_moe_layer"] = first_moe;
-    out["first_moe_layer_load_ms"] = layer_ms;
-    out["first_moe_layer_resident_bytes"] = layer_rss;
-    if (!layer_error.empty()) out["first_moe_layer_error"] = layer_error;
+    out["first_moe_layer_load_ms"] = load.ms;
+    out["first_moe_layer_resident_bytes"] = load.resident;
+    if (!load.error.empty()) out["first_moe_layer_error"] = load.error;
   }
+  return out;
+}
 
-  if (json) {
-    if (hardware_json != nullptr) out["hardware"] = nlohmann::ordered_json::parse(*hardware_json);
-    cli::print("{}\n", out.dump(2));
-    return all_ok ? kExitOk : kExitError;
-  }
+// The text form of info_json's document.
+void print_info(const std::string& dir, const io::ModelDir& model, const FormatCounts& formats,
+                const nlohmann::ordered_json& out, int first_moe, const LayerLoad& load) {
+  const ModelConfig& c = model.config;
+  const LayerSpec& s = c.moe;
   cli::print("model        {} ({}; architecture {})\n", printable(dir), printable(c.model_type),
              c.architecture.empty() ? "-" : printable(c.architecture));
   cli::print("family       {}\n", to_string(s.family));
@@ -226,17 +250,45 @@ int info_model(const std::string& dir, bool json, const std::string* hardware_js
     fmt_line += fmt::format("{}{} ({} tensors, {} bytes)", fmt_line.empty() ? "" : ", ", dtype,
                             nb.first, nb.second);
   cli::print("formats      {}\n", fmt_line);
-  cli::print("open         {:.2f} ms, resident +{} KiB\n", open_ms,
+  cli::print("open         {:.2f} ms, resident +{} KiB\n", out["open_ms"].get<double>(),
              out["resident_after_open_bytes"].get<std::uint64_t>() / 1024);
   if (first_moe >= 0)
     cli::print("load layer {} {:.2f} ms with value checks, resident +{} KiB{}\n", first_moe,
-               layer_ms, layer_rss / 1024, layer_error.empty() ? "" : ": " + layer_error);
-  for (const auto& l : layers) {
+               load.ms, load.resident / 1024, load.error.empty() ? "" : ": " + load.error);
+  for (const auto& l : out["per_layer"]) {
     cli::print("  layer {:>3}  {:<7} {}\n", l["layer"].get<int>(), l["status"].get<std::string>(),
                l["found"].get<std::string>());
     if (l.contains("warnings"))
       for (const auto& w : l["warnings"])
         cli::print("             warning: {}\n", w.get<std::string>());
+  }
+}
+
+}  // namespace
+
+int info_model(const std::string& dir, bool json, const std::string* hardware_json) {
+  const std::uint64_t rss_before = perf::resident_bytes();
+  const auto t_open = std::chrono::steady_clock::now();
+  const io::ModelDir model = io::ModelDir::open(dir);
+  const std::vector<int> slots = model.tensors.mapped_slots();  // base/mapped_reads.hpp
+  OpenCost open;
+  open.ms = ms_since(t_open);
+  const std::uint64_t rss_open = perf::resident_bytes();
+  open.resident = rss_open > rss_before ? rss_open - rss_before : 0;
+
+  const FormatCounts formats = count_formats(model);
+  const int first_moe = first_moe_layer(model.config);
+  const LayerLoad load = first_moe >= 0 ? load_layer(model, slots, first_moe) : LayerLoad{};
+  const LayerScan scan = scan_layers(model, slots);
+  for (const std::string& text : scan.warnings) cli::print(stderr, "mxmoe: warning: {}\n", text);
+  const bool all_ok = load.ok && scan.all_ok;
+
+  nlohmann::ordered_json out = info_json(dir, model, formats, scan, open, first_moe, load);
+  if (json) {
+    if (hardware_json != nullptr) out["hardware"] = nlohmann::ordered_json::parse(*hardware_json);
+    cli::print("{}\n", out.dump(2));
+  } else {
+    print_info(dir, model, formats, out, first_moe, load);
   }
   return all_ok ? kExitOk : kExitError;
 }

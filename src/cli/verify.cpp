@@ -108,174 +108,281 @@ struct Tally {
   int verified = 0, failures = 0;
 };
 
+// The layer verified: a checkpoint's layer, or random weights for the preset (held by
+// storage, which the weights' views point into).
+struct LayerUnderTest {
+  LayerSpec spec;
+  std::optional<LayerStorage> storage;
+  LayerWeights w;
+};
+
+void load_layer(const VerifyOptions& o, const Checkpoint* checkpoint, int layer_index,
+                LayerUnderTest& l) {
+  if (checkpoint != nullptr) {
+    l.spec = checkpoint->layer_spec(layer_index);
+    l.w = checkpoint->layer_weights(layer_index);
+    return;
+  }
+  l.spec = o.layer.spec();
+  progress("mxmoe verify: generating random MXFP4 weights for {}...\n", l.spec.name);
+  l.storage.emplace(LayerStorage::random(l.spec, o.seed));
+  l.w = l.storage->weights();
+}
+
+// What every backend is given: random inputs (from --seed) and their routing (make_routing).
+struct VerifyInputs {
+  std::vector<float> x;
+  std::vector<std::int32_t> ids;
+  std::vector<float> weights;
+};
+
+VerifyInputs make_inputs(const VerifyOptions& o, const LayerSpec& spec, const LayerWeights& w) {
+  const std::int64_t tokens = o.tokens;
+  VerifyInputs in;
+  in.x.resize(static_cast<std::size_t>(tokens * spec.hidden));
+  std::mt19937_64 rng(o.seed + 1);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (float& v : in.x) v = normal(rng);
+  make_routing(spec, w, in.x, tokens, o.seed + 2, in.ids, in.weights);
+  return in;
+}
+
+// The backend column fits the longest name verified (at least "backend" and 13).
+std::size_t backend_column_width(const std::vector<const Backend*>& backends) {
+  std::size_t width = 13;
+  for (const Backend* b : backends) width = std::max(width, b->name().size());
+  return width;
+}
+
+void print_layer_header(const VerifyOptions& o, const LayerSpec& spec, bool from_checkpoint,
+                        int layer_index, std::size_t width) {
+  if (from_checkpoint) cli::print("== layer {} ==\n", layer_index);
+  cli::print("layer: {} (E={}, top-{}, H={}, I={}{}{}), {} tokens\n", spec.name, spec.num_experts,
+             spec.top_k, spec.hidden, spec.intermediate,
+             spec.shared_experts > 0
+                 ? fmt::format(", shared {}", to_string(spec.shared_weight_format))
+                 : "",
+             spec.routing == RoutingMethod::hash ? ", hash-routed by token id" : "", o.tokens);
+  cli::print("{:<{}} {:<6} {:>14} {:>10} {:>14} {:>10} {:<10}{}\n", "backend", width, "format",
+             "vs f64 same", "budget", "format error", "budget", "result",
+             o.batch_invariant ? "  batch-invariant" : "");
+  std::fflush(stdout);
+}
+
+// Why backend b is not verified: the oracle's reasons against it in sel, else (a replayed
+// probe) this machine's, since a replayed probe never runs a kernel this CPU lacks.
+std::vector<Rejection> reasons_against(const Backend& b, const Selection& sel,
+                                       const std::optional<Hardware>& live) {
+  std::vector<Rejection> reasons;
+  for (const Verdict& v : sel.candidates)
+    if (v.name == b.name()) reasons = v.reasons;
+  if (reasons.empty() && live) {
+    Deployment here = sel.deployment;
+    here.hardware = *live;
+    reasons = b.check(here);
+    for (Rejection& r : reasons) r.detail = "on this machine (not the replayed probe): " + r.detail;
+  }
+  return reasons;
+}
+
+// One backend x format's result against the budgets of docs/ACCURACY.md.
+struct Outcome {
+  NonFinite bad;
+  AccuracyBudget budget;
+  double vs_same = 0, vs_exact = 0;
+  bool ok = false;
+  std::string invariance;  // the batch-invariance column ("" when not asked)
+};
+
+// Verifies every backend x format of one layer, printing (or collecting as JSON) each result.
+class LayerVerifier {
+ public:
+  LayerVerifier(const VerifyOptions& o, const LayerSpec& spec, const LayerWeights& w,
+                std::size_t width)
+      : o_(o),
+        spec_(spec),
+        w_(w),
+        width_(width),
+        hw_(o.hardware.resolve()),
+        live_(o.hardware.replayed() ? std::optional<Hardware>(HardwareOptions::live())
+                                    : std::nullopt),
+        in_(make_inputs(o, spec, w)),
+        runtime_(o.threads) {
+    progress("mxmoe verify: float64 evaluation of the unquantized layer...\n");
+    exact_ = evaluate_f64(spec_, w_, in_.x.data(), tokens(), in_.ids.data(), in_.weights.data(),
+                          std::nullopt, &runtime_.pool());
+  }
+
+  // One backend x format, the index-th of total: skipped (reasons said), or passed or failed.
+  void verify(const Backend& b, ActivationFormat f, std::size_t index, std::size_t total) {
+    Selection sel = select(b, f);
+    const std::vector<Rejection> reasons = reasons_against(b, sel, live_);
+    if (!reasons.empty()) {
+      report_skipped(b, f, reasons.front());
+      return;
+    }
+    const std::vector<double>& same = same_format_reference(b, f);
+    progress("mxmoe verify: [{}/{}] {} {}...\n", index, total, b.name(), to_string(f));
+    Outcome out = check_accuracy(b, f, sel, same);
+    if (o_.batch_invariant) out.invariance = check_invariance(b, f, sel, index, total, out.ok);
+    report(b, f, out);
+    tally_.failures += out.ok ? 0 : 1;
+    ++tally_.verified;
+  }
+
+  // The layer's document of --json: its results and totals.
+  json::Json document(int layer_index) const {
+    return {{"layer", spec_.name},
+            {"index", layer_index},
+            {"routing", to_string(spec_.routing)},
+            {"tokens", tokens()},
+            {"results", results_},
+            {"verified", tally_.verified},
+            {"passed", tally_.verified - tally_.failures}};
+  }
+  Tally tally() const { return tally_; }
+
+ private:
+  std::int64_t tokens() const { return o_.tokens; }
+
+  // The one selection path, forced to this backend (so MXMOE_VERBOSE=dispatch logs it).
+  Selection select(const Backend& b, ActivationFormat f) const {
+    Request request;
+    request.activation = f;
+    request.threads = o_.threads;
+    request.tokens_hint = o_.tokens;
+    request.batch_invariant = o_.batch_invariant;
+    request.forced_backend = std::string(b.name());
+    Selection sel = judge(Deployment{spec_, hw_, request}, preferences_for(spec_.family));
+    sel.why = "mxmoe verify";
+    return sel;
+  }
+
+  // The float64 evaluation with f's rounding (and avx2_int16's int16 blocks:
+  // rounds_to_int16_blocks), computed at its first use.
+  const std::vector<double>& same_format_reference(const Backend& b, ActivationFormat f) {
+    const std::pair<ActivationFormat, bool> rounding{f, rounds_to_int16_blocks(b)};
+    if (!same_format_.contains(rounding)) {
+      progress("mxmoe verify: float64 evaluation with {} rounding{}...\n", to_string(f),
+               rounding.second ? " and int16 blocks" : "");
+      same_format_[rounding] =
+          evaluate_f64(spec_, w_, in_.x.data(), tokens(), in_.ids.data(), in_.weights.data(), f,
+                       &runtime_.pool(), rounding.second);
+    }
+    return same_format_[rounding];
+  }
+
+  Outcome check_accuracy(const Backend& b, ActivationFormat f, const Selection& sel,
+                         const std::vector<double>& same) {
+    MoeLayer layer(w_, sel, runtime_);
+    std::vector<float> y(in_.x.size());
+    layer.forward({.tokens = tokens(),
+                   .x = in_.x.data(),
+                   .y = y.data(),
+                   .expert_ids = in_.ids.data(),
+                   .expert_weights = in_.weights.data()});
+    Outcome out;
+    out.bad = find_non_finite(y, tokens(), spec_.hidden);
+    out.budget = accuracy_budget(f);
+    out.vs_same = relative_l2(y, same);
+    out.vs_exact = relative_l2(y, exact_);
+    // NaN compares false: a non-finite output fails here, and is named below.
+    out.ok = !out.bad.any() && out.vs_same <= out.budget.against_same_format &&
+             out.vs_exact <= out.budget.format_error;
+    if (out.bad.any())
+      cli::print(stderr, "mxmoe verify: {} {}: the output holds {}\n", b.name(), to_string(f),
+                 out.bad.describe(tokens()));
+    return out;
+  }
+
+  // --batch-invariant: each token alone against the same token in batches, bit for bit; the
+  // column's text. ok turns false on a difference.
+  std::string check_invariance(const Backend& b, ActivationFormat f, const Selection& sel,
+                               std::size_t index, std::size_t total, bool& ok) {
+    if (b.is_reference() && !o_.thorough)
+      return "  not swept (reference: invariant by construction; --thorough sweeps it)";
+    std::int64_t pool_tokens = 0;
+    const InvarianceOptions inv =
+        invariance_options(o_.thorough, runtime_.pool().size(), pool_tokens);
+    progress("mxmoe verify: [{}/{}] {} {}: batch invariance over {} tokens...\n", index, total,
+             b.name(), to_string(f), pool_tokens);
+    const InvarianceRouting routing =
+        w_.router_weight.empty() ? InvarianceRouting::routed : InvarianceRouting::router;
+    const InvarianceReport report = check_batch_invariance(
+        [&](Runtime& rt) { return MoeLayer(w_, sel, rt); },
+        random_invariance_inputs(spec_, routing, pool_tokens, o_.seed + 3), inv);
+    if (!report.identical())
+      cli::print(stderr, "mxmoe verify: {} {}: {}\n", b.name(), to_string(f),
+                 report.first_mismatch->describe());
+    ok = ok && report.identical();
+    return report.identical() ? "  identical bits" : "  DIFFERENT bits";
+  }
+
+  void report_skipped(const Backend& b, ActivationFormat f, const Rejection& first) {
+    if (o_.json) {
+      results_.push_back({{"backend", b.name()},
+                          {"format", to_string(f)},
+                          {"result", "skipped"},
+                          {"reason", std::string(to_string(first.code)) + ": " + first.detail}});
+      return;
+    }
+    cli::print("{:<{}} {:<6} skipped: {}: {}\n", b.name(), width_, to_string(f),
+               to_string(first.code), first.detail);
+    std::fflush(stdout);
+  }
+
+  void report(const Backend& b, ActivationFormat f, const Outcome& out) {
+    if (o_.json) {
+      json::Json r = {{"backend", b.name()},
+                      {"format", to_string(f)},
+                      {"result", out.ok ? "pass" : "fail"},
+                      {"vs_f64_same_format",
+                       std::isfinite(out.vs_same) ? json::Json(out.vs_same) : json::Json(nullptr)},
+                      {"budget_same_format", out.budget.against_same_format},
+                      {"format_error", std::isfinite(out.vs_exact) ? json::Json(out.vs_exact)
+                                                                   : json::Json(nullptr)},
+                      {"budget_format_error", out.budget.format_error},
+                      {"non_finite_values", out.bad.values}};
+      if (o_.batch_invariant) r["batch_invariance"] = out.invariance.substr(2);
+      results_.push_back(r);
+      return;
+    }
+    cli::print("{:<{}} {:<6} {:>14.3e} {:>10.1e} {:>14.3e} {:>10.1e} {:<10}{}\n", b.name(), width_,
+               to_string(f), out.vs_same, out.budget.against_same_format, out.vs_exact,
+               out.budget.format_error, out.ok ? "pass" : "FAIL", out.invariance);
+    std::fflush(stdout);  // each result as it completes
+  }
+
+  const VerifyOptions& o_;
+  const LayerSpec& spec_;
+  const LayerWeights& w_;
+  const std::size_t width_;
+  const Hardware hw_;
+  const std::optional<Hardware> live_;
+  const VerifyInputs in_;
+  Runtime runtime_;
+  std::vector<double> exact_;
+  // By (format, int16 blocks): avx2_int16 rounds its inputs further (rounds_to_int16_blocks).
+  std::map<std::pair<ActivationFormat, bool>, std::vector<double>> same_format_;
+  json::Json results_ = json::Json::array();
+  Tally tally_;
+};
+
 // One layer (INDEX of CHECKPOINT, or the preset when null): every backend x format.
 Tally verify_layer(const VerifyOptions& o, const std::vector<const Backend*>& backends,
                    const std::vector<ActivationFormat>& formats, const Checkpoint* checkpoint,
                    int layer_index, json::Json& layer_results) {
-  // The backend column fits the longest name verified (at least "backend" and 13).
-  std::size_t width = 13;
-  for (const Backend* b : backends) width = std::max(width, b->name().size());
-  LayerSpec spec;
-  std::optional<LayerStorage> storage;
-  LayerWeights w;
-  if (checkpoint != nullptr) {
-    spec = checkpoint->layer_spec(layer_index);
-    w = checkpoint->layer_weights(layer_index);
-  } else {
-    spec = o.layer.spec();
-    progress("mxmoe verify: generating random MXFP4 weights for {}...\n", spec.name);
-    storage.emplace(LayerStorage::random(spec, o.seed));
-    w = storage->weights();
-  }
-  const Hardware hw = o.hardware.resolve();
-  const std::optional<Hardware> live =
-      o.hardware.replayed() ? std::optional<Hardware>(HardwareOptions::live()) : std::nullopt;
-  const std::int64_t tokens = o.tokens;
-
-  std::vector<float> x(static_cast<std::size_t>(tokens * spec.hidden));
-  std::mt19937_64 rng(o.seed + 1);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  for (float& v : x) v = normal(rng);
-  std::vector<std::int32_t> ids;
-  std::vector<float> weights;
-  make_routing(spec, w, x, tokens, o.seed + 2, ids, weights);
-
-  Runtime runtime(o.threads);
-  ThreadPool& pool = runtime.pool();
-  progress("mxmoe verify: float64 evaluation of the unquantized layer...\n");
-  const std::vector<double> exact =
-      evaluate_f64(spec, w, x.data(), tokens, ids.data(), weights.data(), std::nullopt, &pool);
-  // By (format, int16 blocks): avx2_int16 rounds its inputs further (rounds_to_int16_blocks).
-  std::map<std::pair<ActivationFormat, bool>, std::vector<double>> same_format;
-
-  json::Json results = json::Json::array();
-  if (!o.json) {
-    if (checkpoint != nullptr) cli::print("== layer {} ==\n", layer_index);
-    cli::print("layer: {} (E={}, top-{}, H={}, I={}{}{}), {} tokens\n", spec.name, spec.num_experts,
-               spec.top_k, spec.hidden, spec.intermediate,
-               spec.shared_experts > 0
-                   ? fmt::format(", shared {}", to_string(spec.shared_weight_format))
-                   : "",
-               spec.routing == RoutingMethod::hash ? ", hash-routed by token id" : "", tokens);
-    cli::print("{:<{}} {:<6} {:>14} {:>10} {:>14} {:>10} {:<10}{}\n", "backend", width, "format",
-               "vs f64 same", "budget", "format error", "budget", "result",
-               o.batch_invariant ? "  batch-invariant" : "");
-    std::fflush(stdout);
-  }
+  const std::size_t width = backend_column_width(backends);
+  LayerUnderTest layer;
+  load_layer(o, checkpoint, layer_index, layer);
+  LayerVerifier verifier(o, layer.spec, layer.w, width);
+  if (!o.json) print_layer_header(o, layer.spec, checkpoint != nullptr, layer_index, width);
   const std::size_t total = backends.size() * formats.size();
   std::size_t index = 0;
-  int failures = 0, verified = 0;
-  for (const Backend* b : backends) {
-    for (ActivationFormat f : formats) {
-      ++index;
-      // The one selection path, forced to this backend (so MXMOE_VERBOSE=dispatch logs it).
-      Request request;
-      request.activation = f;
-      request.threads = o.threads;
-      request.tokens_hint = o.tokens;
-      request.batch_invariant = o.batch_invariant;
-      request.forced_backend = std::string(b->name());
-      Selection sel = judge(Deployment{spec, hw, request}, preferences_for(spec.family));
-      sel.why = "mxmoe verify";
-      std::vector<Rejection> reasons;
-      for (const Verdict& v : sel.candidates)
-        if (v.name == b->name()) reasons = v.reasons;
-      if (reasons.empty() && live) {
-        Deployment here = sel.deployment;
-        here.hardware = *live;
-        reasons = b->check(here);  // a replayed probe never runs a kernel this CPU lacks
-        for (Rejection& r : reasons)
-          r.detail = "on this machine (not the replayed probe): " + r.detail;
-      }
-      if (!reasons.empty()) {
-        if (o.json) {
-          results.push_back({{"backend", b->name()},
-                             {"format", to_string(f)},
-                             {"result", "skipped"},
-                             {"reason", std::string(to_string(reasons.front().code)) + ": " +
-                                            reasons.front().detail}});
-        } else {
-          cli::print("{:<{}} {:<6} skipped: {}: {}\n", b->name(), width, to_string(f),
-                     to_string(reasons.front().code), reasons.front().detail);
-          std::fflush(stdout);
-        }
-        continue;
-      }
-      const std::pair<ActivationFormat, bool> rounding{f, rounds_to_int16_blocks(*b)};
-      if (!same_format.contains(rounding)) {
-        progress("mxmoe verify: float64 evaluation with {} rounding{}...\n", to_string(f),
-                 rounding.second ? " and int16 blocks" : "");
-        same_format[rounding] = evaluate_f64(spec, w, x.data(), tokens, ids.data(), weights.data(),
-                                             f, &pool, rounding.second);
-      }
-      progress("mxmoe verify: [{}/{}] {} {}...\n", index, total, b->name(), to_string(f));
-      MoeLayer layer(w, sel, runtime);
-      std::vector<float> y(x.size());
-      layer.forward({.tokens = tokens,
-                     .x = x.data(),
-                     .y = y.data(),
-                     .expert_ids = ids.data(),
-                     .expert_weights = weights.data()});
-      const NonFinite bad = find_non_finite(y, tokens, spec.hidden);
-      const AccuracyBudget budget = accuracy_budget(f);
-      const double vs_same = relative_l2(y, same_format[rounding]);
-      const double vs_exact = relative_l2(y, exact);
-      // NaN compares false: a non-finite output fails here, and is named below.
-      bool ok =
-          !bad.any() && vs_same <= budget.against_same_format && vs_exact <= budget.format_error;
-      if (bad.any())
-        cli::print(stderr, "mxmoe verify: {} {}: the output holds {}\n", b->name(), to_string(f),
-                   bad.describe(tokens));
-      std::string invariance;
-      if (o.batch_invariant && b->is_reference() && !o.thorough) {
-        invariance = "  not swept (reference: invariant by construction; --thorough sweeps it)";
-      } else if (o.batch_invariant) {
-        std::int64_t pool_tokens = 0;
-        const InvarianceOptions inv = invariance_options(o.thorough, pool.size(), pool_tokens);
-        progress("mxmoe verify: [{}/{}] {} {}: batch invariance over {} tokens...\n", index, total,
-                 b->name(), to_string(f), pool_tokens);
-        const InvarianceRouting routing =
-            w.router_weight.empty() ? InvarianceRouting::routed : InvarianceRouting::router;
-        const InvarianceReport report = check_batch_invariance(
-            [&](Runtime& rt) { return MoeLayer(w, sel, rt); },
-            random_invariance_inputs(spec, routing, pool_tokens, o.seed + 3), inv);
-        if (!report.identical())
-          cli::print(stderr, "mxmoe verify: {} {}: {}\n", b->name(), to_string(f),
-                     report.first_mismatch->describe());
-        invariance = report.identical() ? "  identical bits" : "  DIFFERENT bits";
-        ok = ok && report.identical();
-      }
-      if (o.json) {
-        json::Json r = {
-            {"backend", b->name()},
-            {"format", to_string(f)},
-            {"result", ok ? "pass" : "fail"},
-            {"vs_f64_same_format",
-             std::isfinite(vs_same) ? json::Json(vs_same) : json::Json(nullptr)},
-            {"budget_same_format", budget.against_same_format},
-            {"format_error", std::isfinite(vs_exact) ? json::Json(vs_exact) : json::Json(nullptr)},
-            {"budget_format_error", budget.format_error},
-            {"non_finite_values", bad.values}};
-        if (o.batch_invariant) r["batch_invariance"] = invariance.substr(2);
-        results.push_back(r);
-      } else {
-        cli::print("{:<{}} {:<6} {:>14.3e} {:>10.1e} {:>14.3e} {:>10.1e} {:<10}{}\n", b->name(),
-                   width, to_string(f), vs_same, budget.against_same_format, vs_exact,
-                   budget.format_error, ok ? "pass" : "FAIL", invariance);
-        std::fflush(stdout);  // each result as it completes
-      }
-      failures += ok ? 0 : 1;
-      ++verified;
-    }
-  }
-  layer_results = {{"layer", spec.name},
-                   {"index", layer_index},
-                   {"routing", to_string(spec.routing)},
-                   {"tokens", tokens},
-                   {"results", results},
-                   {"verified", verified},
-                   {"passed", verified - failures}};
-  return {verified, failures};
+  for (const Backend* b : backends)
+    for (ActivationFormat f : formats) verifier.verify(*b, f, ++index, total);
+  layer_results = verifier.document(layer_index);
+  return verifier.tally();
 }
 
 int verify(const VerifyOptions& o) {

@@ -233,6 +233,25 @@ struct ExpertParallelLayer::Impl {
   void forward(const float* x, const std::int32_t* token_ids, std::int64_t tokens, float* y);
 
  private:
+  // The sizes of one call.
+  struct CallShape {
+    std::size_t peers;   // ranks of the group
+    std::size_t h;       // hidden size
+    std::size_t tokens;  // this rank's
+    std::size_t k;       // slots per token
+    std::size_t slots;   // this rank's: tokens * k
+  };
+
+  void count_rows_and_slots_to(const CallShape& c);
+  void pack_rows_and_slots(const float* x, const CallShape& c);
+  void exchange_counts(const CallShape& c);
+  void exchange_rows_and_slots(const CallShape& c);
+  void check_arriving_slots(const CallShape& c);
+  bool compute_arrivals(const float* x, const CallShape& c);
+  void return_outputs(const CallShape& c);
+  void combine_in_slot_order(bool shared, float* y, const CallShape& c);
+  void count_bytes(const CallShape& c);
+
   CommError malformed(int peer, const std::string& what) const {
     return CommError({peer}, fmt::format("rank {}: rank {} sent a malformed message in call {}: {}",
                                          comm->rank(), peer, call, what));
@@ -244,30 +263,16 @@ struct ExpertParallelLayer::Impl {
   }
 };
 
-void ExpertParallelLayer::Impl::forward(const float* x, const std::int32_t* token_ids,
-                                        std::int64_t tokens, float* y) {
-  const LayerSpec& spec = layer.spec();
-  const int n = comm->size(), me = comm->rank(), k = spec.top_k;
-  const auto h = static_cast<std::size_t>(spec.hidden);
-  // The bound of every layer call, before any size is computed from tokens.
-  require_call_tokens("ExpertParallelLayer::forward", tokens, k);
-  if (tokens > 0 && (x == nullptr || y == nullptr))
-    throw std::invalid_argument("ExpertParallelLayer::forward: x or y is null");
-  const auto un = static_cast<std::size_t>(n);
-  const auto m = static_cast<std::size_t>(tokens);
-  const std::size_t slots = m * static_cast<std::size_t>(k);
-  ++call;
-  Clock::time_point t = Clock::now();
-
-  // 1. Route this rank's tokens; pack each token's row once per owner of one of its slots.
-  if (tokens > 0)
-    LayerSteps::route(layer, x, token_ids, tokens, grown(ids, slots), grown(route_weights, slots));
+// Phase 1: how many rows (each token's row once per owner of one of its slots) and slots
+// this rank sends to each peer, and where each peer's start in the packed message buffers.
+void ExpertParallelLayer::Impl::count_rows_and_slots_to(const CallShape& c) {
+  const std::size_t un = c.peers;
   rows_to.assign(un, 0);
   slots_to.assign(un, 0);
   last_token.assign(un, -1);
-  for (std::size_t s = 0; s < slots; ++s) {
+  for (std::size_t s = 0; s < c.slots; ++s) {
     const auto d = static_cast<std::size_t>(placement.owner(ids[s]));
-    const auto token = static_cast<std::int64_t>(s / static_cast<std::size_t>(k));
+    const auto token = static_cast<std::int64_t>(s / c.k);
     if (last_token[d] != token) {
       last_token[d] = token;
       ++rows_to[d];
@@ -280,16 +285,22 @@ void ExpertParallelLayer::Impl::forward(const float* x, const std::int32_t* toke
     row_base_to[d + 1] = row_base_to[d] + rows_to[d];
     slot_base_to[d + 1] = slot_base_to[d] + slots_to[d];
   }
+}
+
+// Phase 1: each token's row once per owner, each slot as {expert, row in the message}, and
+// which slot of this rank each sent slot is.
+void ExpertParallelLayer::Impl::pack_rows_and_slots(const float* x, const CallShape& c) {
+  const std::size_t un = c.peers, h = c.h;
   float* packed_rows = grown(out_rows, row_base_to[un] * h);
-  std::int32_t* packed_slots = grown(out_slots, 2 * slots);
-  std::int32_t* sent = grown(sent_slot, slots);
+  std::int32_t* packed_slots = grown(out_slots, 2 * c.slots);
+  std::int32_t* sent = grown(sent_slot, c.slots);
   row_at.assign(row_base_to.begin(), row_base_to.end() - 1);
   slot_at.assign(slot_base_to.begin(), slot_base_to.end() - 1);
   last_token.assign(un, -1);
-  for (std::size_t s = 0; s < slots; ++s) {
+  for (std::size_t s = 0; s < c.slots; ++s) {
     const std::int32_t e = ids[s];
     const auto d = static_cast<std::size_t>(placement.owner(e));
-    const auto token = static_cast<std::int64_t>(s / static_cast<std::size_t>(k));
+    const auto token = static_cast<std::int64_t>(s / c.k);
     if (last_token[d] != token) {
       last_token[d] = token;
       std::memcpy(packed_rows + row_at[d]++ * h, x + static_cast<std::size_t>(token) * h,
@@ -300,9 +311,13 @@ void ExpertParallelLayer::Impl::forward(const float* x, const std::int32_t* toke
     packed_slots[2 * i + 1] = static_cast<std::int32_t>(row_at[d] - 1 - row_base_to[d]);
     sent[i] = static_cast<std::int32_t>(s);
   }
-  times.route += seconds_since(t);
+}
 
-  // 2. Counts, then the rows and slots themselves (only non-empty messages).
+// Phase 2: every pair of ranks swaps {call number, rows, slots}; what arrives is checked and
+// gives where each peer's rows and slots start in the arrival buffers.
+void ExpertParallelLayer::Impl::exchange_counts(const CallShape& c) {
+  const std::size_t un = c.peers;
+  const int me = comm->rank();
   grown(counts_out, 3 * un);
   grown(counts_in, 3 * un);
   for (std::size_t d = 0; d < un; ++d) {
@@ -335,6 +350,13 @@ void ExpertParallelLayer::Impl::forward(const float* x, const std::int32_t* toke
     if (slot_base_from[s + 1] > kMax)
       throw malformed(peer, fmt::format("{} slots arriving in all", slot_base_from[s + 1]));
   }
+}
+
+// Phase 2: the packed slots and rows to their owners (only non-empty messages).
+void ExpertParallelLayer::Impl::exchange_rows_and_slots(const CallShape& c) {
+  const std::size_t un = c.peers, h = c.h;
+  const float* packed_rows = out_rows.data();
+  const std::int32_t* packed_slots = out_slots.data();
   const std::size_t rows_in = row_base_from[un], slots_in = slot_base_from[un];
   std::int32_t* arriving_slots = grown(in_slots, 2 * slots_in);
   float* arriving_rows = grown(in_rows, rows_in * h);
@@ -354,15 +376,22 @@ void ExpertParallelLayer::Impl::forward(const float* x, const std::int32_t* toke
     }
   }
   exchange();
-  times.dispatch += seconds_since(t);
+}
 
-  // 3. This rank's experts on every arriving slot; the shared expert on its own tokens.
+// Phase 3: every arriving slot names an expert of this rank and a row of its message; into
+// in_ids / in_row_of (the row among all arriving rows).
+void ExpertParallelLayer::Impl::check_arriving_slots(const CallShape& c) {
+  const std::size_t un = c.peers;
+  const int me = comm->rank();
+  const int num_experts = layer.spec().num_experts;
+  const std::size_t slots_in = slot_base_from[un];
+  const std::int32_t* arriving_slots = in_slots.data();
   std::int32_t* expert = grown(in_ids, slots_in);
   std::int32_t* row = grown(in_row_of, slots_in);
   for (std::size_t p = 0; p < un; ++p)
     for (std::size_t i = slot_base_from[p]; i < slot_base_from[p + 1]; ++i) {
       const std::int32_t e = arriving_slots[2 * i], r = arriving_slots[2 * i + 1];
-      if (e < 0 || e >= spec.num_experts || placement.owner(e) != me)
+      if (e < 0 || e >= num_experts || placement.owner(e) != me)
         throw malformed(static_cast<int>(p),
                         fmt::format("slot {} names expert {}, which rank {} does not hold",
                                     i - slot_base_from[p], e, me));
@@ -372,16 +401,27 @@ void ExpertParallelLayer::Impl::forward(const float* x, const std::int32_t* toke
       expert[i] = e;
       row[i] = static_cast<std::int32_t>(row_base_from[p] + static_cast<std::size_t>(r));
     }
-  float* computed = grown(in_out, slots_in * h);
-  LayerSteps::compute_slots(layer, arriving_rows, static_cast<std::int64_t>(rows_in), expert, row,
-                            static_cast<std::int64_t>(slots_in), computed);
-  const bool shared =
-      tokens > 0 && LayerSteps::shared_expert(layer, x, tokens, grown(shared_out, m * h));
-  times.compute += seconds_since(t);
+}
 
-  // 4. The per-slot outputs go back to the tokens' ranks, in the order the slots came.
-  float* returned = grown(back, slots * h);
-  for (std::size_t p = 0; p < un; ++p) {
+// Phase 3: this rank's experts on every arriving slot (into in_out); the shared expert on
+// this rank's own tokens (into shared_out). Whether the layer has a shared expert.
+bool ExpertParallelLayer::Impl::compute_arrivals(const float* x, const CallShape& c) {
+  const std::size_t rows_in = row_base_from[c.peers], slots_in = slot_base_from[c.peers];
+  float* computed = grown(in_out, slots_in * c.h);
+  LayerSteps::compute_slots(layer, in_rows.data(), static_cast<std::int64_t>(rows_in),
+                            in_ids.data(), in_row_of.data(), static_cast<std::int64_t>(slots_in),
+                            computed);
+  const auto tokens = static_cast<std::int64_t>(c.tokens);
+  return tokens > 0 &&
+         LayerSteps::shared_expert(layer, x, tokens, grown(shared_out, c.tokens * c.h));
+}
+
+// Phase 4: the per-slot outputs go back to the tokens' ranks, in the order the slots came.
+void ExpertParallelLayer::Impl::return_outputs(const CallShape& c) {
+  const std::size_t h = c.h;
+  const float* computed = in_out.data();
+  float* returned = grown(back, c.slots * h);
+  for (std::size_t p = 0; p < c.peers; ++p) {
     const int peer = static_cast<int>(p);
     if (slots_from[p] > 0)
       sends.push_back(
@@ -391,27 +431,79 @@ void ExpertParallelLayer::Impl::forward(const float* x, const std::int32_t* toke
           {peer, bytes_of(returned + slot_base_to[p] * h), sizeof(float) * h * slots_to[p]});
   }
   exchange();
-  times.returns += seconds_since(t);
+}
 
-  // 5. Back into slot order, then forward()'s own combine.
-  if (tokens > 0) {
-    float* ordered = grown(slot_out, slots * h);
-    for (std::size_t i = 0; i < slots; ++i)
-      std::memcpy(ordered + static_cast<std::size_t>(sent[i]) * h, returned + i * h,
-                  h * sizeof(float));
-    LayerSteps::combine(layer, route_weights.data(), ordered, shared ? shared_out.data() : nullptr,
-                        tokens, y);
-  }
-  times.combine += seconds_since(t);
+// Phase 5: the returned outputs back into slot order, then forward()'s own combine.
+void ExpertParallelLayer::Impl::combine_in_slot_order(bool shared, float* y, const CallShape& c) {
+  const std::size_t h = c.h;
+  const float* returned = back.data();
+  const std::int32_t* sent = sent_slot.data();
+  float* ordered = grown(slot_out, c.slots * h);
+  for (std::size_t i = 0; i < c.slots; ++i)
+    std::memcpy(ordered + static_cast<std::size_t>(sent[i]) * h, returned + i * h,
+                h * sizeof(float));
+  LayerSteps::combine(layer, route_weights.data(), ordered, shared ? shared_out.data() : nullptr,
+                      static_cast<std::int64_t>(c.tokens), y);
+}
 
-  ++times.calls;
-  for (std::size_t p = 0; p < un; ++p) {
+// The bytes this call moved between this rank and the others (its own messages excluded).
+void ExpertParallelLayer::Impl::count_bytes(const CallShape& c) {
+  const int me = comm->rank();
+  const std::size_t h = c.h;
+  for (std::size_t p = 0; p < c.peers; ++p) {
     if (static_cast<int>(p) == me) continue;
     times.bytes_sent += 3 * sizeof(std::uint32_t) + 2 * sizeof(std::int32_t) * slots_to[p] +
                         sizeof(float) * h * (rows_to[p] + slots_from[p]);
     times.bytes_received += 3 * sizeof(std::uint32_t) + 2 * sizeof(std::int32_t) * slots_from[p] +
                             sizeof(float) * h * (rows_from[p] + slots_to[p]);
   }
+}
+
+void ExpertParallelLayer::Impl::forward(const float* x, const std::int32_t* token_ids,
+                                        std::int64_t tokens, float* y) {
+  const LayerSpec& spec = layer.spec();
+  const int k = spec.top_k;
+  // The bound of every layer call, before any size is computed from tokens.
+  require_call_tokens("ExpertParallelLayer::forward", tokens, k);
+  if (tokens > 0 && (x == nullptr || y == nullptr))
+    throw std::invalid_argument("ExpertParallelLayer::forward: x or y is null");
+  const auto m = static_cast<std::size_t>(tokens);
+  const CallShape c{.peers = static_cast<std::size_t>(comm->size()),
+                    .h = static_cast<std::size_t>(spec.hidden),
+                    .tokens = m,
+                    .k = static_cast<std::size_t>(k),
+                    .slots = m * static_cast<std::size_t>(k)};
+  ++call;
+  Clock::time_point t = Clock::now();
+
+  // 1. Route this rank's tokens; pack each token's row once per owner of one of its slots.
+  if (tokens > 0)
+    LayerSteps::route(layer, x, token_ids, tokens, grown(ids, c.slots),
+                      grown(route_weights, c.slots));
+  count_rows_and_slots_to(c);
+  pack_rows_and_slots(x, c);
+  times.route += seconds_since(t);
+
+  // 2. Counts, then the rows and slots themselves (only non-empty messages).
+  exchange_counts(c);
+  exchange_rows_and_slots(c);
+  times.dispatch += seconds_since(t);
+
+  // 3. This rank's experts on every arriving slot; the shared expert on its own tokens.
+  check_arriving_slots(c);
+  const bool shared = compute_arrivals(x, c);
+  times.compute += seconds_since(t);
+
+  // 4. The per-slot outputs go back to the tokens' ranks, in the order the slots came.
+  return_outputs(c);
+  times.returns += seconds_since(t);
+
+  // 5. Back into slot order, then forward()'s own combine.
+  if (tokens > 0) combine_in_slot_order(shared, y, c);
+  times.combine += seconds_since(t);
+
+  ++times.calls;
+  count_bytes(c);
 }
 
 ExpertParallelLayer ExpertParallelLayer::create(const LayerSpec& spec, const LayerWeights& weights,

@@ -226,6 +226,276 @@ void check_bandwidth(BenchReport& report, const Hardware& hw, bool streaming, bo
   }
 }
 
+// The rows' axes: the activation formats (nullopt: the backend's default), the thread counts
+// (repeats in a row dropped) and the token counts, ascending without repeats (small rows
+// predict large ones).
+struct Axes {
+  std::vector<std::optional<ActivationFormat>> activations;
+  std::vector<int> threads;
+  std::vector<int> tokens;
+};
+
+Axes axes_of(const BenchConfig& config, const Hardware& hw) {
+  Axes a;
+  for (const std::string& key : config.activations)
+    a.activations.emplace_back(parse_activation_format(key));
+  if (a.activations.empty()) a.activations.emplace_back(std::nullopt);
+  a.threads = config.threads;
+  if (a.threads.empty()) a.threads = {1, std::max(1, hw.logical_cpus)};
+  a.threads.erase(std::unique(a.threads.begin(), a.threads.end()), a.threads.end());
+  a.tokens = config.tokens;
+  std::sort(a.tokens.begin(), a.tokens.end());
+  a.tokens.erase(std::unique(a.tokens.begin(), a.tokens.end()), a.tokens.end());
+  return a;
+}
+
+// What the timed calls of one row gave, with the machine's readings next to them.
+struct RowTiming {
+  Call first_call;
+  int reps = 0;
+  Summary summary;
+  double touched = 0;  // weight bytes per call
+  double steal_pct = 0;
+  std::string peak_class;  // the backend's instruction class ("" when it has none)
+  double dram_near = 0, peak_near = 0;
+};
+
+// One run of the bench: every row of the axes in turn, with what the rows share (the
+// runtimes, the layers built for the current (backend, activation), the inputs, the timings
+// that predict the next rows).
+class BenchRun {
+ public:
+  BenchRun(const BenchLayers& layers, const Hardware& hw, const MachineLimits& limits,
+           const BenchConfig& config)
+      : layers_(layers), hw_(hw), config_(config), spec_(layers.spec), axes_(axes_of(config, hw)) {
+    report_.machine = limits;
+    report_.layer = spec_.name;
+    report_.mode = layers.mode;
+    per_step_ = layers.layers_per_step;
+    if (per_step_ != 1 && per_step_ != static_cast<int>(layers.copies.size()))
+      throw std::invalid_argument("run_bench: layers_per_step must be 1 or the number of copies");
+    // Layer mode cycles through the copies: one timed call per copy at least.
+    calls_per_cycle_ = per_step_ == 1 ? static_cast<int>(layers.copies.size()) : 1;
+    // The limits are measured again next to every row, with the row's layers still built.
+    remeasure_buffer_ =
+        config.remeasure_dram
+            ? static_cast<double>(dram_buffer_bytes(hw, limits.dram_buffer_bytes, limits.threads))
+            : 0.0;
+    // One runtime per thread count, made before the layers that use them (and so outliving
+    // them); a layer moves between them without packing again.
+    for (int t : axes_.threads) runtimes_[t] = std::make_unique<Runtime>(t);
+    prefs_ = preferences_for(spec_.family);
+    total_rows_ = config.backends.size() * axes_.activations.size() * axes_.threads.size() *
+                  axes_.tokens.size();
+  }
+
+  BenchReport run() && {
+    for (const std::string& backend : config_.backends)
+      for (const std::optional<ActivationFormat>& activation : axes_.activations)
+        for (int t : axes_.threads)
+          for (int m : axes_.tokens) run_row(backend, activation, t, m);
+    check_bandwidth(report_, hw_, layers_.streaming, config_.remeasure_dram);
+    return std::move(report_);
+  }
+
+ private:
+  void run_row(const std::string& backend, const std::optional<ActivationFormat>& activation, int t,
+               int m);
+  Selection judge_row(const std::string& forced, const std::optional<ActivationFormat>& activation,
+                      int t, int m) const;
+  bool predicted_too_slow(const std::string& key, int t, int m);
+  void build_layers(const std::string& key, const Selection& selection, int t);
+  Inputs& ready_to_time(const std::string& key, int t, int m);
+  RowTiming time_row(const std::string& backend, int t, int m);
+  BenchRow row_of(const std::string& backend, const std::string& act_name, int t, int m,
+                  const RowTiming& timing) const;
+
+  const BenchLayers& layers_;
+  const Hardware& hw_;
+  const BenchConfig& config_;
+  const LayerSpec& spec_;
+  const Axes axes_;
+  BenchReport report_;
+  int per_step_ = 1, calls_per_cycle_ = 1;
+  double remeasure_buffer_ = 0;
+  std::map<int, std::unique_ptr<Runtime>> runtimes_;
+  // Allocated at the first row, once every check before it has passed.
+  std::optional<Inputs> inputs_;
+  BuiltLayers built_;
+  Preferences prefs_;
+  std::size_t total_rows_ = 0, row_index_ = 0;
+  // (backend, activation, threads) -> the last measured (tokens, seconds per call).
+  std::map<std::string, std::pair<int, double>> last_measured_;
+  // (backend, activation, tokens) -> seconds per call at the thread count measured last.
+  std::map<std::string, double> seconds_at_size_;
+};
+
+void BenchRun::run_row(const std::string& backend,
+                       const std::optional<ActivationFormat>& activation, int t, int m) {
+  ++row_index_;
+  const std::string forced = backend == "auto" ? std::string() : backend;
+  const Selection selection = judge_row(forced, activation, t, m);
+  const std::string wanted =
+      fmt::format("backend={} activation={}", backend,
+                  activation ? std::string(to_string(*activation)) : "default");
+  if (selection.chosen.empty()) {
+    push_unique(report_.notes,
+                fmt::format("{}: skipped: {}", wanted, first_reason(selection, forced)));
+    return;
+  }
+  const std::optional<ActivationFormat>& resolved = selection.deployment.request.activation;
+  const std::string act_name =
+      resolved ? std::string(to_string(*resolved)) : std::string("default");
+  const std::string key = selection.chosen + "/" + act_name;
+  if (predicted_too_slow(key, t, m)) return;
+  if (built_.key != key) build_layers(key, selection, t);
+  const RowTiming timing = time_row(selection.chosen, t, m);
+  last_measured_[fmt::format("{}/{}", key, t)] = {m, timing.summary.median};
+  seconds_at_size_[fmt::format("{}/{}", key, m)] = timing.summary.median;
+  BenchRow row = row_of(selection.chosen, act_name, t, m, timing);
+  if (config_.progress)
+    config_.progress(fmt::format(
+        "[{}/{}] {}: {:.1f} us (p10 {:.1f}, p90 {:.1f}) x {} reps, first call {:.1f} us",
+        row_index_, total_rows_, row_name(row), row.us_median, row.us_p10, row.us_p90, row.reps,
+        row.first_call_us));
+  report_.rows.push_back(std::move(row));
+}
+
+// The one selection path, for the row's (backend, activation, threads, tokens).
+Selection BenchRun::judge_row(const std::string& forced,
+                              const std::optional<ActivationFormat>& activation, int t,
+                              int m) const {
+  Request request;
+  request.activation = activation;
+  request.threads = t;
+  request.tokens_hint = m;
+  request.forced_backend = forced;
+  request.excluded_backends = config_.excluded_backends;
+  request.batch_invariant = config_.batch_invariant;
+  return judge(Deployment{spec_, hw_, request}, prefs_);
+}
+
+// Whether the row's call would take longer than config.max_call_seconds, predicted from the
+// rows measured before it (and then said in the notes).
+bool BenchRun::predicted_too_slow(const std::string& key, int t, int m) {
+  const auto it = last_measured_.find(fmt::format("{}/{}", key, t));
+  if (it == last_measured_.end()) return false;
+  // Linear in tokens from the last smaller row overestimates when that row was
+  // memory-bound; the same size at fewer threads bounds it better when known.
+  double predicted = it->second.second * m / it->second.first;
+  if (const auto same = seconds_at_size_.find(fmt::format("{}/{}", key, m));
+      same != seconds_at_size_.end())
+    predicted = std::min(predicted, same->second);
+  if (predicted <= config_.max_call_seconds) return false;
+  push_unique(report_.notes,
+              fmt::format("{} threads={} tokens={}: skipped: predicted {:.1f} s per "
+                          "call (from {} tokens) exceeds the {:.1f} s per-call limit",
+                          key, t, m, predicted, it->second.first, config_.max_call_seconds));
+  return true;
+}
+
+// The layers of a new (backend, activation): one per weight copy, the previous ones freed
+// first; how long they took and what they hold goes to the notes.
+void BenchRun::build_layers(const std::string& key, const Selection& selection, int t) {
+  built_.layers.clear();  // frees the previous backend's packed weights first
+  built_.key = key;
+  built_.next_copy = 0;
+  const Clock::time_point build_start = Clock::now();
+  for (const LayerWeights& copy : layers_.copies) {
+    built_.layers.emplace_back(copy, selection, *runtimes_.at(t));
+    if (built_.layers.size() == 1)  // its packed bytes say what the others will take
+      check_memory(config_, layers_, axes_.tokens.back(), built_, 0, remeasure_buffer_,
+                   key + ": packing");
+  }
+  const double build_seconds = seconds_since(build_start);
+  const std::size_t packed = built_.layers.front().packed_weight_bytes();
+  push_unique(
+      report_.notes,
+      fmt::format("{}: {} layer{} built in {:.2f} s{}", key, built_.layers.size(),
+                  built_.layers.size() == 1 ? "" : "s", build_seconds,
+                  packed == 0 ? std::string(" (reads the weights in place)")
+                              : fmt::format(", packed weights {:.2f} GB resident",
+                                            static_cast<double>(packed) *
+                                                static_cast<double>(built_.layers.size()) / 1e9)));
+}
+
+// The built layers on the row's runtime, the row's memory checked, the inputs allocated.
+Inputs& BenchRun::ready_to_time(const std::string& key, int t, int m) {
+  for (MoeLayer& layer : built_.layers) layer.set_runtime(*runtimes_.at(t));
+  check_memory(config_, layers_, axes_.tokens.back(), built_, m, remeasure_buffer_,
+               fmt::format("{}: {} tokens", key, m));
+  if (!inputs_) inputs_.emplace(spec_, axes_.tokens.back(), layers_.copies.size());
+  return *inputs_;
+}
+
+RowTiming BenchRun::time_row(const std::string& backend, int t, int m) {
+  Inputs& in = ready_to_time(built_.key, t, m);
+  RowTiming r;
+  // Warm-up, untimed in the row's statistics: one call on every copy (workspaces grow
+  // to this size, packed pages fault in). The first call is reported on its own.
+  r.first_call = timed_call(built_, in, spec_, m, per_step_);
+  double warm = r.first_call.seconds;
+  for (int c = 1; c < calls_per_cycle_; ++c)
+    warm = std::min(warm, timed_call(built_, in, spec_, m, per_step_).seconds);
+
+  r.reps = choose_reps(config_, warm, calls_per_cycle_);
+  std::vector<double> samples;
+  r.peak_class = peak_class_for_backend(backend);
+  const std::string& peak_class = r.peak_class;
+  const auto peak_reading = [&] {
+    const Peak* p = report_.machine.find_peak(peak_class);
+    return p == nullptr ? 0.0 : p->latest(t, report_.machine.threads);
+  };
+  const double dram_before = report_.machine.latest_dram_gbps(t);
+  const double peak_before = peak_reading();
+  const StealTicks steal = steal_ticks();
+  for (int i = 0; i < r.reps; ++i) {
+    const Call call = timed_call(built_, in, spec_, m, per_step_);
+    samples.push_back(call.seconds);
+    r.touched += call.touched_bytes;
+  }
+  r.touched /= r.reps;
+  r.steal_pct = steal_pct_since(steal);
+  r.dram_near = report_.machine.dram_gbps(t);
+  r.peak_near = peak_class.empty() ? 0 : report_.machine.peak(peak_class, t);
+  if (config_.remeasure_dram) {  // the readings next to the row: just before and after
+    constexpr int kRowDramPasses = 3;
+    remeasure_dram(hw_, report_.machine, kRowDramPasses);
+    if (!peak_class.empty()) remeasure_peak(hw_, report_.machine, peak_class);
+    r.dram_near = std::max(dram_before, report_.machine.latest_dram_gbps(t));
+    r.peak_near = std::max(peak_before, peak_reading());
+  }
+  r.summary = summarize(samples);
+  return r;
+}
+
+BenchRow BenchRun::row_of(const std::string& backend, const std::string& act_name, int t, int m,
+                          const RowTiming& timing) const {
+  const Summary& s = timing.summary;
+  BenchRow row;
+  row.backend = backend;
+  row.activation = act_name;
+  row.threads = t;
+  row.tokens = m;
+  row.reps = timing.reps;
+  row.layers = per_step_;
+  row.us_median = s.median * 1e6;
+  row.us_sd = s.sd * 1e6;
+  row.us_p10 = s.p10 * 1e6;
+  row.us_p90 = s.p90 * 1e6;
+  row.first_call_us = timing.first_call.seconds * 1e6;
+  row.tokens_per_s = m / s.median;
+  row.touched_bytes = timing.touched;
+  row.weight_gbps = timing.touched / s.median / 1e9;
+  row.gflops = per_step_ * layer_flops(spec_, m) / s.median / 1e9;
+  row.peak_class = timing.peak_class;
+  row.dram_gbps_near = timing.dram_near;
+  row.peak_near = timing.peak_near;
+  row.pct_peak = timing.peak_near > 0 ? 100 * row.gflops / timing.peak_near : std::nan("");
+  row.steal_pct = timing.steal_pct;
+  return row;
+}
+
 }  // namespace
 
 BenchReport run_bench(const BenchLayers& layers, const Hardware& hw, const MachineLimits& limits,
@@ -233,195 +503,7 @@ BenchReport run_bench(const BenchLayers& layers, const Hardware& hw, const Machi
   if (layers.copies.empty()) throw std::invalid_argument("run_bench: no layer copies");
   if (config.tokens.empty() || config.backends.empty())
     throw std::invalid_argument("run_bench: empty token or backend list");
-  const LayerSpec& spec = layers.spec;
-
-  std::vector<std::optional<ActivationFormat>> activations;
-  for (const std::string& key : config.activations)
-    activations.emplace_back(parse_activation_format(key));
-  if (activations.empty()) activations.emplace_back(std::nullopt);
-  std::vector<int> threads = config.threads;
-  if (threads.empty()) threads = {1, std::max(1, hw.logical_cpus)};
-  threads.erase(std::unique(threads.begin(), threads.end()), threads.end());
-  std::vector<int> tokens = config.tokens;  // ascending: small rows predict large ones
-  std::sort(tokens.begin(), tokens.end());
-  tokens.erase(std::unique(tokens.begin(), tokens.end()), tokens.end());
-
-  BenchReport report;
-  report.machine = limits;
-  report.layer = spec.name;
-  report.mode = layers.mode;
-
-  const int per_step = layers.layers_per_step;
-  if (per_step != 1 && per_step != static_cast<int>(layers.copies.size()))
-    throw std::invalid_argument("run_bench: layers_per_step must be 1 or the number of copies");
-  // Layer mode cycles through the copies: one timed call per copy at least.
-  const int calls_per_cycle = per_step == 1 ? static_cast<int>(layers.copies.size()) : 1;
-  // Allocated at the first row, once every check before it has passed.
-  std::optional<Inputs> inputs;
-  // The limits are measured again next to every row, with the row's layers still built.
-  const double remeasure_buffer =
-      config.remeasure_dram
-          ? static_cast<double>(dram_buffer_bytes(hw, limits.dram_buffer_bytes, limits.threads))
-          : 0.0;
-  // One runtime per thread count, made before the layers that use them (and so outliving
-  // them); a layer moves between them without packing again.
-  std::map<int, std::unique_ptr<Runtime>> runtimes;
-  for (int t : threads) runtimes[t] = std::make_unique<Runtime>(t);
-  BuiltLayers built;
-  const Preferences prefs = preferences_for(spec.family);
-  const std::size_t total_rows =
-      config.backends.size() * activations.size() * threads.size() * tokens.size();
-  std::size_t row_index = 0;
-  // (backend, activation, threads) -> the last measured (tokens, seconds per call).
-  std::map<std::string, std::pair<int, double>> last_measured;
-  // (backend, activation, tokens) -> seconds per call at the thread count measured last.
-  std::map<std::string, double> seconds_at_size;
-
-  for (const std::string& backend : config.backends) {
-    const std::string forced = backend == "auto" ? std::string() : backend;
-    for (const std::optional<ActivationFormat>& activation : activations) {
-      for (int t : threads) {
-        for (int m : tokens) {
-          ++row_index;
-          Request request;
-          request.activation = activation;
-          request.threads = t;
-          request.tokens_hint = m;
-          request.forced_backend = forced;
-          request.excluded_backends = config.excluded_backends;
-          request.batch_invariant = config.batch_invariant;
-          const Selection selection = judge(Deployment{spec, hw, request}, prefs);
-          const std::string wanted =
-              fmt::format("backend={} activation={}", backend,
-                          activation ? std::string(to_string(*activation)) : "default");
-          if (selection.chosen.empty()) {
-            push_unique(report.notes,
-                        fmt::format("{}: skipped: {}", wanted, first_reason(selection, forced)));
-            continue;
-          }
-          const std::optional<ActivationFormat>& resolved = selection.deployment.request.activation;
-          const std::string act_name =
-              resolved ? std::string(to_string(*resolved)) : std::string("default");
-          const std::string key = selection.chosen + "/" + act_name;
-          const std::string group = fmt::format("{}/{}", key, t);
-
-          if (const auto it = last_measured.find(group); it != last_measured.end()) {
-            // Linear in tokens from the last smaller row overestimates when that row was
-            // memory-bound; the same size at fewer threads bounds it better when known.
-            double predicted = it->second.second * m / it->second.first;
-            if (const auto same = seconds_at_size.find(fmt::format("{}/{}", key, m));
-                same != seconds_at_size.end())
-              predicted = std::min(predicted, same->second);
-            if (predicted > config.max_call_seconds) {
-              push_unique(
-                  report.notes,
-                  fmt::format("{} threads={} tokens={}: skipped: predicted {:.1f} s per "
-                              "call (from {} tokens) exceeds the {:.1f} s per-call limit",
-                              key, t, m, predicted, it->second.first, config.max_call_seconds));
-              continue;
-            }
-          }
-
-          if (built.key != key) {
-            built.layers.clear();  // frees the previous backend's packed weights first
-            built.key = key;
-            built.next_copy = 0;
-            const Clock::time_point build_start = Clock::now();
-            for (const LayerWeights& copy : layers.copies) {
-              built.layers.emplace_back(copy, selection, *runtimes.at(t));
-              if (built.layers.size() == 1)  // its packed bytes say what the others will take
-                check_memory(config, layers, tokens.back(), built, 0, remeasure_buffer,
-                             key + ": packing");
-            }
-            const double build_seconds = seconds_since(build_start);
-            const std::size_t packed = built.layers.front().packed_weight_bytes();
-            push_unique(
-                report.notes,
-                fmt::format("{}: {} layer{} built in {:.2f} s{}", key, built.layers.size(),
-                            built.layers.size() == 1 ? "" : "s", build_seconds,
-                            packed == 0
-                                ? std::string(" (reads the weights in place)")
-                                : fmt::format(", packed weights {:.2f} GB resident",
-                                              static_cast<double>(packed) *
-                                                  static_cast<double>(built.layers.size()) / 1e9)));
-          }
-          for (MoeLayer& layer : built.layers) layer.set_runtime(*runtimes.at(t));
-          check_memory(config, layers, tokens.back(), built, m, remeasure_buffer,
-                       fmt::format("{}: {} tokens", key, m));
-          if (!inputs) inputs.emplace(spec, tokens.back(), layers.copies.size());
-          Inputs& in = *inputs;
-
-          // Warm-up, untimed in the row's statistics: one call on every copy (workspaces grow
-          // to this size, packed pages fault in). The first call is reported on its own.
-          const Call first_call = timed_call(built, in, spec, m, per_step);
-          double warm = first_call.seconds;
-          for (int c = 1; c < calls_per_cycle; ++c)
-            warm = std::min(warm, timed_call(built, in, spec, m, per_step).seconds);
-
-          const int reps = choose_reps(config, warm, calls_per_cycle);
-          std::vector<double> samples;
-          double touched = 0;
-          const std::string peak_class = peak_class_for_backend(selection.chosen);
-          const auto peak_reading = [&] {
-            const Peak* p = report.machine.find_peak(peak_class);
-            return p == nullptr ? 0.0 : p->latest(t, report.machine.threads);
-          };
-          const double dram_before = report.machine.latest_dram_gbps(t);
-          const double peak_before = peak_reading();
-          const StealTicks steal = steal_ticks();
-          for (int r = 0; r < reps; ++r) {
-            const Call call = timed_call(built, in, spec, m, per_step);
-            samples.push_back(call.seconds);
-            touched += call.touched_bytes;
-          }
-          touched /= reps;
-          const double steal_pct = steal_pct_since(steal);
-          double dram_near = report.machine.dram_gbps(t);
-          double peak_near = peak_class.empty() ? 0 : report.machine.peak(peak_class, t);
-          if (config.remeasure_dram) {  // the readings next to the row: just before and after
-            constexpr int kRowDramPasses = 3;
-            remeasure_dram(hw, report.machine, kRowDramPasses);
-            if (!peak_class.empty()) remeasure_peak(hw, report.machine, peak_class);
-            dram_near = std::max(dram_before, report.machine.latest_dram_gbps(t));
-            peak_near = std::max(peak_before, peak_reading());
-          }
-          const Summary s = summarize(samples);
-          last_measured[group] = {m, s.median};
-          seconds_at_size[fmt::format("{}/{}", key, m)] = s.median;
-
-          BenchRow row;
-          row.backend = selection.chosen;
-          row.activation = act_name;
-          row.threads = t;
-          row.tokens = m;
-          row.reps = reps;
-          row.layers = per_step;
-          row.us_median = s.median * 1e6;
-          row.us_sd = s.sd * 1e6;
-          row.us_p10 = s.p10 * 1e6;
-          row.us_p90 = s.p90 * 1e6;
-          row.first_call_us = first_call.seconds * 1e6;
-          row.tokens_per_s = m / s.median;
-          row.touched_bytes = touched;
-          row.weight_gbps = touched / s.median / 1e9;
-          row.gflops = per_step * layer_flops(spec, m) / s.median / 1e9;
-          row.peak_class = peak_class;
-          row.dram_gbps_near = dram_near;
-          row.peak_near = peak_near;
-          row.pct_peak = peak_near > 0 ? 100 * row.gflops / peak_near : std::nan("");
-          row.steal_pct = steal_pct;
-          if (config.progress)
-            config.progress(fmt::format(
-                "[{}/{}] {}: {:.1f} us (p10 {:.1f}, p90 {:.1f}) x {} reps, first call {:.1f} us",
-                row_index, total_rows, row_name(row), row.us_median, row.us_p10, row.us_p90, reps,
-                row.first_call_us));
-          report.rows.push_back(std::move(row));
-        }
-      }
-    }
-  }
-  check_bandwidth(report, hw, layers.streaming, config.remeasure_dram);
-  return report;
+  return BenchRun(layers, hw, limits, config).run();
 }
 
 }  // namespace mxmoe::perf
