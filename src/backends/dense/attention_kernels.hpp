@@ -11,7 +11,7 @@
 //     i = l, l + 8, ... < head_dim in increasing i, from +0; then
 //     ((acc0 + acc4) + (acc2 + acc6)) + ((acc1 + acc5) + (acc3 + acc7)); then the elements past
 //     the last multiple of 8, in order, s = s + q[i] * k[i] (portable only: the ISA kernels
-//     need head_dim % 8 == 0);
+//     need a head_dim that is a positive multiple of 8);
 //   values: out[h][d] = +0, then out[h][d] = out[h][d] + (w[h][p] * v[p][d]) for p in
 //     increasing order (each d on its own, so any vector width gives the same bits).
 // The softmax between them (max, std::exp, the total, w = e / total) is the caller's, in
@@ -51,8 +51,8 @@ void attention_scores_portable(const AttentionScoresCall&) noexcept;
 void attention_values_portable(const AttentionValuesCall&) noexcept;
 
 // x86-64 only (kernels/avx2, kernels/avx512): call them only when MXMOE_X86_KERNELS, with
-// head_dim % 8 == 0. The avx512 scores kernel calls the avx2 one for an odd head and the last
-// keys of a call.
+// head_dim a positive multiple of 8. The avx512 scores kernel calls the avx2 one for an odd head
+// and the last keys of a call.
 void attention_scores_avx2(const AttentionScoresCall&) noexcept;
 void attention_values_avx2(const AttentionValuesCall&) noexcept;
 void attention_scores_avx512(const AttentionScoresCall&) noexcept;

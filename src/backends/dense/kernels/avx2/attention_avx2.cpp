@@ -21,11 +21,13 @@ void scores8(const float* q, const float* const* k, int head_dim, __m256 scale,
              float* out) noexcept {
   __m256 acc[kKeys];
   for (auto& a : acc) a = _mm256_setzero_ps();
-  for (int c = 0; c < head_dim; c += 8) {
+  int c = 0;  // head_dim >= 8: a do-while keeps the accumulators in registers
+  do {
     const __m256 qv = _mm256_loadu_ps(q + c);
     for (std::int64_t j = 0; j < kKeys; ++j)
       acc[j] = _mm256_add_ps(acc[j], _mm256_mul_ps(qv, _mm256_loadu_ps(k[j] + c)));
-  }
+    c += 8;
+  } while (c < head_dim);
   const __m256 r = lane_trees<Ymm>(acc);
   _mm256_storeu_ps(out, _mm256_mul_ps(r, scale));
 }

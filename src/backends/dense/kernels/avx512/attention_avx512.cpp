@@ -26,13 +26,15 @@ void scores8x2(const float* q0, const float* q1, const float* const* k, int head
                float* out0, float* out1) noexcept {
   __m512 acc[kKeys];
   for (auto& a : acc) a = _mm512_setzero_ps();
-  for (int c = 0; c < head_dim; c += 8) {
+  int c = 0;  // head_dim >= 8: a do-while keeps the accumulators in registers
+  do {
     const __m512 qv = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(q0 + c)),
                                          _mm256_loadu_ps(q1 + c), 1);
     for (std::int64_t j = 0; j < kKeys; ++j)
       acc[j] = _mm512_add_ps(acc[j],
                              _mm512_mul_ps(qv, _mm512_broadcast_f32x8(_mm256_loadu_ps(k[j] + c))));
-  }
+    c += 8;
+  } while (c < head_dim);
   // [h: keys 0..3 | h+1: keys 0..3 | h: keys 4..7 | h+1: keys 4..7], then h's then h+1's.
   const __m512 r = lane_trees<Zmm>(acc);
   const __m512 s = _mm512_mul_ps(_mm512_shuffle_f32x4(r, r, 0xD8), scale);
