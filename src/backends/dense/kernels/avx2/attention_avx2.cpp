@@ -13,7 +13,7 @@
 namespace mxmoe::dense {
 namespace {
 
-constexpr std::int64_t kKeys = 8;         // keys per scores block (one ymm of results)
+constexpr std::int64_t kKeys = 8;  // keys per scores block (one ymm of results)
 
 // The scores of one head against 8 keys (rows k[0..7]), each dot8 in its lanes, then the 8
 // lane trees at once (attention_x86.hpp).
