@@ -101,55 +101,54 @@ KvCache::KvCache(int layers, int slots, int context, int kv_heads, int head_dim)
   values_.assign(n, 0.0f);
 }
 
-float dot8(const float* a, const float* b, std::int64_t n) noexcept {
-  float acc[8] = {};
-  std::int64_t k = 0;
-  for (; k + 8 <= n; k += 8)
-    for (int l = 0; l < 8; ++l) acc[l] += a[k + l] * b[k + l];
-  float s = ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
-  for (; k < n; ++k) s += a[k] * b[k];
-  return s;
+std::size_t attention_scratch_floats(int context, int group) {
+  return static_cast<std::size_t>(context) * static_cast<std::size_t>(group) + 16;
 }
 
-std::size_t attention_scratch_floats(int context) {
-  return static_cast<std::size_t>(context) + 16;
-}
-
-void attend(const AttentionShape& shape, const KvCache& cache, int layer,
-            std::span<const QueryRow> rows, const float* q, float* out, float* scratch,
-            std::size_t scratch_stride, ThreadPool& pool) noexcept {
+void attend(const AttentionShape& shape, const dense::AttentionKernels& kernels,
+            const KvCache& cache, int layer, std::span<const QueryRow> rows, const float* q,
+            float* out, float* scratch, std::size_t scratch_stride, ThreadPool& pool) noexcept {
   const int hd = shape.head_dim, group = shape.heads / shape.kv_heads;
   const std::int64_t q_row = static_cast<std::int64_t>(shape.heads) * hd;
-  const std::int64_t tasks = static_cast<std::int64_t>(rows.size()) * shape.heads;
+  const std::int64_t kv_row = static_cast<std::int64_t>(shape.kv_heads) * hd;
+  // Heads per task: the whole group, halved while there are too few tasks for the pool (a
+  // decode step). Each head's bits are the same whatever the heads of its call.
+  int per_task = group;
+  while (per_task % 2 == 0 &&
+         static_cast<std::int64_t>(rows.size()) * (shape.heads / per_task) < 4 * pool.size())
+    per_task /= 2;
+  const int units = shape.heads / per_task;  // tasks per row
+  const std::int64_t tasks = static_cast<std::int64_t>(rows.size()) * units;
   pool.parallel_for(tasks, [&](std::int64_t task, int thread) {
-    const std::int64_t r = task / shape.heads;
-    const int h = static_cast<int>(task % shape.heads), kvh = h / group;
+    const std::int64_t r = task / units;
+    const int h0 = static_cast<int>(task % units) * per_task, kvh = h0 / group;
     const QueryRow row = rows[static_cast<std::size_t>(r)];
-    const float* qh = q + r * q_row + static_cast<std::int64_t>(h) * hd;
-    float* oh = out + r * q_row + static_cast<std::int64_t>(h) * hd;
     const std::int32_t first =
         shape.window > 0 ? std::max<std::int32_t>(0, row.position - shape.window + 1) : 0;
+    const std::int64_t keys = row.position - first + 1;
+    const std::int64_t kv_offset = static_cast<std::int64_t>(kvh) * hd;
     float* scores = scratch + static_cast<std::size_t>(thread) * scratch_stride;
-    float max_score = shape.sinks ? shape.sinks[h] : -std::numeric_limits<float>::infinity();
-    for (std::int32_t p = first; p <= row.position; ++p) {
-      const float* k = cache.key(layer, row.slot, p) + static_cast<std::int64_t>(kvh) * hd;
-      const float s = dot8(qh, k, hd) * shape.scale;
-      scores[p - first] = s;
-      max_score = std::max(max_score, s);
+    kernels.scores({.q = q + r * q_row + static_cast<std::int64_t>(h0) * hd, .heads = per_task,
+                    .head_dim = hd, .k = cache.key(layer, row.slot, first) + kv_offset,
+                    .k_stride = kv_row, .keys = keys, .scale = shape.scale, .scores = scores,
+                    .scores_stride = keys});
+    for (int i = 0; i < per_task; ++i) {  // softmax, in key order; scores become the weights
+      float* s = scores + i * keys;
+      const int h = h0 + i;
+      float max_score = shape.sinks ? shape.sinks[h] : -std::numeric_limits<float>::infinity();
+      for (std::int64_t p = 0; p < keys; ++p) max_score = std::max(max_score, s[p]);
+      float total = shape.sinks ? std::exp(shape.sinks[h] - max_score) : 0.0f;
+      for (std::int64_t p = 0; p < keys; ++p) {
+        const float e = std::exp(s[p] - max_score);
+        s[p] = e;
+        total += e;
+      }
+      const float inv = 1.0f / total;
+      for (std::int64_t p = 0; p < keys; ++p) s[p] *= inv;
     }
-    float total = shape.sinks ? std::exp(shape.sinks[h] - max_score) : 0.0f;
-    for (std::int32_t p = first; p <= row.position; ++p) {
-      const float e = std::exp(scores[p - first] - max_score);
-      scores[p - first] = e;
-      total += e;
-    }
-    const float inv = 1.0f / total;
-    std::fill(oh, oh + hd, 0.0f);
-    for (std::int32_t p = first; p <= row.position; ++p) {
-      const float w = scores[p - first] * inv;
-      const float* v = cache.value(layer, row.slot, p) + static_cast<std::int64_t>(kvh) * hd;
-      for (int d = 0; d < hd; ++d) oh[d] += w * v[d];
-    }
+    kernels.values({.w = scores, .w_stride = keys, .heads = per_task, .head_dim = hd,
+                    .v = cache.value(layer, row.slot, first) + kv_offset, .v_stride = kv_row,
+                    .keys = keys, .out = out + r * q_row + static_cast<std::int64_t>(h0) * hd});
   });
 }
 

@@ -2,8 +2,9 @@
 // with gpt-oss's sinks and sliding windows.
 //
 // Every output row is computed from its own query and its sequence's cache in one fixed
-// order (keys in position order, lanes of 8 per dot product), so its bits never depend on the
-// other rows of the step, their number or the thread that computes it.
+// order (keys in position order, lanes of 8 per dot product: the numerics class attention_dot8
+// of backends/dense/attention_kernels.hpp), so its bits never depend on the other rows of the
+// step, their number, the thread that computes it or the kernel (AVX-512, AVX2, portable).
 #pragma once
 
 #include <cstddef>
@@ -11,6 +12,7 @@
 #include <span>
 #include <vector>
 
+#include "backends/dense/dense_attention.hpp"
 #include "llm/decoder_config.hpp"
 
 namespace mxmoe {
@@ -84,15 +86,15 @@ struct AttentionShape {
 };
 
 // out[r, h * head_dim ...] = softmax over keys (and the sink) of q . k * scale, times the
-// values; q[r] is [heads, head_dim]. SCRATCH: per-thread float buffers of at least
-// attention_scratch_floats(context) each, pool.size() of them.
-void attend(const AttentionShape& shape, const KvCache& cache, int layer,
-            std::span<const QueryRow> rows, const float* q, float* out, float* scratch,
-            std::size_t scratch_stride, ThreadPool& pool) noexcept;
-std::size_t attention_scratch_floats(int context);
-
-// dot product of N floats (N a multiple of 8) in the rows' fixed order: 8 lanes, then
-// ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)).
-float dot8(const float* a, const float* b, std::int64_t n) noexcept;
+// values; q[r] is [heads, head_dim]. A task is one row and one kv head's group of query heads
+// (or a part of the group when there are few rows for the pool), so each key and value row is
+// read once for the group; KERNELS compute the scores and the weighted values, the softmax
+// between them is portable (max, std::exp and the total in key order). SCRATCH: per-thread float
+// buffers of at least attention_scratch_floats(context, heads / kv_heads) each, pool.size() of
+// them.
+void attend(const AttentionShape& shape, const dense::AttentionKernels& kernels,
+            const KvCache& cache, int layer, std::span<const QueryRow> rows, const float* q,
+            float* out, float* scratch, std::size_t scratch_stride, ThreadPool& pool) noexcept;
+std::size_t attention_scratch_floats(int context, int group);
 
 }  // namespace mxmoe::llm

@@ -172,6 +172,7 @@ struct Decoder::Impl {
   std::vector<std::int32_t> ids;
   std::vector<std::int32_t> next_length;  // a step's lengths per slot before they are committed
   std::size_t scratch_stride = 0;
+  dense::AttentionSelection attention;  // judged once, for cfg.head_dim on hw
 
   void bind(const std::string& directory);
   void run_layer(int l, std::int64_t m);
@@ -299,7 +300,8 @@ void Decoder::Impl::bind(const std::string& directory) {
   g.resize(rows * I);
   u.resize(rows * I);
   head_in.resize(h.size());
-  scratch_stride = attention_scratch_floats(opt.max_context);
+  attention = dense::judge_attention_kernels(hd, hw);
+  scratch_stride = attention_scratch_floats(opt.max_context, cfg.heads / cfg.kv_heads);
   scratch.resize(scratch_stride * static_cast<std::size_t>(runtime->threads() + 1));
   qrows.resize(rows);
   ids.resize(rows);
@@ -334,8 +336,8 @@ void Decoder::Impl::run_layer(int l, std::int64_t m) {
                              .window = L.window,
                              .sinks = L.sinks.empty() ? nullptr : L.sinks.data(),
                              .scale = 1.0f / std::sqrt(static_cast<float>(hd))};
-  attend(shape, cache, l, {qrows.data(), static_cast<std::size_t>(m)}, q.data(), att.data(),
-         scratch.data(), scratch_stride, pool);
+  attend(shape, attention.kernels, cache, l, {qrows.data(), static_cast<std::size_t>(m)},
+         q.data(), att.data(), scratch.data(), scratch_stride, pool);
   L.o.forward(att.data(), m, o.data(), pool);
   pool.parallel_for(m, [&](std::int64_t r, int) {
     float* hr = h.data() + r * H;
@@ -456,6 +458,7 @@ std::string Decoder::describe() const {
   s += fmt::format("  dense layers (attention, head): {} ({})\n", d.head.kernel_name(),
                    dense::to_string(d.head.mode()));
   s += dense::describe(d.head.selection(), "lm_head");
+  s += dense::describe(d.attention);
   for (int l = 0; l < d.cfg.layers; ++l) {
     const Layer& L = d.layers[static_cast<std::size_t>(l)];
     if (L.moe) {

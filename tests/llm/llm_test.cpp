@@ -160,6 +160,18 @@ TEST(Decoder, RefusesPastTheContextNamingTheLimitAndKeepsItsState) {
   EXPECT_EQ(d.length(0), 6);  // the refused step left nothing behind
 }
 
+TEST(Decoder, DescribesItsAttentionKernelsAndACapPicksThePortableOnes) {
+  const std::string& dir = tiny_model("gpt-oss-20b");
+  llm::DecoderOptions o = options(1);
+  o.request.allow_reference = true;  // no MoE backend is left under the cap but the reference
+  const llm::Decoder capped(dir, probe_hardware("none"), testing::test_runtime(1), o);
+  EXPECT_THAT(capped.describe(), HasSubstr("attention: portable_attention\n"));
+  const llm::Decoder here(dir, probe_hardware(), testing::test_runtime(1), options(1));
+  EXPECT_THAT(here.describe(), HasSubstr(isa_feature(probe_hardware().isa, "avx512f").value_or(false)
+                                             ? "attention: avx512_attention\n"
+                                             : "attention: "));
+}
+
 TEST(Decoder, RefusesATokenOutsideTheVocabulary) {
   llm::Decoder d(tiny_model("gpt-oss-20b"), probe_hardware(), testing::test_runtime(1), options(1));
   const llm::StepRow row{300, 0, true};

@@ -79,30 +79,7 @@ std::vector<Rejection> check(const Candidate& c, const LinearWeights& w, const H
                    fmt::format("in <= {}", kCompactMaxIn), fmt::format("in = {}", w.in),
                    "use mode as_published for this layer"});
   if (!c.set) return out;  // portable C++ runs anywhere
-  const KernelIsa set = *c.set;
-  if (!kernel_isa_compiled(set))
-    out.push_back({ReasonCode::not_compiled,
-                   fmt::format("this build has no {} kernels", to_string(set)),
-                   fmt::format("a build for {}", kernel_isa_arch(set)),
-                   fmt::format("built for {}", build_info::kTargetArch),
-                   fmt::format("use an {} build of mxmoe", kernel_isa_arch(set))});
-  for (const std::string_view feature : kernel_isa_features(set)) {
-    if (isa_feature(hardware.isa, feature).value_or(false)) continue;
-    const std::string name(feature);
-    if (listed(hardware.os_denied, name)) {
-      out.push_back({ReasonCode::os_denied,
-                     fmt::format("the CPU has {} but the OS did not grant its state", name), name,
-                     "denied by the OS", "use an OS that enables this register state"});
-      continue;
-    }
-    const std::string cap =
-        hardware.isa_cap.empty() ? "" : fmt::format(" (ISA capped at '{}')", hardware.isa_cap);
-    out.push_back({ReasonCode::unsupported_isa, fmt::format("the kernel needs {}", name), name,
-                   fmt::format("not available on {}{}",
-                               hardware.model.empty() ? "this CPU" : hardware.model, cap),
-                   hardware.isa_cap.empty() ? fmt::format("run on a CPU with {}", name)
-                                            : "raise or unset MXMOE_MAX_ISA"});
-  }
+  for (Rejection& r : isa_rejections(*c.set, hardware)) out.push_back(std::move(r));
   return out;
 }
 
@@ -129,6 +106,34 @@ void check_weights(const LinearWeights& w) {
 
 }  // namespace
 
+std::vector<Rejection> isa_rejections(KernelIsa set, const Hardware& hardware) {
+  std::vector<Rejection> out;
+  if (!kernel_isa_compiled(set))
+    out.push_back({ReasonCode::not_compiled,
+                   fmt::format("this build has no {} kernels", to_string(set)),
+                   fmt::format("a build for {}", kernel_isa_arch(set)),
+                   fmt::format("built for {}", build_info::kTargetArch),
+                   fmt::format("use an {} build of mxmoe", kernel_isa_arch(set))});
+  for (const std::string_view feature : kernel_isa_features(set)) {
+    if (isa_feature(hardware.isa, feature).value_or(false)) continue;
+    const std::string name(feature);
+    if (listed(hardware.os_denied, name)) {
+      out.push_back({ReasonCode::os_denied,
+                     fmt::format("the CPU has {} but the OS did not grant its state", name), name,
+                     "denied by the OS", "use an OS that enables this register state"});
+      continue;
+    }
+    const std::string cap =
+        hardware.isa_cap.empty() ? "" : fmt::format(" (ISA capped at '{}')", hardware.isa_cap);
+    out.push_back({ReasonCode::unsupported_isa, fmt::format("the kernel needs {}", name), name,
+                   fmt::format("not available on {}{}",
+                               hardware.model.empty() ? "this CPU" : hardware.model, cap),
+                   hardware.isa_cap.empty() ? fmt::format("run on a CPU with {}", name)
+                                            : "raise or unset MXMOE_MAX_ISA"});
+  }
+  return out;
+}
+
 std::string_view to_string(DenseMode mode) noexcept {
   return mode == DenseMode::compact_int8 ? "compact_int8" : "as_published";
 }
@@ -147,9 +152,14 @@ LinearSelection judge_kernels(const LinearWeights& w, const Hardware& hardware, 
 std::string describe(const LinearSelection& s, std::string_view layer_name) {
   std::string text = fmt::format("dense '{}' ({}): {}\n", layer_name, to_string(s.mode),
                                  s.chosen.empty() ? "no kernel" : s.chosen);
-  for (const KernelVerdict& v : s.candidates) {
+  return text + describe_verdicts(s.candidates, s.chosen);
+}
+
+std::string describe_verdicts(const std::vector<KernelVerdict>& candidates, std::string_view chosen) {
+  std::string text;
+  for (const KernelVerdict& v : candidates) {
     text += fmt::format("  {} [{}]: {}\n", v.kernel, v.numerics_class,
-                        v.accepted() ? (v.kernel == s.chosen ? "chosen" : "accepted") : "rejected");
+                        v.accepted() ? (v.kernel == chosen ? "chosen" : "accepted") : "rejected");
     for (const Rejection& r : v.reasons)
       text += fmt::format("    {}: {} (needs {}, has {}){}\n", to_string(r.code), r.detail,
                           r.required, r.actual, r.remedy.empty() ? "" : "; " + r.remedy);

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "backends/dense/linear_kernels.hpp"
+#include "backends/kernel_isa.hpp"
 #include "mxmoe/element_type.hpp"
 #include "mxmoe/hardware.hpp"
 #include "mxmoe/reason_codes.hpp"
@@ -74,6 +75,14 @@ struct LinearSelection {
 // A few lines for `explain`: the layer, the choice, then one line per candidate with its
 // reasons.
 std::string describe(const LinearSelection&, std::string_view layer_name);
+
+// The lines of `describe` for the candidates: one a candidate (chosen, accepted or rejected),
+// then one a reason.
+std::string describe_verdicts(const std::vector<KernelVerdict>& candidates, std::string_view chosen);
+
+// Every reason a kernel calling SET cannot run on HARDWARE: the set not compiled in this build,
+// a feature the CPU lacks (or that MXMOE_MAX_ISA capped) or the OS denied.
+std::vector<Rejection> isa_rejections(KernelIsa set, const Hardware& hardware);
 
 // The candidates of a mode, best first, judged for these weights on HARDWARE (pure: a capped
 // or replayed Hardware judges as the machine it describes).

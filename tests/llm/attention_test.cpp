@@ -1,0 +1,242 @@
+// A decoder's attention kernels (backends/dense/attention_kernels.hpp, llm/attention.hpp):
+// every kernel this CPU runs gives the portable kernel's bits (the numerics class
+// attention_dot8), call by call and through attend() over a KV cache with windows, sinks, GQA
+// groups, head_dim 64 and 128, 1 to 300 keys and 1 or 2 threads; the output is close to a
+// float64 softmax within a bound derived below; the choice follows the Hardware (a cap at
+// MXMOE_MAX_ISA=none picks the portable kernels) and a head_dim off the 8-lane chunks keeps
+// the portable kernels, saying why.
+#include "llm/attention.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backends/dense/dense_attention.hpp"
+#include "base/thread_pool.hpp"
+#include "mxmoe/hardware.hpp"
+#include "test_platform.hpp"
+
+namespace mxmoe {
+namespace {
+
+using dense::AttentionKernels;
+using ::testing::HasSubstr;
+
+constexpr double kUnit = 1.0 / (1 << 24);  // f32 unit roundoff
+
+std::vector<float> normal(std::size_t n, unsigned seed, float sigma = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, sigma);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+// The kernels of every Hardware variant this CPU runs (the probe, capped at avx2, at none),
+// each once; the portable one last.
+std::vector<AttentionKernels> kernels_here(int head_dim) {
+  std::vector<AttentionKernels> out;
+  for (const char* cap : {"", "avx2", "none"}) {
+    const AttentionKernels k =
+        dense::judge_attention_kernels(head_dim, probe_hardware(cap)).kernels;
+    if (std::none_of(out.begin(), out.end(),
+                     [&](const AttentionKernels& o) { return std::string(o.name) == k.name; }))
+      out.push_back(k);
+  }
+  return out;
+}
+
+TEST(LlmAttention, TheChoiceFollowsTheHardwareAndACapPicksThePortableKernels) {
+  const dense::AttentionSelection none = dense::judge_attention_kernels(64, probe_hardware("none"));
+  EXPECT_EQ(none.chosen, "portable_attention");
+  EXPECT_EQ(none.kernels.scores, &dense::attention_scores_portable);
+  EXPECT_EQ(none.kernels.values, &dense::attention_values_portable);
+  ASSERT_EQ(none.candidates.size(), 3u);
+  for (std::size_t i = 0; i + 1 < none.candidates.size(); ++i) {
+    ASSERT_FALSE(none.candidates[i].accepted()) << none.candidates[i].kernel;
+    EXPECT_EQ(none.candidates[i].reasons[0].code,
+              kX86BackendsCompiled ? ReasonCode::unsupported_isa : ReasonCode::not_compiled);
+  }
+  EXPECT_THAT(dense::describe(none), HasSubstr("attention: portable_attention"));
+  if (kX86BackendsCompiled) {
+    const Hardware avx2 = probe_hardware("avx2");
+    if (isa_feature(avx2.isa, "avx2").value_or(false) &&
+        isa_feature(avx2.isa, "fma").value_or(false) &&
+        isa_feature(avx2.isa, "f16c").value_or(false)) {
+      const dense::AttentionSelection s = dense::judge_attention_kernels(128, avx2);
+      EXPECT_EQ(s.chosen, "avx2_attention");
+      EXPECT_THAT(dense::describe(s), HasSubstr("MXMOE_MAX_ISA"));  // why avx512 is refused
+    }
+  }
+}
+
+TEST(LlmAttention, AHeadDimOffTheEightLaneChunksKeepsThePortableKernels) {
+  const dense::AttentionSelection s = dense::judge_attention_kernels(36, probe_hardware());
+  EXPECT_EQ(s.chosen, "portable_attention");
+  for (const auto& v : s.candidates)
+    if (v.kernel != "portable_attention") {
+      ASSERT_FALSE(v.accepted());
+      EXPECT_EQ(v.reasons[0].code, ReasonCode::shape_alignment);
+    }
+  EXPECT_THAT(dense::describe(s), HasSubstr("head_dim = 36"));
+}
+
+// Each kernel's calls against the portable ones, bit for bit: heads 1..8 a call (odd ones
+// included: the avx512 kernel pairs heads), 1..300 keys (a partial block of 8 and of 64),
+// head_dim 8..128 (avx2's 32-column blocks and 8-column tails, avx512's masked half chunk), a
+// key stride wider than a head (the cache's kv heads), and large or tiny values.
+TEST(LlmAttention, EveryKernelGivesThePortableBitsCallByCall) {
+  for (const int hd : {8, 24, 40, 64, 128}) {
+    const std::vector<AttentionKernels> kernels = kernels_here(hd);
+    for (const int heads : {1, 2, 3, 8})
+      for (const std::int64_t keys : {1, 7, 8, 9, 65, 128, 300}) {
+        const std::int64_t stride = 3 * hd;
+        const unsigned seed = static_cast<unsigned>(hd * 1000 + heads * 100 + keys);
+        const std::vector<float> q = normal(static_cast<std::size_t>(heads * hd), seed);
+        std::vector<float> k = normal(static_cast<std::size_t>(keys * stride), seed + 1);
+        const std::vector<float> v = normal(static_cast<std::size_t>(keys * stride), seed + 2);
+        k[0] = 3e18f;  // huge products, and a subnormal one
+        if (k.size() > 9) k[9] = 1e-38f;
+        std::vector<float> w = normal(static_cast<std::size_t>(heads * keys), seed + 3, 0.1f);
+        std::vector<std::vector<float>> scores, values;
+        for (const AttentionKernels& kn : kernels) {
+          std::vector<float> s(static_cast<std::size_t>(heads * (keys + 1)), std::nanf(""));
+          kn.scores({.q = q.data(),
+                     .heads = heads,
+                     .head_dim = hd,
+                     .k = k.data(),
+                     .k_stride = stride,
+                     .keys = keys,
+                     .scale = 0.125f,
+                     .scores = s.data(),
+                     .scores_stride = keys + 1});
+          std::vector<float> o(static_cast<std::size_t>(heads * hd), std::nanf(""));
+          kn.values({.w = w.data(),
+                     .w_stride = keys,
+                     .heads = heads,
+                     .head_dim = hd,
+                     .v = v.data(),
+                     .v_stride = stride,
+                     .keys = keys,
+                     .out = o.data()});
+          scores.push_back(std::move(s));
+          values.push_back(std::move(o));
+        }
+        for (std::size_t i = 0; i + 1 < kernels.size(); ++i) {
+          const std::string what = std::string(kernels[i].name) + " head_dim " +
+                                   std::to_string(hd) + " heads " + std::to_string(heads) +
+                                   " keys " + std::to_string(keys);
+          EXPECT_EQ(std::memcmp(scores[i].data(), scores.back().data(), scores[i].size() * 4), 0)
+              << "scores, " << what;
+          EXPECT_EQ(std::memcmp(values[i].data(), values.back().data(), values[i].size() * 4), 0)
+              << "values, " << what;
+        }
+      }
+  }
+}
+
+struct Case {
+  int heads, kv_heads, head_dim, window;
+  bool sinks;
+};
+
+// attend() over a cache of 2 slots: rows of both slots at positions 0, 6, 127, 299 (1, 7,
+// 128, 300 keys, fewer under a window), every kernel and 1 or 2 threads give the portable
+// kernel's bits; the portable result is within the bound below of a float64 softmax.
+TEST(LlmAttention, AttendGivesThePortableBitsAndIsCloseToFloat64) {
+  const std::vector<Case> cases = {{8, 1, 64, 0, true},    {64, 8, 64, 128, true},
+                                   {16, 8, 64, 0, false},  {8, 2, 128, 0, false},
+                                   {4, 4, 128, 100, true}, {6, 2, 64, 0, true}};
+  const int context = 300, slots = 2;
+  for (const Case& c : cases) {
+    const int hd = c.head_dim, group = c.heads / c.kv_heads;
+    llm::KvCache cache(1, slots, context, c.kv_heads, hd);
+    const std::size_t kv_row = static_cast<std::size_t>(c.kv_heads * hd);
+    for (int slot = 0; slot < slots; ++slot)
+      for (int p = 0; p < context; ++p) {
+        const auto k = normal(kv_row, static_cast<unsigned>(slot * 1000 + p));
+        const auto v = normal(kv_row, static_cast<unsigned>(slot * 1000 + p + 500000));
+        std::memcpy(cache.key(0, slot, p), k.data(), kv_row * 4);
+        std::memcpy(cache.value(0, slot, p), v.data(), kv_row * 4);
+      }
+    const std::vector<llm::QueryRow> rows = {{0, 0}, {1, 6}, {0, 127}, {1, 299}, {0, 299}, {1, 0}};
+    const std::size_t q_row = static_cast<std::size_t>(c.heads * hd);
+    const std::vector<float> q = normal(rows.size() * q_row, 77, 0.5f);
+    const std::vector<float> sinks = normal(static_cast<std::size_t>(c.heads), 78);
+    const llm::AttentionShape shape{.heads = c.heads,
+                                    .kv_heads = c.kv_heads,
+                                    .head_dim = hd,
+                                    .window = c.window,
+                                    .sinks = c.sinks ? sinks.data() : nullptr,
+                                    .scale = 1.0f / std::sqrt(static_cast<float>(hd))};
+    const std::size_t stride = llm::attention_scratch_floats(context, group);
+    std::vector<std::vector<float>> outs;
+    std::vector<std::string> names;
+    for (const AttentionKernels& kn : kernels_here(hd))
+      for (const int threads : {1, 2}) {
+        ThreadPool pool(threads);
+        std::vector<float> scratch(stride * static_cast<std::size_t>(threads));
+        std::vector<float> out(rows.size() * q_row, std::nanf(""));
+        llm::attend(shape, kn, cache, 0, rows, q.data(), out.data(), scratch.data(), stride, pool);
+        outs.push_back(std::move(out));
+        names.push_back(std::string(kn.name) + " at " + std::to_string(threads) + " threads");
+      }
+    const std::string what = "heads " + std::to_string(c.heads) + "/" + std::to_string(c.kv_heads) +
+                             " head_dim " + std::to_string(hd) + " window " +
+                             std::to_string(c.window);
+    for (std::size_t i = 0; i + 1 < outs.size(); ++i)
+      EXPECT_EQ(std::memcmp(outs[i].data(), outs.back().data(), outs.back().size() * 4), 0)
+          << names[i] << ", " << what;
+
+    // The bound. A score's error: dot8 sums head_dim / 8 products in a lane and 3 tree levels,
+    // then the scale: |ds| <= (head_dim / 8 + 5) u scale sum |q k| = D. Each weight
+    // e_p / total is then within a factor exp(2 D) (1 + (n + 4) u) of exact (the max cancels;
+    // exp and the division add an ulp each, the in-order total n u), and the weighted sum of
+    // values adds n u sum w |v|; so |out - exact| <= ((exp(2D) - 1) + (2n + 8) u) sum w |v|,
+    // where w and v are float64's and sum w |v| <= max |v|.
+    const std::vector<float>& got = outs.back();
+    for (std::size_t r = 0; r < rows.size(); ++r)
+      for (int h = 0; h < c.heads; ++h) {
+        const int kvh = h / group;
+        const int first = c.window > 0 ? std::max(0, rows[r].position - c.window + 1) : 0;
+        const int n = rows[r].position - first + 1;
+        std::vector<double> s(static_cast<std::size_t>(n));
+        double max_s = c.sinks ? sinks[static_cast<std::size_t>(h)] : -INFINITY, d_bound = 0;
+        const float* qh = q.data() + r * q_row + static_cast<std::size_t>(h * hd);
+        for (int p = 0; p < n; ++p) {
+          const float* kp = cache.key(0, rows[r].slot, first + p) + kvh * hd;
+          double dot = 0, mag = 0;
+          for (int i = 0; i < hd; ++i) {
+            dot += double{qh[i]} * double{kp[i]};
+            mag += std::fabs(double{qh[i]} * double{kp[i]});
+          }
+          s[static_cast<std::size_t>(p)] = dot * double{shape.scale};
+          max_s = std::max(max_s, s[static_cast<std::size_t>(p)]);
+          d_bound = std::max(d_bound, (hd / 8 + 5) * kUnit * double{shape.scale} * mag);
+        }
+        double total = c.sinks ? std::exp(double{sinks[static_cast<std::size_t>(h)]} - max_s) : 0;
+        for (double& x : s) total += (x = std::exp(x - max_s));
+        const double bound = std::expm1(2 * d_bound) + (2 * n + 8) * kUnit;
+        for (int d = 0; d < hd; ++d) {
+          double exact = 0, mag = 0;
+          for (int p = 0; p < n; ++p) {
+            const double vp = cache.value(0, rows[r].slot, first + p)[kvh * hd + d];
+            exact += s[static_cast<std::size_t>(p)] / total * vp;
+            mag += s[static_cast<std::size_t>(p)] / total * std::fabs(vp);
+          }
+          EXPECT_NEAR(got[r * q_row + static_cast<std::size_t>(h * hd + d)], exact,
+                      bound * mag + 1e-30)
+              << what << " row " << r << " head " << h << " d " << d;
+        }
+      }
+  }
+}
+
+}  // namespace
+}  // namespace mxmoe
