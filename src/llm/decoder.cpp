@@ -47,7 +47,7 @@ std::uint64_t step_buffer_bytes(const DecoderConfig& cfg, const DecoderOptions& 
   const std::uint64_t kvd = static_cast<std::uint64_t>(cfg.kv_heads) * static_cast<std::uint64_t>(cfg.head_dim);
   const auto I = static_cast<std::uint64_t>(cfg.dense_intermediate);
   const std::uint64_t floats = rows * (5 * H + 2 * qd + 2 * kvd + 2 * I) +
-                               attention_scratch_floats(opt.max_context) *
+                               attention_scratch_floats(opt.max_context, cfg.heads / cfg.kv_heads) *
                                    static_cast<std::uint64_t>(threads + 1);
   return floats * sizeof(float) + rows * (sizeof(QueryRow) + sizeof(std::int32_t));
 }
