@@ -42,6 +42,7 @@ from . import logger
 _lock = threading.Lock()
 _library: Optional[Any] = None  # the torch.library.Library holding the registrations
 _ones: Dict[int, Any] = {}  # a row of ones [1, n] as an mxmoe dense layer, per n
+_logged_kernels: set = set()
 
 
 def install() -> None:
@@ -190,8 +191,11 @@ def _dispatch_gemm(own, layer, remove_weight: bool) -> None:
         return
     mx = dense(weight.data)
     layer._mxmoe_dense = mx
-    logger.debug("mxmoe-vllm: a linear layer [%d, %d] runs on mxmoe's %s", mx.out_features,
-                 mx.in_features, mx.kernel)
+    with _lock:
+        first = mx.kernel not in _logged_kernels
+        _logged_kernels.add(mx.kernel)
+    if first:
+        logger.info("mxmoe-vllm: linear layers run on mxmoe's %s (batch invariant)", mx.kernel)
 
     def linear(x: torch.Tensor, _weight: Any, bias: Optional[torch.Tensor]) -> torch.Tensor:
         rows = x.reshape(-1, x.shape[-1])

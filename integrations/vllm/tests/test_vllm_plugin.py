@@ -196,7 +196,8 @@ def test_batch_invariant_engine_gives_a_prompt_the_same_bits_alone_and_in_a_batc
     calls, log = _engine(checkpoint.directory, _calls(checkpoint) + invariant,
                          {"VLLM_BATCH_INVARIANT": "1"})
     assert "batch invariant)" in log  # mxmoe-vllm's line for the bound MoE layers
-    assert "mxmoe-vllm: VLLM_BATCH_INVARIANT=1 on the CPU" in log  # the rest, row by row
+    assert "mxmoe-vllm: VLLM_BATCH_INVARIANT=1 on the CPU" in log  # the ops, row by row
+    assert "mxmoe-vllm: linear layers run on mxmoe's" in log  # and the linear layers
     _check_against_reference(checkpoint, calls[:2])
     batch = calls[-1]
     for i, position in enumerate(where):
