@@ -3,6 +3,7 @@
 
 #include "mxmoe/checkpoint.hpp"
 #include "mxmoe/communicator.hpp"
+#include "mxmoe/dense.hpp"
 #include "mxmoe/deployment.hpp"
 #include "mxmoe/errors.hpp"
 #include "mxmoe/expert_parallel.hpp"

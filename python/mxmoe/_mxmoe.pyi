@@ -186,3 +186,25 @@ class _TextStream:
 
 def _render_chat(model_type: str, messages: List[Tuple[str, str]], add_generation_prompt: bool,
                  enable_thinking: bool) -> str: ...
+
+# mxmoe's dense kernels for an engine's own layers (the vLLM plugin's VLLM_BATCH_INVARIANT=1,
+# docs/VLLM.md). Batch invariant: each output row's bits depend only on that row of x, never on
+# the other rows of the call or the thread count (include/mxmoe/dense.hpp).
+class _DenseLinear:
+    """y = x . weight^T (+ bias): weight [out, in] float32 or bfloat16, C-contiguous, read in
+    place and held alive; bias [out] (float32 or bfloat16) or None; threads: 0 is every
+    logical CPU. x [rows, in] float32; y float32 [rows, out], the caller's kind of array (or
+    `out`), computed with the GIL released in the numerics class dense_fp32_lanes16."""
+    def __init__(self, weight: ArrayLike, bias: Optional[ArrayLike], threads: int) -> None: ...
+    def forward(self, x: ArrayLike, out: Optional[Out] = None) -> Any: ...
+    @property
+    def in_features(self) -> int: ...
+    @property
+    def out_features(self) -> int: ...
+    @property
+    def kernel(self) -> str: ...
+
+def _row_softmax(x: ArrayLike, log: bool, out: Optional[Out] = None) -> Any:
+    """softmax (log=False) or log_softmax (log=True) of each row of x [rows, n] float32, each
+    row on its own in a fixed order (float32 out, the sum of exponentials in double)."""
+    ...

@@ -291,7 +291,7 @@ Matrix read_matrix(nb::handle obj, const Expect& ex, bool bf16_bits) {
                               .c_str());
   m.rows = static_cast<std::int64_t>(m.array.shape(0));
   m.cols = vector ? 1 : static_cast<std::int64_t>(m.array.shape(1));
-  if ((ex.rows >= 0 && m.rows != ex.rows) || (!vector && m.cols != ex.cols))
+  if ((ex.rows >= 0 && m.rows != ex.rows) || (!vector && ex.cols > 0 && m.cols != ex.cols))
     throw nb::value_error(
         (name + ": expected shape " + shape + ", got " + shape_text(m.array)).c_str());
   m.row_stride = m.array.stride(0);

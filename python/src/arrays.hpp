@@ -48,7 +48,7 @@ struct Matrix {
 
 // What an argument must be: its name, the accepted element types (first = the one named in
 // messages when none matches), the rows (-1: any) and columns (0: a 1-D array [rows], read
-// as rows x 1).
+// as rows x 1; -1: any).
 struct Expect {
   const char* name;
   std::vector<Element> elements;

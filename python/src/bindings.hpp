@@ -10,5 +10,6 @@ void bind_layers(nb::module_& m);     // layers.cpp: Layer, _Model, _layer_from_
 void bind_functions(nb::module_& m);  // functions.cpp: _explain, _generate, codecs, names
 void bind_llm(nb::module_& m);        // llm.cpp: _LLM, a whole model
 void bind_text(nb::module_& m);       // text.cpp: _Tokenizer, _TextStream, _render_chat
+void bind_dense(nb::module_& m);      // dense.cpp: _DenseLinear, _row_softmax
 
 }  // namespace mxmoe::python

@@ -5,7 +5,8 @@
 // Python files (python/mxmoe/) build the user-facing API on top (docs/PYTHON.md).
 // This file is the module's table of contents: edge.cpp (errors, interrupts, runtimes, the
 // request), layers.cpp (Model, Layer, a layer from tensors), llm.cpp (a whole model),
-// text.cpp (the tokenizer, streamed text, chat formats), functions.cpp (the rest), and
+// text.cpp (the tokenizer, streamed text, chat formats), dense.cpp (dense kernels for an
+// engine's own layers), functions.cpp (the rest), and
 // arrays.cpp (arrays in and out).
 #include "bindings.hpp"
 #include "edge.hpp"
@@ -25,4 +26,5 @@ NB_MODULE(_mxmoe, m) {
   mxmoe::python::bind_functions(m);
   mxmoe::python::bind_llm(m);
   mxmoe::python::bind_text(m);
+  mxmoe::python::bind_dense(m);
 }

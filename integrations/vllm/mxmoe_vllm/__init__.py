@@ -19,7 +19,9 @@ every platform the error of vLLM's DeepSeek-V4 MXFP4 selector (below), and nothi
   ``forward_routed`` on vLLM's top-k ids and weights, into vLLM's output tensor.
 
 ``VLLM_BATCH_INVARIANT=1`` becomes mxmoe's batch-invariant request; when mxmoe's oracle finds
-no backend, the exception raised at load carries every candidate and every reason.
+no backend, the exception raised at load carries every candidate and every reason. It also
+makes the rest of vLLM's CPU engine batch invariant (:mod:`mxmoe_vllm.invariance`: the ops
+vLLM would give to Triton, and the linear layers, computed row by row by mxmoe).
 On every platform (CUDA, ROCm and XPU as well), and only that off the CPU, vLLM's DeepSeek-V4
 MXFP4 backend selector's error is given the candidate backends and each one's reason, taken
 from vLLM's own ``is_supported_config`` (:mod:`mxmoe_vllm.reasons`).
@@ -97,6 +99,12 @@ def register() -> None:
         experts.apply = _apply
         cpu_moe.prepare_mxfp4_moe_layer_for_cpu = _keep_weights
         experts._mxmoe_patched = True
+    import vllm.envs as envs  # noqa: PLC0415
+
+    if envs.VLLM_BATCH_INVARIANT:
+        from . import invariance  # noqa: PLC0415
+
+        invariance.install()  # the rest of the engine's rows made independent
     _time_experts_apply()
 
 

@@ -3,11 +3,12 @@ the results as one JSON line on stdout after the marker MXMOE_RESULT (the tests 
 environment of their case).
 
   {"model": DIR, "calls": [{"prompts": [[ids...], ...], "max_tokens": 8,
-                            "logprobs": false, "prompt_logprobs": false}, ...]}
+                            "logprobs": false, "prompt_logprobs": false}, ...],
+   "llm": {...}}  (optional: more keyword arguments of vllm.LLM)
 
 Per call: "tokens" (greedy, per prompt), "logprobs" (float.hex of each chosen token's
 logprob), "prompt_logprobs" (per prompt position after the first, the logprob of the prompt's
-own next token and the top-1 token there).
+own next token and the top-1 token there), "seconds" (the generate call's wall time).
 """
 
 import gc
@@ -23,14 +24,17 @@ def main() -> None:
 
     start = time.perf_counter()
     llm = LLM(model=job["model"], dtype="bfloat16", enforce_eager=True, skip_tokenizer_init=True,
-              max_model_len=128, max_num_seqs=8, gpu_memory_utilization=0.15, seed=0)
+              max_model_len=128, max_num_seqs=8, gpu_memory_utilization=0.15, seed=0,
+              **job.get("llm", {}))
     results = {"startup_s": time.perf_counter() - start, "calls": []}
     for call in job["calls"]:
         params = SamplingParams(max_tokens=call.get("max_tokens", 8), temperature=0.0,
                                 detokenize=False, logprobs=1 if call.get("logprobs") else None,
                                 prompt_logprobs=1 if call.get("prompt_logprobs") else None)
+        t0 = time.perf_counter()
         outputs = llm.generate([{"prompt_token_ids": p} for p in call["prompts"]], params)
-        r = {"tokens": [], "logprobs": [], "prompt_logprobs": []}
+        r = {"tokens": [], "logprobs": [], "prompt_logprobs": [],
+             "seconds": time.perf_counter() - t0}
         for prompt, out in zip(call["prompts"], outputs):
             completion = out.outputs[0]
             r["tokens"].append(list(completion.token_ids))

