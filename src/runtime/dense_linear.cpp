@@ -1,5 +1,5 @@
 // mxmoe::DenseLinear (include/mxmoe/dense.hpp): the public face of dense::Linear in its
-// as_published mode.
+// as_published mode, on a Runtime's pool (so it lives in runtime/, above backends/).
 #include "backends/dense/dense_linear.hpp"
 #include "mxmoe/dense.hpp"
 
