@@ -164,9 +164,7 @@ void quantize_int8_avx512(const float* x, std::int64_t n, std::int8_t* q, float*
 
 void gemm16_vnni(const std::uint8_t* group, int blocks, const QuantRows& x, int tokens, float* out,
                  std::int64_t out_stride) noexcept {
-  // At a few tokens (decode) the weights' bytes bound the call, not the FMA pipes: no window,
-  // and no pass over the group's scales before the weights stream in.
-  const ScaleWindow window = tokens >= 4 ? scale_window(group, blocks) : ScaleWindow{};
+  const ScaleWindow window = scale_window(group, blocks);
   int t = 0;
   for (; t + 8 <= tokens; t += 8) gemm16_tokens<8>(group, blocks, x, t, out, out_stride, window);
   if (t + 4 <= tokens) {
