@@ -5,13 +5,10 @@
 // dots are exact and every float operation is the same single-rounding operation.
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
-#include <limits>
 #include <random>
-#include <utility>
 #include <vector>
 
 #include "backends/int8/int8_kernels.hpp"
@@ -204,57 +201,6 @@ TEST(Int8Kernels, VnniGemmFollowsTheScalarOrderBitForBit) {
   std::vector<float> out(kTokens * 16);
   k::gemm16_vnni(group.data(), kBlocks, a.rows(), kTokens, out.data(), 16);
   expect_same_bits(out, scalar_gemm16(group, kBlocks, a, kTokens));
-}
-
-// The VNNI kernel makes a scale d * 2^(e - 128) by adding to d's exponent field when d and
-// every product of the group are normal, and multiplies otherwise: the bits must be the
-// definition's on both sides of that window's edges. A group's scale codes span [emin, emax];
-// a token's d has exponent field lo - 1, lo, lo + 1, hi - 1, hi, hi + 1 of the window
-// [max(1, 129 - emin), min(254, 382 - emax)], or is zero, subnormal or the largest float
-// (one kind a token, so a wrong product is not lost in a larger block's sum).
-TEST(Int8Kernels, VnniGemmScaleWindowEdgesGiveTheDefinitionsBits) {
-  if (!has_vnni()) GTEST_SKIP() << "no AVX-512 VNNI";
-  std::mt19937 rng(29);
-  std::uniform_int_distribution<int> byte(0, 255), code(-127, 127);
-  constexpr int kBlocks = 9, kTokens = 13;  // tiles of 8 and 4 and a single token
-  for (const auto& [emin, emax] : {std::pair{100, 140}, std::pair{2, 128}, std::pair{127, 254},
-                                   std::pair{0, 255}, std::pair{128, 128}}) {
-    SCOPED_TRACE(testing::Message() << "e in [" << emin << ", " << emax << "]");
-    std::vector<std::uint8_t> group(kBlocks * group16::kBlockBytes);
-    std::uniform_int_distribution<int> scale(emin, emax);
-    for (int b = 0; b < kBlocks; ++b) {
-      std::uint8_t* gb = group.data() + static_cast<std::size_t>(b) * group16::kBlockBytes;
-      for (std::size_t i = 0; i < group16::kNibbleBytes; ++i) gb[i] = static_cast<std::uint8_t>(byte(rng));
-      for (std::size_t i = 0; i < 16; ++i)
-        gb[group16::kNibbleBytes + i] =
-            static_cast<std::uint8_t>(i == 0 ? emin : i == 1 ? emax : scale(rng));
-    }
-    const int lo = std::max(1, 129 - emin), hi = std::min(254, 382 - emax);
-    const std::vector<float> ds = {std::ldexp(1.5f, lo - 1 - 127), std::ldexp(1.75f, lo - 127),
-                                   std::ldexp(1.25f, lo + 1 - 127), std::ldexp(1.5f, hi - 1 - 127),
-                                   std::ldexp(1.9921875f, hi - 127), std::ldexp(1.5f, hi + 1 - 127),
-                                   0.0f, 1e-40f, std::numeric_limits<float>::max(),
-                                   std::ldexp(1.0f, -126), 1.0f / 127};
-    Activations a;
-    a.cols = 32 * kBlocks;
-    a.q.resize(static_cast<std::size_t>(kTokens * a.cols));
-    a.d.resize(static_cast<std::size_t>(kTokens * kBlocks));
-    a.corr.resize(a.d.size());
-    for (std::size_t t = 0; t < static_cast<std::size_t>(kTokens); ++t)
-      for (std::size_t b = 0; b < static_cast<std::size_t>(kBlocks); ++b) {
-        int sum = 0;
-        for (std::size_t i = 0; i < 32; ++i) {
-          const auto q = static_cast<std::int8_t>(code(rng));
-          a.q[t * static_cast<std::size_t>(a.cols) + 32 * b + i] = q;
-          sum += q;
-        }
-        a.d[t * kBlocks + b] = ds[t % ds.size()];  // one kind a token: nothing hides it
-        a.corr[t * kBlocks + b] = -12 * sum;
-      }
-    std::vector<float> out(kTokens * 16);
-    k::gemm16_vnni(group.data(), kBlocks, a.rows(), kTokens, out.data(), 16);
-    expect_same_bits(out, scalar_gemm16(group, kBlocks, a, kTokens));
-  }
 }
 
 using Gemm16 = void (*)(const std::uint8_t*, int, const k::QuantRows&, int, float*,

@@ -36,49 +36,14 @@ __m512i broadcast_4_bytes(const std::int8_t* p) {
   return _mm512_broadcastd_epi32(_mm_loadu_si32(p));
 }
 
-// The scale of a (token, block) is d * 2^(e - 128) for the 16 rows' E8M0 bytes e, rounded once.
-// Where d is normal and every product is normal, multiplying by a power of two is exact, so it
-// is d's bits plus (e - 128) << 23: an integer add instead of a multiply, which shares the FMA
-// pipes with vpdpbusd. ScaleWindow holds, for a group, the exponent fields of d for which
-// that holds for every e of the group: [lo, hi] (empty when lo > hi); other d multiply.
-struct ScaleWindow {
-  std::uint32_t lo = 1, hi = 0;
-};
-
-ScaleWindow scale_window(const std::uint8_t* group, int blocks) noexcept {
-  __m128i lo = _mm_set1_epi8(-1), hi = _mm_setzero_si128();
-  for (int b = 0; b < blocks; ++b) {
-    const __m128i e = _mm_loadu_si128(reinterpret_cast<const __m128i*>(
-        group + static_cast<std::size_t>(b) * group16::kBlockBytes + group16::kNibbleBytes));
-    lo = _mm_min_epu8(lo, e);
-    hi = _mm_max_epu8(hi, e);
-  }
-  alignas(16) std::uint8_t l[16], h[16];
-  _mm_store_si128(reinterpret_cast<__m128i*>(l), lo);
-  _mm_store_si128(reinterpret_cast<__m128i*>(h), hi);
-  int emin = 255, emax = 0;
-  for (int i = 0; i < 16; ++i) {
-    emin = l[i] < emin ? l[i] : emin;
-    emax = h[i] > emax ? h[i] : emax;
-  }
-  // The product's exponent field is Ed + e - 128, normal in [1, 254]; d itself normal.
-  const int window_lo = 129 - emin > 1 ? 129 - emin : 1;
-  const int window_hi = 382 - emax < 254 ? 382 - emax : 254;
-  if (window_lo > window_hi) return {};
-  return {static_cast<std::uint32_t>(window_lo), static_cast<std::uint32_t>(window_hi)};
-}
-
 // Rows of the group for N (1..8) tokens t0.. with the accumulators in registers (the token
 // loops unrolled, so the arrays stay in registers).
 template <int N>
 __attribute__((always_inline)) inline void gemm16_tokens(const std::uint8_t* group, int blocks,
                                                          const QuantRows& x, int t0, float* out,
-                                                         std::int64_t out_stride,
-                                                         ScaleWindow window) {
+                                                         std::int64_t out_stride) {
   const __m512i table = biased_doubled_code_table();
   const __m512i low_nibble = _mm512_set1_epi8(0x0F);
-  const std::uint32_t span = window.hi - window.lo;  // wraps for an empty window: never taken
-  const bool any = window.lo <= window.hi;
   __m512 acc[std::size_t{N}];
 #pragma GCC unroll 8
   for (int j = 0; j < N; ++j) acc[j] = _mm512_setzero_ps();
@@ -93,12 +58,7 @@ __attribute__((always_inline)) inline void gemm16_tokens(const std::uint8_t* gro
       w[2 * h + 1] =
           _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(packed, 4), low_nibble));
     }
-    const std::uint8_t* e8m0 = gb + group16::kNibbleBytes;
-    const __m512i exponent_add = _mm512_slli_epi32(
-        _mm512_sub_epi32(
-            _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(e8m0))),
-            _mm512_set1_epi32(128)),
-        23);
+    const __m512 ws = weight_scales(gb + group16::kNibbleBytes);
 #pragma GCC unroll 8
     for (int j = 0; j < N; ++j) {
       const std::int64_t row = t0 + j;
@@ -112,14 +72,7 @@ __attribute__((always_inline)) inline void gemm16_tokens(const std::uint8_t* gro
         odd = _mm512_dpbusd_epi32(odd, w[g + 1], broadcast_4_bytes(xq + 4 * g + 4));
       }
       const __m512i dot = _mm512_add_epi32(even, odd);
-      const float d = x.d[row * x.s_stride + b];
-      std::uint32_t d_bits;
-      __builtin_memcpy(&d_bits, &d, sizeof d_bits);
-      const __m512 scale =
-          any && (d_bits >> 23) - window.lo <= span
-              ? _mm512_castsi512_ps(
-                    _mm512_add_epi32(exponent_add, _mm512_set1_epi32(static_cast<int>(d_bits))))
-              : _mm512_mul_ps(weight_scales(e8m0), _mm512_set1_ps(d));
+      const __m512 scale = _mm512_mul_ps(ws, _mm512_set1_ps(x.d[row * x.s_stride + b]));
       acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), scale, acc[j]);
     }
   }
@@ -164,14 +117,13 @@ void quantize_int8_avx512(const float* x, std::int64_t n, std::int8_t* q, float*
 
 void gemm16_vnni(const std::uint8_t* group, int blocks, const QuantRows& x, int tokens, float* out,
                  std::int64_t out_stride) noexcept {
-  const ScaleWindow window = scale_window(group, blocks);
   int t = 0;
-  for (; t + 8 <= tokens; t += 8) gemm16_tokens<8>(group, blocks, x, t, out, out_stride, window);
+  for (; t + 8 <= tokens; t += 8) gemm16_tokens<8>(group, blocks, x, t, out, out_stride);
   if (t + 4 <= tokens) {
-    gemm16_tokens<4>(group, blocks, x, t, out, out_stride, window);
+    gemm16_tokens<4>(group, blocks, x, t, out, out_stride);
     t += 4;
   }
-  for (; t < tokens; ++t) gemm16_tokens<1>(group, blocks, x, t, out, out_stride, window);
+  for (; t < tokens; ++t) gemm16_tokens<1>(group, blocks, x, t, out, out_stride);
 }
 
 void glu_quantize_avx512(const float* h, int tokens, const float* gate_bias, const float* up_bias,
