@@ -23,6 +23,7 @@
 #include "mxmoe/format.hpp"
 #include "mxmoe/hardware.hpp"
 #include "mxmoe/perf.hpp"
+#include "runtime/bind_linear.hpp"
 
 namespace mxmoe {
 namespace {
@@ -60,7 +61,7 @@ Matrix make_matrix(const Machine& m, std::int64_t out, std::int64_t in, dense::D
     w.out = out;
     w.in = in;
     mat.layers.push_back(
-        std::make_unique<dense::Linear>(w, m.hw, dense::LinearOptions{mode, &pool}));
+        std::make_unique<dense::Linear>(bind_linear(w, mode, m.hw, &pool)));
   }
   if (mode == dense::DenseMode::compact_int8) mat.data.clear();  // the compact copies own theirs
   return mat;
@@ -124,8 +125,8 @@ void report_accuracy(const Machine& machine) {
     w.data = w16.data();
     w.out = out;
     w.in = in;
-    const dense::Linear q(w, machine.hw, {dense::DenseMode::compact_int8, &pool});
-    const dense::Linear f(w, machine.hw);
+    const dense::Linear q = bind_linear(w, dense::DenseMode::compact_int8, machine.hw, &pool);
+    const dense::Linear f = bind_linear(w, dense::DenseMode::as_published, machine.hw);
     std::vector<float> x(static_cast<std::size_t>(m * in)), yq(static_cast<std::size_t>(m * out)),
         yf(yq.size());
     std::mt19937 rng(9);

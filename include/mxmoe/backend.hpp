@@ -1,8 +1,10 @@
 // The contract between the oracle and what it judges. Candidate<Op> is what every kind of
 // kernel says about itself, whatever it computes: a name, a numerics class, an honest check()
 // of an operation and a cost estimate for it. Backend is the MoE expert kind (Op = Deployment)
-// with its kernel factory. A second kind (the dense matmuls of a whole model) is another
-// Candidate<Op> with its own Op, judged with the same Rejection, ReasonCode and Verdict.
+// with its kernel factory. A second kind, the dense matmuls of a whole model, is
+// Candidate<dense::DenseOp> (src/contract/dense_op.hpp, src/backends/dense), judged by the
+// same oracle (src/oracle/judge_each.hpp) with the same Rejection, ReasonCode and Verdict
+// (mxmoe/verdict.hpp).
 #pragma once
 
 #include <memory>

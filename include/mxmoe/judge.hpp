@@ -1,7 +1,9 @@
 // The oracle: one selector judges every candidate it is handed on every predicate and keeps
 // every reason as a structured record. There is no other selection path: model families
 // pass their preferences into the same select() as data. The candidates default to the
-// registered backends (mxmoe/registry.hpp); tests and tools hand their own.
+// registered backends (mxmoe/registry.hpp); tests and tools hand their own. The same
+// verdict and ranking functions judge the dense kernels of a whole model (src/oracle/
+// judge_each.hpp), which have no Request.
 #pragma once
 
 #include <span>

@@ -1,7 +1,7 @@
 // The oracle's whole public API in one include, for hosts. Each subject has its own header:
 // reason codes (reason_codes.hpp), the candidate and backend interface (backend.hpp), the
-// registered backends (registry.hpp), verdicts and selections with their JSON
-// (selection.hpp), judge / select / agree (judge.hpp), the error when nothing fits
+// registered backends (registry.hpp), a candidate's verdict (verdict.hpp), selections with
+// their JSON (selection.hpp), judge / select / agree (judge.hpp), the error when nothing fits
 // (no_backend_error.hpp) and the text reports (reports.hpp).
 #pragma once
 
@@ -13,3 +13,4 @@
 #include "mxmoe/registry.hpp"
 #include "mxmoe/reports.hpp"
 #include "mxmoe/selection.hpp"
+#include "mxmoe/verdict.hpp"

@@ -1,6 +1,6 @@
-// What the oracle decided, as plain data with a JSON round trip: a Verdict per candidate,
-// the Suggestions when none fits, and the Selection that holds them with the deployment as
-// judged. (judge() and select() that make one: mxmoe/judge.hpp.)
+// What the oracle decided for a MoE layer, as plain data with a JSON round trip: a Verdict
+// per candidate (mxmoe/verdict.hpp, shared with every kind of candidate), the Suggestions
+// when none fits, and the Selection that holds them with the deployment as judged. (judge() and select() that make one: mxmoe/judge.hpp.)
 #pragma once
 
 #include <string>
@@ -10,20 +10,9 @@
 #include "mxmoe/deployment.hpp"
 #include "mxmoe/export.h"
 #include "mxmoe/reason_codes.hpp"
+#include "mxmoe/verdict.hpp"
 
 namespace mxmoe {
-
-struct MXMOE_API Verdict {
-  std::string name;
-  std::string numerics_class;  // Backend::numerics_class()
-  bool supported = false;
-  std::vector<Rejection> reasons;  // all of them; empty when supported
-  // When supported: the estimate that ranks it, microseconds per call of the whole layer
-  // (ep_size=1) at tokens_hint; for a batch-invariant request, summed over 1, 8, 64 and 512
-  // tokens (docs/ORACLE.md).
-  double estimated_us = 0;
-  friend bool operator==(const Verdict&, const Verdict&) = default;
-};
 
 // The single change of the Request that would let some candidate run.
 struct MXMOE_API Suggestion {

@@ -49,13 +49,16 @@ CallWork call_work(const Deployment& d, double packed_bytes_per_weight) {
   return w;
 }
 
-double roofline_estimate_us(const Deployment& d, const Throughput& per_thread,
-                            double packed_bytes_per_weight) {
-  const CallWork w = call_work(d, packed_bytes_per_weight);
-  const double threads = w.threads;
+double roofline_us(const CallWork& w, const Throughput& per_thread) {
+  const double threads = std::max(1, w.threads);
   const double bw = std::max(1e-9, per_thread.weight_gb_per_s_per_thread * threads) * 1e9;
   const double compute = std::max(1e-9, per_thread.gflop_per_s_per_thread * threads) * 1e9;
   return std::max(w.weight_bytes / bw, w.flops / compute) * 1e6;
+}
+
+double roofline_estimate_us(const Deployment& d, const Throughput& per_thread,
+                            double packed_bytes_per_weight) {
+  return roofline_us(call_work(d, packed_bytes_per_weight), per_thread);
 }
 
 }  // namespace mxmoe

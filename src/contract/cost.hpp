@@ -26,7 +26,11 @@ struct CallWork {
 // for backends that repack (e.g. 1 for int8, 2 for bf16).
 CallWork call_work(const Deployment& d, double packed_bytes_per_weight = 17.0 / 32.0);
 
-// max(bytes / bandwidth, flops / compute) in microseconds, both rates scaled by threads.
+// max(bytes / bandwidth, flops / compute) in microseconds, both rates scaled by threads: the
+// roofline of any work (a dense kernel's call too).
+double roofline_us(const CallWork& w, const Throughput& per_thread);
+
+// roofline_us of call_work(d, packed_bytes_per_weight).
 double roofline_estimate_us(const Deployment& d, const Throughput& per_thread,
                             double packed_bytes_per_weight = 17.0 / 32.0);
 

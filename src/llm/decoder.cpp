@@ -18,6 +18,7 @@
 #include "mxmoe/format.hpp"
 #include "mxmoe/layer.hpp"
 #include "mxmoe/model.hpp"
+#include "runtime/bind_linear.hpp"
 
 namespace mxmoe::llm {
 
@@ -51,6 +52,12 @@ std::uint64_t step_buffer_bytes(const DecoderConfig& cfg, const DecoderOptions& 
                                    static_cast<std::uint64_t>(threads + 1);
   return floats * sizeof(float) + rows * (sizeof(QueryRow) + sizeof(std::int32_t));
 }
+
+// How the dense matrices run: the mode, and the pool the compact copy is packed on.
+struct DenseOptions {
+  dense::DenseMode mode = dense::DenseMode::as_published;
+  ThreadPool* pack_pool = nullptr;
+};
 
 std::string shape_text(const std::vector<std::uint64_t>& shape) {
   std::string s = "[";
@@ -95,7 +102,7 @@ class Binder {
   }
 
   dense::Linear linear(const std::string& name, std::int64_t out, std::int64_t in, bool bias,
-                       const Hardware& hw, const dense::LinearOptions& options) const {
+                       const Hardware& hw, const DenseOptions& options) const {
     const DenseTensor w = need(name + ".weight", {static_cast<std::uint64_t>(out),
                                                   static_cast<std::uint64_t>(in)});
     dense::LinearWeights lw{.name = name + ".weight", .element = w.type, .data = w.data,
@@ -106,7 +113,7 @@ class Binder {
       lw.bias_element = b.type;
     }
     try {
-      dense::Linear linear(lw, hw, options);
+      dense::Linear linear = bind_linear(lw, options.mode, hw, options.pack_pool);
       // The compact copy replaced the published matrix, which is not read again: its mapped
       // pages need not stay resident beside it (as a packed expert's, docs/CHECKPOINTS.md).
       // Not for a tied head: the embedding rows are still read through the mapping.
@@ -222,7 +229,7 @@ void Decoder::Impl::bind(const std::string& directory) {
   if (opt.memory_limit != 0 && needed > opt.memory_limit) refuse(0);
 
   const Binder b(tensors, dir);
-  const dense::LinearOptions lo{.mode = opt.compact ? dense::DenseMode::compact_int8
+  const DenseOptions lo{.mode = opt.compact ? dense::DenseMode::compact_int8
                                                     : dense::DenseMode::as_published,
                                 .pack_pool = &runtime->pool()};
   embed = b.need("model.embed_tokens.weight",

@@ -11,6 +11,7 @@
 #include "mxmoe/judge.hpp"
 #include "mxmoe/no_backend_error.hpp"
 #include "mxmoe/reports.hpp"
+#include "oracle/judge_each.hpp"
 #include "oracle/report.hpp"
 
 namespace mxmoe {
@@ -74,35 +75,19 @@ std::string cost_text(const Verdict& v, const Request& r) {
 // candidates' order) and says why.
 void choose(Selection& s, const Preferences& prefs, std::string_view group = "") {
   const Request& req = s.deployment.request;
-  std::vector<std::size_t> ranked;
-  for (std::size_t i = 0; i < s.candidates.size(); ++i)
-    if (s.candidates[i].supported) ranked.push_back(i);
+  const std::vector<std::size_t> ranked = rank_supported(
+      s.candidates, [&](std::string_view name) { return preference_rank(prefs, name); });
   if (ranked.empty()) return;
-  std::stable_sort(ranked.begin(), ranked.end(), [&](std::size_t a, std::size_t b) {
-    const Verdict& va = s.candidates[a];
-    const Verdict& vb = s.candidates[b];
-    if (va.estimated_us != vb.estimated_us) return va.estimated_us < vb.estimated_us;
-    return preference_rank(prefs, va.name) < preference_rank(prefs, vb.name);
-  });
 
   const Verdict& best = s.candidates[ranked.front()];
   s.chosen = best.name;
   if (!req.forced_backend.empty()) {
     s.why = fmt::format("forced by the request (--backend / MXMOE_BACKEND); estimated {}",
                         cost_text(best, req));
-  } else if (ranked.size() == 1) {
-    s.why = fmt::format("lowest estimated cost: {} (the only supported candidate)",
-                        cost_text(best, req));
   } else {
-    const Verdict& next = s.candidates[ranked[1]];
     const bool listed = preference_rank(prefs, best.name) < prefs.order.size();
-    if (next.estimated_us == best.estimated_us)
-      s.why = fmt::format("lowest estimated cost: {} (tied with {}; first in the {} order)",
-                          cost_text(best, req), next.name,
-                          listed ? prefs.source : std::string("registered backends'"));
-    else
-      s.why = fmt::format("lowest estimated cost: {} (next: {} {:.1f} us)", cost_text(best, req),
-                          next.name, next.estimated_us);
+    s.why = lowest_cost_why(s.candidates, ranked, cost_text(best, req),
+                            listed ? prefs.source : std::string("registered backends'"));
   }
   if (!group.empty()) s.why = fmt::format("{}; {}", group, s.why);
 }
@@ -130,31 +115,30 @@ Selection judge_candidates(const Deployment& d, const Preferences& prefs,
   s.preferences_source = prefs.source;
 
   for (const Backend* b : candidates) {
-    Verdict v;
-    v.name = std::string(b->name());
-    v.numerics_class = std::string(b->numerics_class());
-    v.reasons = b->check(s.deployment);
-    if (contains(req.excluded_backends, v.name))
-      v.reasons.push_back({ReasonCode::user_excluded, "the request excludes this backend",
-                           "not excluded", "excluded",
-                           "remove it from --exclude / MXMOE_EXCLUDE_BACKENDS"});
-    if (b->is_reference() && req.forced_backend != v.name && !req.allow_reference)
-      v.reasons.push_back({ReasonCode::reference_only,
-                           fmt::format("{} is the reference the others are checked against, "
-                                       "hundreds of times slower; it runs only when asked for",
-                                       v.name),
-                           "forced by name or allow_reference=true", "not asked for",
-                           fmt::format("--backend {} or --allow-reference "
-                                       "(MXMOE_BACKEND={} / MXMOE_ALLOW_REFERENCE=1)",
-                                       v.name, v.name)});
-    if (!req.forced_backend.empty() && req.forced_backend != v.name)
-      v.reasons.push_back({ReasonCode::not_forced,
-                           fmt::format("the request forces backend {}", req.forced_backend),
-                           "no forced backend, or this one", "forced_backend=" + req.forced_backend,
-                           "drop --backend / MXMOE_BACKEND to let the oracle choose"});
-    v.supported = v.reasons.empty();
-    if (v.supported) v.estimated_us = ranking_estimate(*b, s.deployment);
-    s.candidates.push_back(std::move(v));
+    const std::string name(b->name());
+    // The request's filters, after the candidate's own reasons.
+    std::vector<Rejection> filters;
+    if (contains(req.excluded_backends, name))
+      filters.push_back({ReasonCode::user_excluded, "the request excludes this backend",
+                         "not excluded", "excluded",
+                         "remove it from --exclude / MXMOE_EXCLUDE_BACKENDS"});
+    if (b->is_reference() && req.forced_backend != name && !req.allow_reference)
+      filters.push_back({ReasonCode::reference_only,
+                         fmt::format("{} is the reference the others are checked against, "
+                                     "hundreds of times slower; it runs only when asked for",
+                                     name),
+                         "forced by name or allow_reference=true", "not asked for",
+                         fmt::format("--backend {} or --allow-reference "
+                                     "(MXMOE_BACKEND={} / MXMOE_ALLOW_REFERENCE=1)",
+                                     name, name)});
+    if (!req.forced_backend.empty() && req.forced_backend != name)
+      filters.push_back({ReasonCode::not_forced,
+                         fmt::format("the request forces backend {}", req.forced_backend),
+                         "no forced backend, or this one", "forced_backend=" + req.forced_backend,
+                         "drop --backend / MXMOE_BACKEND to let the oracle choose"});
+    s.candidates.push_back(verdict_of(*b, s.deployment, std::move(filters), [&] {
+      return ranking_estimate(*b, s.deployment);
+    }));
   }
 
   choose(s, prefs);
@@ -240,6 +224,36 @@ Selection select(const Deployment& d, const Preferences& prefs,
   if (s.chosen.empty()) throw NoBackendError(std::move(s));
   return s;
 }
+
+std::vector<std::size_t> rank_supported(
+    std::span<const Verdict> verdicts,
+    const std::function<std::size_t(std::string_view)>& tie_rank) {
+  std::vector<std::size_t> ranked;
+  for (std::size_t i = 0; i < verdicts.size(); ++i)
+    if (verdicts[i].supported) ranked.push_back(i);
+  std::stable_sort(ranked.begin(), ranked.end(), [&](std::size_t a, std::size_t b) {
+    const Verdict& va = verdicts[a];
+    const Verdict& vb = verdicts[b];
+    if (va.estimated_us != vb.estimated_us) return va.estimated_us < vb.estimated_us;
+    return tie_rank && tie_rank(va.name) < tie_rank(vb.name);
+  });
+  return ranked;
+}
+
+std::string lowest_cost_why(std::span<const Verdict> verdicts, std::span<const std::size_t> ranked,
+                            std::string_view best_cost, std::string_view order) {
+  if (ranked.size() == 1)
+    return fmt::format("lowest estimated cost: {} (the only supported candidate)", best_cost);
+  const Verdict& best = verdicts[ranked[0]];
+  const Verdict& next = verdicts[ranked[1]];
+  if (next.estimated_us == best.estimated_us)
+    return fmt::format("lowest estimated cost: {} (tied with {}; first in the {} order)",
+                       best_cost, next.name, order);
+  return fmt::format("lowest estimated cost: {} (next: {} {:.1f} us)", best_cost, next.name,
+                     next.estimated_us);
+}
+
+std::string per_call_cost(const Verdict& v) { return fmt::format("{:.1f} us per call", v.estimated_us); }
 
 NoBackendError::NoBackendError(Selection s)
     : std::runtime_error(format_no_backend_message(s)), selection_(std::move(s)) {}

@@ -2,13 +2,14 @@
 // as_published mode, on a Runtime's pool (so it lives in runtime/, above backends/).
 #include "backends/dense/dense_linear.hpp"
 #include "mxmoe/dense.hpp"
+#include "runtime/bind_linear.hpp"
 
 namespace mxmoe {
 
 DenseLinear::DenseLinear(const DenseMatrix& w, const Hardware& hardware)
-    : linear_(std::make_unique<dense::Linear>(
+    : linear_(std::make_unique<dense::Linear>(bind_linear(
           dense::LinearWeights{w.name, w.element, w.data, w.out, w.in, w.bias, w.bias_element},
-          hardware)) {}
+          dense::DenseMode::as_published, hardware))) {}
 
 DenseLinear::~DenseLinear() = default;
 DenseLinear::DenseLinear(DenseLinear&&) noexcept = default;

@@ -1,10 +1,11 @@
 // dense::Linear (src/backends/dense): every kernel this CPU runs against a float64 reference
 // with a bound derived from K and the element precision; identical bits within a numerics
 // class (every ISA kernel and the portable one that defines the class); batch invariance at
-// 1 and 2 threads; the bias; odd shapes; the selection's verdicts under a cap; hostile
-// construction refused naming the tensor.
+// 1 and 2 threads; the bias; odd shapes; the oracle's verdicts (mxmoe::Verdict) under a cap
+// and its choice on every Hardware; hostile construction refused naming the tensor.
 #include "backends/dense/dense_linear.hpp"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 
 #include "base/thread_pool.hpp"
 #include "mxmoe/format.hpp"
+#include "runtime/bind_linear.hpp"
 #include "test_platform.hpp"
 
 namespace {
@@ -26,8 +28,18 @@ using mxmoe::Hardware;
 using mxmoe::ThreadPool;
 using mxmoe::dense::DenseMode;
 using mxmoe::dense::Linear;
-using mxmoe::dense::LinearOptions;
 using mxmoe::dense::LinearWeights;
+
+// How a layer is asked: its mode and the pool of the compact packing.
+struct Options {
+  DenseMode mode = DenseMode::as_published;
+  ThreadPool* pack_pool = nullptr;
+};
+
+// As the decoder binds a layer: the oracle judges the mode's kernels, the Linear binds.
+Linear bound(const LinearWeights& w, const Hardware& hw, Options o = {}) {
+  return mxmoe::bind_linear(w, o.mode, hw, o.pack_pool);
+}
 
 constexpr double kUnit = 1.0 / (1 << 24);  // f32 unit roundoff
 
@@ -108,7 +120,7 @@ TEST(DenseLinear, Fp32MatchesFloat64WithinTheAccumulationBound) {
     const std::vector<float> x = make_x(m, in, 5);
     for (const ElementType e : {ElementType::bf16, ElementType::f32})
       for (const Hardware& hw : hardware_variants()) {
-        const Linear lin(layer.weights(e, true), hw);
+        const Linear lin = bound(layer.weights(e, true), hw);
         const std::vector<float> y = run(lin, x, m, 2);
         const double lanes_bound = static_cast<double>(in / 16 + 6) * kUnit;
         for (std::int64_t t = 0; t < m; ++t)
@@ -138,7 +150,7 @@ TEST(DenseLinear, CompactMatchesFloat64WithinTheQuantizationBound) {
     const Layer layer = make_layer(out, in, 3u + static_cast<unsigned>(in));
     const std::vector<float> x = make_x(m, in, 9);
     for (const Hardware& hw : hardware_variants()) {
-      const Linear lin(layer.weights(ElementType::bf16, false), hw,
+      const Linear lin = bound(layer.weights(ElementType::bf16, false), hw,
                        {DenseMode::compact_int8, nullptr});
       const std::vector<float> y = run(lin, x, m, 2);
       for (std::int64_t t = 0; t < m; ++t)
@@ -181,11 +193,11 @@ TEST(DenseLinear, EveryKernelOfAClassGivesThePortableBits) {
         x[0] = 1e-39f;
         if (x.size() > 20) x[20] = -7e15f;
         const std::vector<Hardware> variants = hardware_variants();
-        const Linear portable(layer.weights(e, true), variants.back(), {mode, nullptr});
+        const Linear portable = bound(layer.weights(e, true), variants.back(), {mode, nullptr});
         ASSERT_EQ(std::string(portable.kernel_name()).rfind("portable", 0), 0u);
         const std::vector<float> want = run(portable, x, m, 1);
         for (std::size_t v = 0; v + 1 < variants.size(); ++v) {
-          const Linear lin(layer.weights(e, true), variants[v], {mode, nullptr});
+          const Linear lin = bound(layer.weights(e, true), variants[v], {mode, nullptr});
           EXPECT_EQ(lin.selection().candidates.front().numerics_class,
                     portable.selection().candidates.back().numerics_class);
           const std::vector<float> got = run(lin, x, m, 2);
@@ -204,7 +216,7 @@ TEST(DenseLinear, BatchInvariant) {
   const std::vector<float> batch = make_x(33, in, 4);
   for (const DenseMode mode : {DenseMode::as_published, DenseMode::compact_int8})
     for (const Hardware& hw : hardware_variants()) {
-      const Linear lin(layer.weights(ElementType::bf16, true), hw, {mode, nullptr});
+      const Linear lin = bound(layer.weights(ElementType::bf16, true), hw, {mode, nullptr});
       std::vector<std::vector<float>> alone;
       for (std::int64_t t = 0; t < 33; ++t)
         alone.push_back(run(lin, {batch.begin() + t * in, batch.begin() + (t + 1) * in}, 1, 1));
@@ -229,13 +241,13 @@ TEST(DenseLinear, BiasIsAddedOnceInF32OrBf16) {
   for (const DenseMode mode : {DenseMode::as_published, DenseMode::compact_int8}) {
     const Hardware hw = mxmoe::probe_hardware();
     const std::vector<float> plain =
-        run(Linear(layer.weights(ElementType::bf16, false), hw, {mode, nullptr}), x, 3, 2);
+        run(bound(layer.weights(ElementType::bf16, false), hw, {mode, nullptr}), x, 3, 2);
     const std::vector<float> with =
-        run(Linear(layer.weights(ElementType::bf16, true), hw, {mode, nullptr}), x, 3, 2);
+        run(bound(layer.weights(ElementType::bf16, true), hw, {mode, nullptr}), x, 3, 2);
     LinearWeights w16 = layer.weights(ElementType::bf16, false);
     w16.bias = bias16.data();
     w16.bias_element = ElementType::bf16;
-    const std::vector<float> with16 = run(Linear(w16, hw, {mode, nullptr}), x, 3, 2);
+    const std::vector<float> with16 = run(bound(w16, hw, {mode, nullptr}), x, 3, 2);
     for (std::size_t i = 0; i < plain.size(); ++i) {
       EXPECT_EQ(with[i], plain[i] + layer.bias[i % 21]);
       EXPECT_EQ(with16[i], plain[i] + mxmoe::bf16_to_f32(bias16[i % 21]));
@@ -247,7 +259,7 @@ TEST(DenseLinear, CompactOwnsItsCopy) {
   Layer layer = make_layer(40, 96, 12);
   const std::vector<float> x = make_x(2, 96, 6);
   ThreadPool pack(2);
-  const Linear lin(layer.weights(ElementType::bf16, true), mxmoe::probe_hardware(),
+  const Linear lin = bound(layer.weights(ElementType::bf16, true), mxmoe::probe_hardware(),
                    {DenseMode::compact_int8, &pack});
   const std::vector<float> before = run(lin, x, 2, 2);
   std::fill(layer.bf16.begin(), layer.bf16.end(), std::uint16_t{0x7fc0});  // NaN
@@ -263,42 +275,141 @@ TEST(DenseLinear, SelectionKeepsEveryVerdictAndACapChangesIt) {
   const Layer layer = make_layer(16, 64, 1);
   const Hardware full = mxmoe::probe_hardware();
   if (!mxmoe::isa_feature(full.isa, "avx512f").value_or(false)) GTEST_SKIP() << "no AVX-512";
-  const Linear fast(layer.weights(ElementType::bf16, false), full);
+  const Linear fast = bound(layer.weights(ElementType::bf16, false), full);
   EXPECT_STREQ(fast.kernel_name(), "avx512_fp32");
-  const Linear capped(layer.weights(ElementType::bf16, false), mxmoe::probe_hardware("avx2"));
+  const Linear capped = bound(layer.weights(ElementType::bf16, false), mxmoe::probe_hardware("avx2"));
   EXPECT_STREQ(capped.kernel_name(), "avx2_fp32");
-  const auto& c = capped.selection().candidates;
+  const std::vector<mxmoe::Verdict>& c = capped.selection().candidates;
   ASSERT_EQ(c.size(), 4u);
-  EXPECT_EQ(c[0].kernel, "avx512_fp32");
-  ASSERT_FALSE(c[0].accepted());
+  EXPECT_EQ(c[0].name, "avx512_fp32");
+  ASSERT_FALSE(c[0].supported);
   for (const mxmoe::Rejection& r : c[0].reasons) {
     EXPECT_EQ(r.code, mxmoe::ReasonCode::unsupported_isa);
     EXPECT_NE(r.actual.find("capped at 'avx2'"), std::string::npos) << r.actual;
   }
   EXPECT_EQ(c[0].reasons.size(), 4u);  // avx512f, bw, vl, dq: every one
-  EXPECT_TRUE(c[1].accepted());
-  EXPECT_EQ(c[2].kernel, "neon_fp32");
+  EXPECT_TRUE(c[1].supported);
+  EXPECT_EQ(c[2].name, "neon_fp32");
   ASSERT_EQ(c[2].reasons.size(), 2u);  // not compiled here, and no asimd on this CPU
   EXPECT_EQ(c[2].reasons[0].code, mxmoe::ReasonCode::not_compiled);
-  EXPECT_TRUE(c[3].accepted());
+  EXPECT_TRUE(c[3].supported);
+  EXPECT_LT(c[1].estimated_us, c[3].estimated_us);
+  EXPECT_EQ(capped.selection().why.rfind("lowest estimated cost: ", 0), 0u)
+      << capped.selection().why;
   const std::string text = describe(capped.selection(), "blk.0.attn_q.weight");
   EXPECT_NE(text.find("avx2_fp32 [dense_fp32_lanes16]: chosen"), std::string::npos) << text;
   EXPECT_NE(text.find("unsupported_isa"), std::string::npos) << text;
 
   if (mxmoe::isa_feature(full.isa, "avx512_vnni").value_or(false)) {
-    const Linear q(layer.weights(ElementType::bf16, false), full,
+    const Linear q = bound(layer.weights(ElementType::bf16, false), full,
                    {DenseMode::compact_int8, nullptr});
     EXPECT_STREQ(q.kernel_name(), "avx512_vnni_int8");
   }
-  const Linear q2(layer.weights(ElementType::bf16, false), mxmoe::probe_hardware("avx2"),
+  const Linear q2 = bound(layer.weights(ElementType::bf16, false), mxmoe::probe_hardware("avx2"),
                   {DenseMode::compact_int8, nullptr});
   EXPECT_STREQ(q2.kernel_name(), "avx2_int8");
+}
+
+// The dense verdicts are the oracle's mxmoe::Verdict with every reason: capped at "none",
+// every ISA kernel of either mode is rejected with each feature it lacks (unsupported_isa
+// naming the cap; not_compiled for another architecture's), and the portable one is chosen
+// with its estimate.
+TEST(DenseLinear, CappedAtNoneEveryIsaKernelSaysWhyAndThePortableOneIsChosen) {
+  const Layer layer = make_layer(16, 64, 3);
+  const Hardware none = mxmoe::probe_hardware("none");
+  for (const DenseMode mode : {DenseMode::as_published, DenseMode::compact_int8}) {
+    const Linear lin = bound(layer.weights(ElementType::bf16, false), none, {mode, nullptr});
+    const mxmoe::dense::LinearSelection& s = lin.selection();
+    EXPECT_EQ(s.op.mode, mode);
+    ASSERT_EQ(s.candidates.size(), 4u);
+    const std::string portable =
+        mode == DenseMode::compact_int8 ? "portable_int8" : "portable_fp32";
+    EXPECT_EQ(s.chosen, portable);
+    EXPECT_STREQ(lin.kernel_name(), portable.c_str());
+    for (const mxmoe::Verdict& v : s.candidates) {
+      EXPECT_EQ(v.numerics_class, mode == DenseMode::compact_int8 ? "dense_int8_rows16"
+                                                                  : "dense_fp32_lanes16");
+      if (v.name == portable) {
+        EXPECT_TRUE(v.supported);
+        EXPECT_TRUE(v.reasons.empty());
+        EXPECT_GT(v.estimated_us, 0.0);
+        continue;
+      }
+      EXPECT_FALSE(v.supported) << v.name;
+      EXPECT_EQ(v.estimated_us, 0.0) << v.name;
+      int isa = 0;
+      for (const mxmoe::Rejection& r : v.reasons) {
+        if (r.code == mxmoe::ReasonCode::not_compiled) continue;  // another architecture's
+        ASSERT_EQ(r.code, mxmoe::ReasonCode::unsupported_isa) << v.name << ": " << r.detail;
+        EXPECT_NE(r.actual.find("capped at 'none'"), std::string::npos) << r.actual;
+        EXPECT_EQ(r.remedy, "raise or unset MXMOE_MAX_ISA");
+        ++isa;
+      }
+      EXPECT_GE(isa, 1) << v.name;  // one for each feature it needs
+      if (v.name == "avx512_fp32") {
+        EXPECT_EQ(isa, 7);  // avx2, fma, f16c, avx512f, bw, vl, dq: every one
+      }
+    }
+    EXPECT_EQ(s.why, "lowest estimated cost: " +
+                         fmt::format("{:.1f}", s.candidates.back().estimated_us) +
+                         " us per call (the only supported candidate)");
+  }
+}
+
+// The oracle's ranking keeps the kernels' order: on every Hardware variant (and capped at
+// each level) the chosen kernel is the first supported one of candidates(mode), as when the
+// Linear bound the first accepted kernel itself.
+TEST(DenseLinear, TheOracleChoosesTheFirstSupportedKernelOfTheList) {
+  std::vector<Hardware> variants = hardware_variants();
+  for (const char* cap : {"avx2", "avx_vnni", "avx512", "amx", "neon", "dotprod", "none"})
+    variants.push_back(mxmoe::probe_hardware(cap));
+  const Layer layer = make_layer(40, 96, 4);
+  for (const DenseMode mode : {DenseMode::as_published, DenseMode::compact_int8})
+    for (const ElementType e : {ElementType::bf16, ElementType::f32})
+      for (const Hardware& hw : variants) {
+        const LinearWeights w = layer.weights(e, false);
+        const auto judged = mxmoe::judge_each(mxmoe::dense::dense_op(w, mode, hw),
+                                              mxmoe::dense::candidates(mode));
+        std::string first;
+        for (const mxmoe::Candidate<mxmoe::dense::DenseOp>* c : mxmoe::dense::candidates(mode))
+          if (c->check(judged.op).empty()) {
+            first = std::string(c->name());
+            break;
+          }
+        EXPECT_EQ(judged.chosen, first) << hw.isa_cap << " " << to_string(mode);
+      }
+}
+
+// A Linear binds only what the oracle judged for its weights: a judgement of another layer,
+// or one whose chosen kernel refuses the op, is refused naming the tensor.
+TEST(DenseLinear, AJudgementOfAnotherLayerIsRefused) {
+  const Layer layer = make_layer(16, 64, 5);
+  const LinearWeights w = layer.weights(ElementType::bf16, false);
+  const Hardware hw = mxmoe::probe_hardware();
+  const auto judged = mxmoe::judge_each(mxmoe::dense::dense_op(w, DenseMode::as_published, hw),
+                                        mxmoe::dense::candidates(DenseMode::as_published));
+  LinearWeights other = w;
+  other.in = 32;
+  EXPECT_THROW((void)Linear(other, judged), std::invalid_argument);
+  auto forged = judged;
+  forged.chosen = "neon_fp32";  // rejected here: never bound
+  if (kX86BackendsCompiled) {
+    try {
+      const Linear lin(w, forged);
+      ADD_FAILURE() << "bound a kernel that cannot run";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("'blk.0.attn_q.weight'"), std::string::npos);
+      EXPECT_NE(std::string(e.what()).find("not_compiled"), std::string::npos) << e.what();
+    }
+  }
+  forged.chosen = "avx2_int8";  // of the other mode
+  EXPECT_THROW((void)Linear(w, forged), std::invalid_argument);
 }
 
 void expect_refused(const LinearWeights& w, const std::string& what,
                     DenseMode mode = DenseMode::as_published) {
   try {
-    const Linear lin(w, mxmoe::probe_hardware(), {mode, nullptr});
+    const Linear lin = bound(w, mxmoe::probe_hardware(), {mode, nullptr});
     ADD_FAILURE() << "accepted: " << what;
   } catch (const std::invalid_argument& e) {
     const std::string message = e.what();

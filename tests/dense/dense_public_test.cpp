@@ -14,6 +14,7 @@
 
 #include "backends/dense/dense_linear.hpp"
 #include "base/thread_pool.hpp"
+#include "runtime/bind_linear.hpp"
 #include "test_runtime.hpp"
 
 namespace {
@@ -39,9 +40,9 @@ TEST(DensePublic, SameBitsAsTheLinearItWrapsAndRowInvariant) {
 
   std::vector<float> y(kRows * kOut);
   lin.forward(x.data(), kRows, y.data(), mxmoe::testing::test_runtime(2));
-  const mxmoe::dense::Linear inner({"proj", ElementType::f32, w.data(), kOut, kIn, bias.data(),
-                                    ElementType::f32},
-                                   hw);
+  const mxmoe::dense::Linear inner = mxmoe::bind_linear(
+      {"proj", ElementType::f32, w.data(), kOut, kIn, bias.data(), ElementType::f32},
+      mxmoe::dense::DenseMode::as_published, hw);
   mxmoe::ThreadPool pool(1);
   std::vector<float> want(kRows * kOut);
   inner.forward(x.data(), kRows, want.data(), pool);

@@ -38,6 +38,7 @@ const std::map<std::string, std::string>& header_owners() {
       {"generate", "io"},        {"routing", "routing"},
       {"deployment", "contract"}, {"oracle", "oracle"},
       {"reason_codes", "contract"}, {"backend", "contract"},
+      {"verdict", "contract"},
       {"selection", "oracle"},   {"judge", "oracle"},
       {"no_backend_error", "oracle"}, {"reports", "oracle"},
       {"registry", "backends"},

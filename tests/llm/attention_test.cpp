@@ -59,7 +59,7 @@ TEST(LlmAttention, TheChoiceFollowsTheHardwareAndACapPicksThePortableKernels) {
   EXPECT_EQ(none.kernels.values, &dense::attention_values_portable);
   ASSERT_EQ(none.candidates.size(), 3u);
   for (std::size_t i = 0; i + 1 < none.candidates.size(); ++i) {
-    ASSERT_FALSE(none.candidates[i].accepted()) << none.candidates[i].kernel;
+    ASSERT_FALSE(none.candidates[i].supported) << none.candidates[i].name;
     EXPECT_EQ(none.candidates[i].reasons[0].code,
               kX86BackendsCompiled ? ReasonCode::unsupported_isa : ReasonCode::not_compiled);
   }
@@ -80,8 +80,8 @@ TEST(LlmAttention, AHeadDimOffTheEightLaneChunksKeepsThePortableKernels) {
   const dense::AttentionSelection s = dense::judge_attention_kernels(36, probe_hardware());
   EXPECT_EQ(s.chosen, "portable_attention");
   for (const auto& v : s.candidates)
-    if (v.kernel != "portable_attention") {
-      ASSERT_FALSE(v.accepted());
+    if (v.name != "portable_attention") {
+      ASSERT_FALSE(v.supported);
       EXPECT_EQ(v.reasons[0].code, ReasonCode::shape_alignment);
     }
   EXPECT_THAT(dense::describe(s), HasSubstr("head_dim = 36"));

@@ -53,8 +53,10 @@ std::vector<Rejection> check(const Candidate& c, int head_dim, const Hardware& h
 AttentionSelection judge_attention_kernels(int head_dim, const Hardware& hardware) {
   AttentionSelection s;
   for (const Candidate& c : kCandidates) {
-    s.candidates.push_back({c.kernels.name, std::string(kClass), check(c, head_dim, hardware)});
-    if (s.chosen.empty() && s.candidates.back().accepted()) {
+    std::vector<Rejection> reasons = check(c, head_dim, hardware);
+    const bool supported = reasons.empty();
+    s.candidates.push_back({c.kernels.name, std::string(kClass), supported, std::move(reasons)});
+    if (s.chosen.empty() && supported) {
       s.chosen = c.kernels.name;
       s.kernels = c.kernels;
     }

@@ -22,7 +22,7 @@ struct AttentionKernels {
 
 struct AttentionSelection {
   std::string chosen;
-  std::vector<KernelVerdict> candidates;  // best first
+  std::vector<Verdict> candidates;  // best first (mxmoe::Verdict, no estimate: the first runs)
   AttentionKernels kernels;               // the chosen one's entries
 };
 

@@ -1,5 +1,6 @@
-// Dense linear layers (dense_linear.hpp): the weights' checks, the candidates and their
-// verdicts, the compact packing, and the split of the output rows over the pool.
+// Dense linear layers (dense_linear.hpp): the weights' checks, the candidates (their checks
+// and estimates; the oracle judges them), the compact packing, and the split of the output
+// rows over the pool.
 #include "backends/dense/dense_linear.hpp"
 
 #include <fmt/format.h>
@@ -8,9 +9,11 @@
 #include <array>
 #include <cstring>
 #include <optional>
+#include <span>
 #include <stdexcept>
 
 #include "backends/kernel_isa.hpp"
+#include "contract/cost.hpp"
 #include "base/thread_pool.hpp"
 #include "mxmoe/build_info.hpp"
 #include "mxmoe/format.hpp"
@@ -24,14 +27,19 @@ constexpr std::int64_t kMaxDim = std::int64_t{1} << 24;
 constexpr std::string_view kFp32Class = "dense_fp32_lanes16";
 constexpr std::string_view kInt8Class = "dense_int8_rows16";
 
-// One kernel: its name, class, mode, the kernel sets it calls (none: portable) and its entry.
-struct Candidate {
+// One kernel: its name, class, mode, the kernel set it calls (none: portable), its entry, and
+// the rough sustained per-thread rates of its estimate.
+struct KernelEntry {
   const char* name;
   std::string_view numerics_class;
   DenseMode mode;
   std::optional<KernelIsa> set;  // none: portable C++
   LinearF32Fn f32;
   LinearInt8Fn int8;
+  // Rough sustained rates per thread (weight GB/s, GFLOP/s): not measured figures; their
+  // order is what ranks, and neither grows down a mode's list, so the ranking is its order.
+  Throughput rates;
+  std::string_view description;
   CompactLayout layout = CompactLayout::rows16;  // compact kernels: how it wants the codes
 };
 
@@ -51,36 +59,112 @@ constexpr LinearF32Fn kNeonFp32 = nullptr;
 constexpr LinearInt8Fn kDotprodInt8 = nullptr;
 #endif
 
-constexpr std::array<Candidate, 8> kCandidates = {{
-    {"avx512_fp32", kFp32Class, DenseMode::as_published, KernelIsa::avx512, kAvx512Fp32, nullptr},
-    {"avx2_fp32", kFp32Class, DenseMode::as_published, KernelIsa::avx2, kAvx2Fp32, nullptr},
-    {"neon_fp32", kFp32Class, DenseMode::as_published, KernelIsa::neon, kNeonFp32, nullptr},
-    {"portable_fp32", kFp32Class, DenseMode::as_published, {}, &linear_fp32_portable, nullptr},
+constexpr std::array<KernelEntry, 8> kKernels = {{
+    {"avx512_fp32", kFp32Class, DenseMode::as_published, KernelIsa::avx512, kAvx512Fp32, nullptr,
+     {4.0, 32.0}, "f32/bf16 weights as published, 16 output rows in AVX-512 lanes"},
+    {"avx2_fp32", kFp32Class, DenseMode::as_published, KernelIsa::avx2, kAvx2Fp32, nullptr,
+     {3.0, 16.0}, "f32/bf16 weights as published, 16 output rows in two AVX2 registers"},
+    {"neon_fp32", kFp32Class, DenseMode::as_published, KernelIsa::neon, kNeonFp32, nullptr,
+     {3.0, 8.0}, "f32/bf16 weights as published, 16 output rows in four NEON registers"},
+    {"portable_fp32", kFp32Class, DenseMode::as_published, {}, &linear_fp32_portable, nullptr,
+     {1.0, 2.0}, "f32/bf16 weights as published, portable C++ (the class's definition)"},
     {"avx512_vnni_int8", kInt8Class, DenseMode::compact_int8, KernelIsa::avx512_vnni, nullptr,
-     kVnniInt8, CompactLayout::rows16_biased},
-    {"avx2_int8", kInt8Class, DenseMode::compact_int8, KernelIsa::avx2, nullptr, kAvx2Int8},
+     kVnniInt8, {4.0, 64.0}, "int8 codes + f32 scale per 32-block, vpdpbusd over 16 rows",
+     CompactLayout::rows16_biased},
+    {"avx2_int8", kInt8Class, DenseMode::compact_int8, KernelIsa::avx2, nullptr, kAvx2Int8,
+     {3.0, 24.0}, "int8 codes + f32 scale per 32-block, AVX2 vpmaddubsw over 16 rows"},
     {"neon_dotprod_int8", kInt8Class, DenseMode::compact_int8, KernelIsa::neon_dotprod, nullptr,
-     kDotprodInt8},
-    {"portable_int8", kInt8Class, DenseMode::compact_int8, {}, nullptr, &linear_int8_portable},
+     kDotprodInt8, {3.0, 24.0}, "int8 codes + f32 scale per 32-block, NEON sdot over 16 rows"},
+    {"portable_int8", kInt8Class, DenseMode::compact_int8, {}, nullptr, &linear_int8_portable,
+     {0.5, 2.0}, "int8 codes + f32 scale per 32-block, portable C++ (the class's definition)"},
 }};
 
 bool listed(const std::vector<std::string>& names, std::string_view name) {
   return std::find(names.begin(), names.end(), name) != names.end();
 }
 
-// Every reason CANDIDATE cannot run layer W on HARDWARE.
-std::vector<Rejection> check(const Candidate& c, const LinearWeights& w, const Hardware& hardware) {
+// Every reason kernel C cannot run OP.
+std::vector<Rejection> check(const KernelEntry& c, const DenseOp& op) {
   std::vector<Rejection> out;
-  if (c.mode == DenseMode::compact_int8 && w.in > kCompactMaxIn)
+  const Hardware& hardware = op.hardware;
+  if (op.element != ElementType::f32 && op.element != ElementType::bf16)
+    out.push_back({ReasonCode::weight_format, "dense kernels read f32 or bf16 weights",
+                   "f32 or bf16", fmt::format("{}", to_string(op.element)), ""});
+  if (op.mode != c.mode)
+    out.push_back({ReasonCode::weight_format,
+                   fmt::format("the kernel runs mode {}, not {}", to_string(c.mode),
+                               to_string(op.mode)),
+                   fmt::format("mode {}", to_string(c.mode)),
+                   fmt::format("mode {}", to_string(op.mode)),
+                   fmt::format("judge the {} kernels", to_string(op.mode))});
+  if (c.mode == DenseMode::compact_int8 && op.in > kCompactMaxIn)
     out.push_back({ReasonCode::shape_alignment,
                    fmt::format("compact kernels quantize a token tile on the stack: the input "
                                "size must be at most {}",
                                kCompactMaxIn),
-                   fmt::format("in <= {}", kCompactMaxIn), fmt::format("in = {}", w.in),
+                   fmt::format("in <= {}", kCompactMaxIn), fmt::format("in = {}", op.in),
                    "use mode as_published for this layer"});
   if (!c.set) return out;  // portable C++ runs anywhere
   for (Rejection& r : isa_rejections(*c.set, hardware)) out.push_back(std::move(r));
   return out;
+}
+
+// A kernel as the oracle judges it: KernelEntry's facts behind Candidate<DenseOp>.
+class DenseKernel final : public Candidate<DenseOp> {
+ public:
+  explicit DenseKernel(const KernelEntry& e) : e_(e) {}
+  std::string_view name() const noexcept override { return e_.name; }
+  std::string_view description() const noexcept override { return e_.description; }
+  std::string_view numerics_class() const noexcept override { return e_.numerics_class; }
+  std::vector<Rejection> check(const DenseOp& op) const override { return dense::check(e_, op); }
+  // A roofline at one row (a decode step: the weights' bytes dominate) on every CPU of the
+  // Hardware: the bytes a forward call reads of the weights, 2 flops a weight.
+  double estimate_us(const DenseOp& op) const override {
+    const double weights = static_cast<double>(op.out) * static_cast<double>(op.in);
+    const double bytes_per_weight =
+        op.mode == DenseMode::compact_int8
+            ? static_cast<double>(kCompactGroupBlockBytes) / (kCompactGroupRows * kBlock)
+            : (op.element == ElementType::f32 ? 4.0 : 2.0);
+    const CallWork work{.weight_bytes = weights * bytes_per_weight,
+                        .flops = 2.0 * weights,
+                        .threads = std::max(1, op.hardware.logical_cpus)};
+    return roofline_us(work, e_.rates);
+  }
+  const KernelEntry& entry() const noexcept { return e_; }
+
+ private:
+  const KernelEntry& e_;
+};
+
+// The kernels, in kKernels' order, and the pointers to each mode's (its first half: as
+// published; its second: compact).
+struct Kernels {
+  std::array<DenseKernel, 8> all{DenseKernel(kKernels[0]), DenseKernel(kKernels[1]),
+                                 DenseKernel(kKernels[2]), DenseKernel(kKernels[3]),
+                                 DenseKernel(kKernels[4]), DenseKernel(kKernels[5]),
+                                 DenseKernel(kKernels[6]), DenseKernel(kKernels[7])};
+  std::array<const Candidate<DenseOp>*, 8> pointers{&all[0], &all[1], &all[2], &all[3],
+                                                    &all[4], &all[5], &all[6], &all[7]};
+};
+const Kernels& kernels() {
+  static const Kernels k;
+  return k;
+}
+
+// The kernel of MODE named NAME; nullptr when none is.
+const DenseKernel* find_kernel(DenseMode mode, std::string_view name) {
+  for (const DenseKernel& k : kernels().all)
+    if (k.entry().mode == mode && k.name() == name) return &k;
+  return nullptr;
+}
+
+// One line a reason: "    code: detail (needs R, has A); remedy".
+std::string reason_lines(const std::vector<Rejection>& reasons) {
+  std::string text;
+  for (const Rejection& r : reasons)
+    text += fmt::format("    {}: {} (needs {}, has {}){}\n", to_string(r.code), r.detail,
+                        r.required, r.actual, r.remedy.empty() ? "" : "; " + r.remedy);
+  return text;
 }
 
 float element_at(const void* data, ElementType e, std::int64_t i) noexcept {
@@ -134,62 +218,61 @@ std::vector<Rejection> isa_rejections(KernelIsa set, const Hardware& hardware) {
   return out;
 }
 
-std::string_view to_string(DenseMode mode) noexcept {
-  return mode == DenseMode::compact_int8 ? "compact_int8" : "as_published";
-}
-
-LinearSelection judge_kernels(const LinearWeights& w, const Hardware& hardware, DenseMode mode) {
-  LinearSelection s;
-  s.mode = mode;
-  for (const Candidate& c : kCandidates) {
-    if (c.mode != mode) continue;
-    s.candidates.push_back({c.name, std::string(c.numerics_class), check(c, w, hardware)});
-    if (s.chosen.empty() && s.candidates.back().accepted()) s.chosen = c.name;
-  }
-  return s;
+std::span<const Candidate<DenseOp>* const> candidates(DenseMode mode) noexcept {
+  static_assert(kKernels[3].mode == DenseMode::as_published &&
+                kKernels[4].mode == DenseMode::compact_int8);
+  const std::span<const Candidate<DenseOp>* const> all = kernels().pointers;
+  return mode == DenseMode::compact_int8 ? all.subspan(4) : all.first(4);
 }
 
 std::string describe(const LinearSelection& s, std::string_view layer_name) {
-  std::string text = fmt::format("dense '{}' ({}): {}\n", layer_name, to_string(s.mode),
-                                 s.chosen.empty() ? "no kernel" : s.chosen);
-  return text + describe_verdicts(s.candidates, s.chosen);
+  return fmt::format("dense '{}' ({}): {}{}\n", layer_name, to_string(s.op.mode),
+                     s.chosen.empty() ? "no kernel" : s.chosen,
+                     s.why.empty() ? "" : " (" + s.why + ")") +
+         describe_verdicts(s.candidates, s.chosen);
 }
 
-std::string describe_verdicts(const std::vector<KernelVerdict>& candidates, std::string_view chosen) {
+std::string describe_verdicts(const std::vector<Verdict>& candidates, std::string_view chosen) {
   std::string text;
-  for (const KernelVerdict& v : candidates) {
-    text += fmt::format("  {} [{}]: {}\n", v.kernel, v.numerics_class,
-                        v.accepted() ? (v.kernel == chosen ? "chosen" : "accepted") : "rejected");
-    for (const Rejection& r : v.reasons)
-      text += fmt::format("    {}: {} (needs {}, has {}){}\n", to_string(r.code), r.detail,
-                          r.required, r.actual, r.remedy.empty() ? "" : "; " + r.remedy);
+  for (const Verdict& v : candidates) {
+    const bool estimated = v.supported && v.estimated_us > 0;  // judged by the oracle
+    text += fmt::format("  {} [{}]: {}{}\n", v.name, v.numerics_class,
+                        !v.supported ? "rejected" : v.name == chosen ? "chosen" : "accepted",
+                        estimated ? fmt::format(", {:.1f} us", v.estimated_us) : "");
+    text += reason_lines(v.reasons);
   }
   return text;
 }
 
-Linear::Linear(const LinearWeights& w, const Hardware& hardware) : Linear(w, hardware, {}) {}
-
-Linear::Linear(const LinearWeights& w, const Hardware& hardware, const LinearOptions& options)
-    : w_(w) {
+Linear::Linear(const LinearWeights& w, const LinearSelection& judged, ThreadPool* pack_pool)
+    : w_(w), selection_(judged) {
   check_weights(w);
-  selection_ = judge_kernels(w, hardware, options.mode);
-  if (selection_.chosen.empty())
-    throw std::invalid_argument("dense weight '" + w.name + "': no kernel runs it here\n" +
-                                describe(selection_, w.name));
-  CompactLayout layout = CompactLayout::rows16;
-  for (const Candidate& c : kCandidates)
-    if (c.name == selection_.chosen) {
-      kernel_name_ = c.name;
-      f32_ = c.f32;
-      int8_ = c.int8;
-      layout = c.layout;
-    }
+  const std::string what = "dense weight '" + w.name + "'";
+  const DenseOp& op = judged.op;
+  if (op.out != w.out || op.in != w.in || op.element != w.element)
+    throw std::invalid_argument(fmt::format(
+        "{}: the kernels were judged for a [{}, {}] {} layer, not this [{}, {}] {} one", what,
+        op.out, op.in, to_string(op.element), w.out, w.in, to_string(w.element)));
+  if (judged.chosen.empty())
+    throw std::invalid_argument(what + ": no kernel runs it here\n" + describe(judged, w.name));
+  const DenseKernel* kernel = find_kernel(op.mode, judged.chosen);
+  if (kernel == nullptr)
+    throw std::invalid_argument(fmt::format("{}: no {} kernel is named '{}'", what,
+                                            to_string(op.mode), judged.chosen));
+  if (const std::vector<Rejection> reasons = kernel->check(op); !reasons.empty())
+    throw std::invalid_argument(fmt::format("{}: the chosen kernel {} cannot run it here\n{}",
+                                            what, judged.chosen, reason_lines(reasons)));
+  const KernelEntry& chosen = kernel->entry();
+  kernel_name_ = chosen.name;
+  f32_ = chosen.f32;
+  int8_ = chosen.int8;
+  const CompactLayout layout = chosen.layout;
   if (w.bias != nullptr) {
     bias_.resize(static_cast<std::size_t>(w.out));
     for (std::int64_t o = 0; o < w.out; ++o)
       bias_[static_cast<std::size_t>(o)] = element_at(w.bias, w.bias_element, o);
   }
-  if (options.mode != DenseMode::compact_int8) return;
+  if (op.mode != DenseMode::compact_int8) return;
 
   // Quantize each row's 32-blocks (the last one short when in % 32 != 0) into its group.
   const std::int64_t blocks = (w.in + kBlock - 1) / kBlock;
@@ -215,10 +298,10 @@ Linear::Linear(const LinearWeights& w, const Hardware& hardware, const LinearOpt
     }
   };
   constexpr std::int64_t kPackRows = 4 * kCompactGroupRows;  // whole groups: no shared bytes
-  if (options.pack_pool == nullptr) {
+  if (pack_pool == nullptr) {
     pack_rows(0, w.out);
   } else {
-    options.pack_pool->parallel_for(
+    pack_pool->parallel_for(
         (w.out + kPackRows - 1) / kPackRows, [&](std::int64_t task, int) {
           pack_rows(task * kPackRows, std::min(w.out, (task + 1) * kPackRows));
         });
@@ -228,7 +311,7 @@ Linear::Linear(const LinearWeights& w, const Hardware& hardware, const LinearOpt
 }
 
 std::size_t Linear::weight_bytes() const noexcept {
-  if (selection_.mode == DenseMode::compact_int8)
+  if (selection_.op.mode == DenseMode::compact_int8)
     return packed_.size();
   return static_cast<std::size_t>(w_.out * w_.in) * (w_.element == ElementType::bf16 ? 2 : 4);
 }

@@ -15,22 +15,28 @@
 // numerics class, never on m, the row's position in the batch or the thread count (work is
 // split over output rows, never over the input dimension).
 //
-// Selection: each kernel is a candidate with a name (ISA_NUMERICS), a numerics class and a
-// check() that returns every reason it cannot run here (oracle Rejection records); the
-// Linear binds the first accepted candidate of its mode and keeps every verdict.
+// Selection: each kernel is a Candidate<DenseOp> (mxmoe/backend.hpp, the contract every kind
+// of kernel answers) with a name (ISA_NUMERICS), a numerics class, a check() that returns
+// every reason it cannot run an op (Rejection records) and an estimate. This room judges
+// nothing: the asker (bind_linear, src/runtime/bind_linear.hpp) has the oracle judge
+// candidates(mode) (judge_each, src/oracle/judge_each.hpp) and hands the Judgement to the
+// Linear, which binds the chosen kernel and keeps every verdict.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "backends/dense/linear_kernels.hpp"
 #include "backends/kernel_isa.hpp"
+#include "contract/dense_op.hpp"
+#include "contract/judgement.hpp"
+#include "mxmoe/backend.hpp"
 #include "mxmoe/element_type.hpp"
 #include "mxmoe/hardware.hpp"
-#include "mxmoe/reason_codes.hpp"
 
 namespace mxmoe {
 class ThreadPool;
@@ -49,53 +55,43 @@ struct LinearWeights {
   ElementType bias_element = ElementType::f32;
 };
 
-enum class DenseMode : std::uint8_t { as_published, compact_int8 };
-std::string_view to_string(DenseMode) noexcept;
+// The op of layer W in MODE on HARDWARE, as the candidates are judged on it.
+inline DenseOp dense_op(const LinearWeights& w, DenseMode mode, const Hardware& hardware) {
+  return {.out = w.out, .in = w.in, .element = w.element, .mode = mode, .hardware = hardware};
+}
 
-struct LinearOptions {
-  DenseMode mode = DenseMode::as_published;
-  // compact_int8: the quantization at construction runs on this pool (nullptr: the caller).
-  ThreadPool* pack_pool = nullptr;
-};
+// The kernels of MODE, best first (an ISA kernel before the portable one): each a
+// Candidate<DenseOp> whose estimate_us() is a roofline at one row over rough per-thread rates
+// that never grow down the list, so the oracle's ranking keeps this order (equal estimates
+// keep it too). A kernel of another architecture is listed and says not_compiled.
+std::span<const Candidate<DenseOp>* const> candidates(DenseMode mode) noexcept;
 
-// One candidate kernel's verdict for this layer on this Hardware.
-struct KernelVerdict {
-  std::string kernel;              // "avx512_fp32", "avx2_int8", ...
-  std::string numerics_class;      // "dense_fp32_lanes16", "dense_int8_rows16"
-  std::vector<Rejection> reasons;  // every reason it cannot run; empty = accepted
-  bool accepted() const noexcept { return reasons.empty(); }
-};
+// What the oracle judged for one layer (judge_each(dense_op(...), candidates(mode))): the op,
+// every kernel's mxmoe::Verdict, the chosen one and why.
+using LinearSelection = Judgement<DenseOp>;
 
-// What a Linear chose and why: every candidate of its mode, best first.
-struct LinearSelection {
-  DenseMode mode = DenseMode::as_published;
-  std::string chosen;  // the first accepted candidate
-  std::vector<KernelVerdict> candidates;
-};
-// A few lines for `explain`: the layer, the choice, then one line per candidate with its
-// reasons.
+// A few lines for `explain`: the layer, the choice and why, then one line per candidate with
+// its estimate or its reasons.
 std::string describe(const LinearSelection&, std::string_view layer_name);
 
-// The lines of `describe` for the candidates: one a candidate (chosen, accepted or rejected),
-// then one a reason.
-std::string describe_verdicts(const std::vector<KernelVerdict>& candidates, std::string_view chosen);
+// The lines of `describe` for the candidates: one a candidate (chosen, accepted or rejected;
+// with its estimate when the oracle judged it), then one a reason.
+std::string describe_verdicts(const std::vector<Verdict>& candidates, std::string_view chosen);
 
 // Every reason a kernel calling SET cannot run on HARDWARE: the set not compiled in this build,
 // a feature the CPU lacks (or that MXMOE_MAX_ISA capped) or the OS denied.
 std::vector<Rejection> isa_rejections(KernelIsa set, const Hardware& hardware);
 
-// The candidates of a mode, best first, judged for these weights on HARDWARE (pure: a capped
-// or replayed Hardware judges as the machine it describes).
-LinearSelection judge_kernels(const LinearWeights& w, const Hardware& hardware, DenseMode mode);
-
 class Linear {
  public:
   Linear() = default;
   // Checks the weights (throws std::invalid_argument naming `name`: an element type other
-  // than f32/bf16, a null pointer, sizes out of range, or no candidate of the mode accepts
-  // the layer: then every reason) and binds the first accepted kernel of the mode.
-  Linear(const LinearWeights& w, const Hardware& hardware);  // as_published
-  Linear(const LinearWeights& w, const Hardware& hardware, const LinearOptions& options);
+  // than f32/bf16, a null pointer, sizes out of range), then binds the kernel JUDGED chose
+  // for them (throws std::invalid_argument naming `name`: when no candidate of the mode
+  // accepts the layer, with every reason; when JUDGED is of another layer, names no kernel
+  // of its mode, or one whose check() now refuses the op). compact_int8: the quantization at
+  // construction runs on PACK_POOL (nullptr: the caller).
+  Linear(const LinearWeights& w, const LinearSelection& judged, ThreadPool* pack_pool = nullptr);
 
   // y[m, out] = x[m, in] . W^T + bias, on POOL. x and y must not overlap. noexcept: every
   // check happened at construction. Allocates nothing.
@@ -104,7 +100,7 @@ class Linear {
   std::int64_t in() const noexcept { return w_.in; }
   std::int64_t out() const noexcept { return w_.out; }
   const LinearWeights& weights() const noexcept { return w_; }
-  DenseMode mode() const noexcept { return selection_.mode; }
+  DenseMode mode() const noexcept { return selection_.op.mode; }
   // The bytes one forward call reads of the weights (for bandwidth reports): the published
   // matrix, or the compact codes and scales.
   std::size_t weight_bytes() const noexcept;

@@ -1,0 +1,30 @@
+// What a dense kernel is asked (the Op of its Candidate<DenseOp>, mxmoe/backend.hpp): one
+// linear layer y = x . W^T of a whole model (src/backends/dense), its weights' shape and
+// element type, the mode it runs in and the Hardware it runs on. Everything a dense kernel's
+// check() and estimate_us() may read; nothing about the values.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "mxmoe/element_type.hpp"
+#include "mxmoe/hardware.hpp"
+
+namespace mxmoe::dense {
+
+// as_published: W read in place (f32 or bf16), f32 activations and accumulation
+// (dense_fp32_lanes16); compact_int8: W quantized at load to int8 codes + an f32 scale per
+// 32-block (dense_int8_rows16). src/backends/dense/dense_linear.hpp says more.
+enum class DenseMode : std::uint8_t { as_published, compact_int8 };
+constexpr std::string_view to_string(DenseMode mode) noexcept {
+  return mode == DenseMode::compact_int8 ? "compact_int8" : "as_published";
+}
+
+struct DenseOp {
+  std::int64_t out = 0, in = 0;             // W is [out, in]
+  ElementType element = ElementType::bf16;  // of W as published
+  DenseMode mode = DenseMode::as_published;
+  Hardware hardware;  // judged as the machine it describes (a capped or replayed one too)
+};
+
+}  // namespace mxmoe::dense
