@@ -88,29 +88,13 @@ void group_tile(const LinearInt8Call& c, const std::uint8_t* group, std::int64_t
   }
 }
 
+// Prepared tokens tt .. n in tiles of T, the rest (fewer than T) as one tile of its own size.
 template <std::size_t T>
 void group_tiles(const LinearInt8Call& c, const std::uint8_t* group, std::int64_t o, int valid,
-                 const Prepared& x, std::int64_t n, std::int64_t t0) noexcept {
-  std::int64_t tt = 0;
+                 const Prepared& x, std::int64_t tt, std::int64_t n, std::int64_t t0) noexcept {
   for (; tt + I(T) <= n; tt += I(T)) group_tile<T>(c, group, o, valid, x, tt, t0);
-  switch (n - tt) {
-    case 0:
-      return;
-    case 1:
-      return group_tile<1>(c, group, o, valid, x, tt, t0);
-    case 2:
-      return group_tile<2>(c, group, o, valid, x, tt, t0);
-    case 3:
-      return group_tile<3>(c, group, o, valid, x, tt, t0);
-    case 4:
-      return group_tile<4>(c, group, o, valid, x, tt, t0);
-    case 5:
-      return group_tile<5>(c, group, o, valid, x, tt, t0);
-    case 6:
-      return group_tile<6>(c, group, o, valid, x, tt, t0);
-    default:
-      return group_tile<7>(c, group, o, valid, x, tt, t0);
-  }
+  if constexpr (T > 1)
+    if (tt < n) group_tiles<T - 1>(c, group, o, valid, x, tt, n, t0);
 }
 
 }  // namespace
@@ -126,7 +110,7 @@ void linear_int8_avx512_vnni(const LinearInt8Call& c, std::int64_t row0,
                         const Prepared x{xq, dx, corr, blocks};
                         sweep_groups(row0, rows, [&](std::int64_t g, std::int64_t valid) {
                           group_tiles<kCompactTokenTile>(c, c.w.group(g), g * kCompactGroupRows,
-                                                         static_cast<int>(valid), x, n, t0);
+                                                         static_cast<int>(valid), x, 0, n, t0);
                         });
                       });
 }
