@@ -1,12 +1,13 @@
 // dense::Linear (src/backends/dense) on whole-model shapes: the gpt-oss-20b attention output
-// projection (out 2880, in 4096) and LM head (out 201088, in 2880), bf16 as published and
-// compact_int8, at 1 and 8 tokens (decode) and 512 (prefill), on all logical CPUs.
+// projection (out 2880, in 4096) and LM head (out 201088, in 2880), bf16 as published (f32
+// and bf16 activations) and compact_int8, at 1 and 8 tokens (decode) and 512 (prefill), on all
+// logical CPUs.
 // "streamed": each call uses the next of enough distinct copies of the matrix to exceed 2x
 // the LLC, so weights come from DRAM; the LM head (1.16 GB) always does.
 // Counters: GB/s = weight bytes read / time; GFLOP/s = 2 m out in / time; of_dram = GB/s over
 // this machine's DRAM read bandwidth (measured at start, all threads, and again at the end);
-// of_peak = GFLOP/s over the fp32 FMA peak of the widest unit (all threads).
-// Before the timings: compact_int8's max relative error against float64 (max |y - y64| /
+// The label gives the fp32 FMA peak of the widest unit and the vdpbf16ps peak (all threads).
+// Before the timings: each mode's max relative error against float64 (max |y - y64| /
 // max |y64|) on random and on heavy-tailed weights of the projection's shape.
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
@@ -31,7 +32,8 @@ namespace {
 struct Machine {
   Hardware hw = probe_hardware();
   perf::MachineLimits limits;
-  double fma_peak = 0;  // GFLOP/s, all threads
+  double fma_peak = 0;   // GFLOP/s, all threads
+  double bf16_peak = 0;  // vdpbf16ps, GFLOP/s, all threads (0: none here)
 };
 
 std::vector<std::uint16_t> random_bf16(std::int64_t count, unsigned seed, bool heavy_tailed) {
@@ -53,7 +55,7 @@ Matrix make_matrix(const Machine& m, std::int64_t out, std::int64_t in, dense::D
                    int copies, ThreadPool& pool) {
   Matrix mat;
   for (int c = 0; c < copies; ++c) {
-    if (mode == dense::DenseMode::as_published || c == 0)
+    if (mode != dense::DenseMode::compact_int8 || c == 0)
       mat.data.push_back(random_bf16(out * in, 77, false));
     dense::LinearWeights w;
     w.name = "bench";
@@ -94,9 +96,10 @@ void bench_linear(benchmark::State& state, const Machine& machine, std::int64_t 
   const double flops = 2.0 * static_cast<double>(m * out * in) * calls;
   state.counters["GB/s"] = benchmark::Counter(gbps / 1e9, benchmark::Counter::kIsRate);
   state.counters["GFLOP/s"] = benchmark::Counter(flops / 1e9, benchmark::Counter::kIsRate);
-  state.SetLabel(fmt::format("{} copies={} DRAM {:.1f} GB/s, fp32 peak {:.0f} GFLOP/s",
+  state.SetLabel(fmt::format("{} copies={} DRAM {:.1f} GB/s, fp32 peak {:.0f}, bf16 peak {:.0f} GFLOP/s",
                              mat.layers[0]->kernel_name(), copies,
-                             machine.limits.dram_gbps_all_threads, machine.fma_peak));
+                             machine.limits.dram_gbps_all_threads, machine.fma_peak,
+                             machine.bf16_peak));
 }
 
 // One parallel_for of one tiny task per thread, as a decoded token's ~250 small jobs are: the
@@ -127,14 +130,16 @@ void report_accuracy(const Machine& machine) {
     w.in = in;
     const dense::Linear q = bind_linear(w, dense::DenseMode::compact_int8, machine.hw, &pool);
     const dense::Linear f = bind_linear(w, dense::DenseMode::as_published, machine.hw);
+    const dense::Linear h = bind_linear(w, dense::DenseMode::as_published_bf16, machine.hw);
     std::vector<float> x(static_cast<std::size_t>(m * in)), yq(static_cast<std::size_t>(m * out)),
-        yf(yq.size());
+        yf(yq.size()), yh(yq.size());
     std::mt19937 rng(9);
     std::normal_distribution<float> normal(0.0f, 1.0f);
     for (float& v : x) v = normal(rng);
     q.forward(x.data(), m, yq.data(), pool);
     f.forward(x.data(), m, yf.data(), pool);
-    double max_err_q = 0, max_err_f = 0, max_ref = 0;
+    h.forward(x.data(), m, yh.data(), pool);
+    double max_err_q = 0, max_err_f = 0, max_err_h = 0, max_ref = 0;
     for (std::int64_t t = 0; t < m; ++t)
       for (std::int64_t o = 0; o < out; ++o) {
         double ref = 0;
@@ -145,12 +150,13 @@ void report_accuracy(const Machine& machine) {
         max_ref = std::max(max_ref, std::fabs(ref));
         max_err_q = std::max(max_err_q, std::fabs(double{yq[i]} - ref));
         max_err_f = std::max(max_err_f, std::fabs(double{yf[i]} - ref));
+        max_err_h = std::max(max_err_h, std::fabs(double{yh[i]} - ref));
       }
     fmt::print(
         "accuracy vs float64, {} weights 2880x4096, 4 tokens: {} max rel error {:.2e}, "
-        "{} {:.2e}\n",
+        "{} {:.2e}, {} {:.2e}\n",
         heavy ? "heavy-tailed (t, 2 dof)" : "normal", q.kernel_name(), max_err_q / max_ref,
-        f.kernel_name(), max_err_f / max_ref);
+        f.kernel_name(), max_err_f / max_ref, h.kernel_name(), max_err_h / max_ref);
   }
 }
 
@@ -165,6 +171,7 @@ int main(int argc, char** argv) {
   for (const char* peak : {"fp32_fma_avx512", "fp32_fma_avx2", "fp32_fma_neon"})
     machine.fma_peak =
         std::max(machine.fma_peak, machine.limits.peak(peak, machine.hw.logical_cpus));
+  machine.bf16_peak = machine.limits.peak("bf16_dp_avx512", machine.hw.logical_cpus);
   fmt::print(
       "DRAM read {:.1f} GB/s ({} threads), {:.1f} GB/s (1 thread); fp32 FMA peak {:.0f} GFLOP/s\n",
       machine.limits.dram_gbps_all_threads, machine.limits.threads,
@@ -178,7 +185,8 @@ int main(int argc, char** argv) {
   for (const Shape s : {Shape{"proj_2880x4096/cached", 2880, 4096, false},
                         Shape{"proj_2880x4096/streamed", 2880, 4096, true},
                         Shape{"lm_head_201088x2880", 201088, 2880, false}})
-    for (const DenseMode mode : {DenseMode::as_published, DenseMode::compact_int8}) {
+    for (const DenseMode mode :
+         {DenseMode::as_published, DenseMode::as_published_bf16, DenseMode::compact_int8}) {
       auto* b = benchmark::RegisterBenchmark(
           fmt::format("{}/{}", s.name, mxmoe::dense::to_string(mode)).c_str(),
           [&machine, s, mode](benchmark::State& st) {

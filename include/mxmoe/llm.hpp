@@ -28,7 +28,10 @@
 namespace mxmoe {
 
 struct MXMOE_API LlmOptions {
-  Request request;           // how the MoE layers are judged (activation, batch_invariant, ...)
+  // How the MoE layers are judged (activation, batch_invariant, ...). A request that names
+  // bf16 activations gets them in the dense matrices too, where the CPU has AVX-512 BF16
+  // (vdpbf16ps: twice the f32 FMA's products; docs/ACCURACY.md); unnamed, those run f32 activations.
+  Request request;
   int max_context = 4096;    // tokens per sequence, prompt and answer (<= max_position_embeddings)
   int max_batch = 1;         // sequences generated at once
   int prefill_chunk = 256;   // prompt tokens per step

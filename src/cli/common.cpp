@@ -62,7 +62,9 @@ void RequestOptions::add(CLI::App& app, bool with_tokens) {
       ->delimiter(',');
   app.add_option("--activation", activation,
                  "Activation format: f32, bf16, int8, mxfp8 (env MXMOE_ACTIVATION; default: "
-                 "the model family's preference)");
+                 "the model family's preference). A whole model given bf16 also rounds its "
+                 "dense matrices' activations to bf16 where the CPU has AVX-512 BF16 (twice "
+                 "the f32 math's speed at prefill; docs/ACCURACY.md)");
   app.add_flag("--batch-invariant", batch_invariant,
                "Require bit-identical outputs per token whatever the batch "
                "(env MXMOE_BATCH_INVARIANT=1)");

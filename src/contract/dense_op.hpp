@@ -13,11 +13,21 @@
 namespace mxmoe::dense {
 
 // as_published: W read in place (f32 or bf16), f32 activations and accumulation
-// (dense_fp32_lanes16); compact_int8: W quantized at load to int8 codes + an f32 scale per
-// 32-block (dense_int8_rows16). src/backends/dense/dense_linear.hpp says more.
-enum class DenseMode : std::uint8_t { as_published, compact_int8 };
+// (dense_fp32_lanes16); as_published_bf16: bf16 W read in place, activations rounded to bf16,
+// f32 accumulation (dense_bf16_pairs16, vdpbf16ps's arithmetic); compact_int8: W quantized at
+// load to int8 codes + an f32 scale per 32-block (dense_int8_rows16).
+// src/backends/dense/dense_linear.hpp says more.
+enum class DenseMode : std::uint8_t { as_published, as_published_bf16, compact_int8 };
 constexpr std::string_view to_string(DenseMode mode) noexcept {
-  return mode == DenseMode::compact_int8 ? "compact_int8" : "as_published";
+  switch (mode) {
+    case DenseMode::as_published:
+      return "as_published";
+    case DenseMode::as_published_bf16:
+      return "as_published_bf16";
+    case DenseMode::compact_int8:
+      return "compact_int8";
+  }
+  return "?";
 }
 
 struct DenseOp {

@@ -42,6 +42,15 @@ Linear bound(const LinearWeights& w, const Hardware& hw, Options o = {}) {
 }
 
 constexpr double kUnit = 1.0 / (1 << 24);  // f32 unit roundoff
+constexpr DenseMode kModes[] = {DenseMode::as_published, DenseMode::as_published_bf16,
+                                DenseMode::compact_int8};
+
+// Whether MODE's kernels take a layer of E weights and input size IN at all.
+bool accepts(DenseMode mode, ElementType e, std::int64_t in) {
+  if (mode == DenseMode::as_published_bf16)
+    return e == ElementType::bf16 && in <= mxmoe::dense::kBf16MaxIn;
+  return mode != DenseMode::compact_int8 || in <= mxmoe::dense::kCompactMaxIn;
+}
 
 // A layer's bytes: bf16 or f32 weights of normal values with a few hostile ones.
 struct Layer {
@@ -180,13 +189,87 @@ TEST(DenseLinear, CompactMatchesFloat64WithinTheQuantizationBound) {
   }
 }
 
+TEST(DenseLinear, Bf16ActivationsMatchFloat64WithinTheRoundingBound) {
+  // x rounded to bf16 (8 significant bits, round half to even) moves each product by at most
+  // 2^-8 |w x| (x normal);
+  // then the rounded products are summed as in the fp32 class but with two FMAs a lane a
+  // step: (2 ceil(K/32) + 6) u sum|w x~| for the sum and the tree, 2 u for the bias.
+  for (const std::int64_t in : {1, 15, 31, 32, 33, 100, 2880}) {
+    const std::int64_t out = 37, m = 9;
+    const Layer layer = make_layer(out, in, 11u + static_cast<unsigned>(in));
+    const std::vector<float> x = make_x(m, in, 6);
+    for (const Hardware& hw : hardware_variants()) {
+      const Linear lin = bound(layer.weights(ElementType::bf16, true), hw,
+                               {DenseMode::as_published_bf16, nullptr});
+      const std::vector<float> y = run(lin, x, m, 2);
+      const double sum_bound = static_cast<double>(2 * ((in + 31) / 32) + 6) * kUnit;
+      for (std::int64_t t = 0; t < m; ++t)
+        for (std::int64_t o = 0; o < out; ++o) {
+          double exact = 0, magnitude = 0;
+          for (std::int64_t k = 0; k < in; ++k) {
+            const double p =
+                layer.at(ElementType::bf16, o, k) * double{x[static_cast<std::size_t>(t * in + k)]};
+            exact += p;
+            magnitude += std::fabs(p);
+          }
+          const double b = layer.bias[static_cast<std::size_t>(o)];
+          const double bound = (1.0 / 256) * magnitude + sum_bound * magnitude * (1 + 1.0 / 256) +
+                               2 * kUnit * (std::fabs(exact) + std::fabs(b));
+          EXPECT_NEAR(y[static_cast<std::size_t>(t * out + o)], exact + b, bound)
+              << lin.kernel_name() << " in " << in << " row " << o << " token " << t;
+        }
+    }
+  }
+}
+
+// dense_bf16_pairs16's definition (the portable kernel) is vdpbf16ps's arithmetic over the
+// whole exponent range: subnormal bf16 weights and activations (read as zero), products whose
+// sums underflow (flushed), and values up to 2^40, at every tail length of a step.
+TEST(DenseLinear, Bf16ClassBitsHoldOverTheWholeExponentRange) {
+  std::mt19937 rng(17);
+  // Exponents in [-140, 40]: subnormal and large values mixed; in [-140, -50]: whole sums of
+  // tiny products, whose results fall in the subnormal range and are flushed.
+  for (const int top : {40, -50})
+    for (const std::int64_t in : {2, 31, 32, 33, 63, 64, 96}) {
+      const std::int64_t out = 11, m = 7;
+      Layer layer;
+      layer.out = out;
+      layer.in = in;
+      std::vector<float> x(static_cast<std::size_t>(m * in));
+      // A value of random sign and mantissa with exponent in [-140, top].
+      const auto value = [&] {
+        const int e = -140 + static_cast<int>(rng() % static_cast<unsigned>(top + 141));
+        const float mantissa = 1.0f + static_cast<float>(rng() % 128) / 128.0f;
+        return std::ldexp(rng() % 2 ? -mantissa : mantissa, e);
+      };
+      for (std::int64_t i = 0; i < out * in; ++i) layer.bf16.push_back(mxmoe::f32_to_bf16(value()));
+      for (std::int64_t o = 0; o < out; ++o) layer.bias.push_back(0.0f);
+      for (float& v : x) v = value() * (1.0f + static_cast<float>(rng() % 1024) / 8192.0f);
+      const std::vector<Hardware> variants = hardware_variants();
+      const Linear portable = bound(layer.weights(ElementType::bf16, false), variants.back(),
+                                    {DenseMode::as_published_bf16});
+      const std::vector<float> want = run(portable, x, m, 1);
+      for (std::size_t v = 0; v + 1 < variants.size(); ++v) {
+        const Linear lin = bound(layer.weights(ElementType::bf16, false), variants[v],
+                                 {DenseMode::as_published_bf16});
+        const std::vector<float> got = run(lin, x, m, 2);
+        for (std::size_t i = 0; i < got.size(); ++i)
+          ASSERT_EQ(std::memcmp(&got[i], &want[i], sizeof(float)), 0)
+              << lin.kernel_name() << " in " << in << " top " << top << " output " << i << ": "
+              << got[i] << " vs " << want[i];
+      }
+    }
+}
+
 // Every kernel of a class gives the portable kernel's bits, on hostile values and odd shapes
 // (the longest compact row too: a tile of 8 tokens of it fills the kernels' stack buffers).
 TEST(DenseLinear, EveryKernelOfAClassGivesThePortableBits) {
-  for (const DenseMode mode : {DenseMode::as_published, DenseMode::compact_int8})
+  for (const DenseMode mode : kModes)
     for (const std::int64_t in : std::vector<std::int64_t>{1, 17, 31, 32, 33, 64, 65, 250, 2880,
+                                                           mxmoe::dense::kBf16MaxIn,
                                                            mxmoe::dense::kCompactMaxIn})
       for (const ElementType e : {ElementType::bf16, ElementType::f32}) {
+        if (!accepts(mode, e, in)) continue;
         const std::int64_t out = 19, m = 13;
         const Layer layer = make_layer(out, in, 7u * static_cast<unsigned>(in), true);
         std::vector<float> x = make_x(m, in, 1);
@@ -214,7 +297,7 @@ TEST(DenseLinear, BatchInvariant) {
   const std::int64_t out = 45, in = 160;
   const Layer layer = make_layer(out, in, 21);
   const std::vector<float> batch = make_x(33, in, 4);
-  for (const DenseMode mode : {DenseMode::as_published, DenseMode::compact_int8})
+  for (const DenseMode mode : kModes)
     for (const Hardware& hw : hardware_variants()) {
       const Linear lin = bound(layer.weights(ElementType::bf16, true), hw, {mode, nullptr});
       std::vector<std::vector<float>> alone;
@@ -238,7 +321,7 @@ TEST(DenseLinear, BiasIsAddedOnceInF32OrBf16) {
   const std::vector<float> x = make_x(3, 48, 2);
   std::vector<std::uint16_t> bias16(layer.bias.size());
   for (std::size_t i = 0; i < bias16.size(); ++i) bias16[i] = mxmoe::f32_to_bf16(layer.bias[i]);
-  for (const DenseMode mode : {DenseMode::as_published, DenseMode::compact_int8}) {
+  for (const DenseMode mode : kModes) {
     const Hardware hw = mxmoe::probe_hardware();
     const std::vector<float> plain =
         run(bound(layer.weights(ElementType::bf16, false), hw, {mode, nullptr}), x, 3, 2);
@@ -364,7 +447,7 @@ TEST(DenseLinear, TheOracleChoosesTheFirstSupportedKernelOfTheList) {
   for (const char* cap : {"avx2", "avx_vnni", "avx512", "amx", "neon", "dotprod", "none"})
     variants.push_back(mxmoe::probe_hardware(cap));
   const Layer layer = make_layer(40, 96, 4);
-  for (const DenseMode mode : {DenseMode::as_published, DenseMode::compact_int8})
+  for (const DenseMode mode : kModes)
     for (const ElementType e : {ElementType::bf16, ElementType::f32})
       for (const Hardware& hw : variants) {
         const LinearWeights w = layer.weights(e, false);
@@ -442,6 +525,13 @@ TEST(DenseLinear, HostileConstructionIsRefusedNamingTheTensor) {
   bad = w;
   bad.in = mxmoe::dense::kCompactMaxIn + 32;  // never read: refused before any access
   expect_refused(bad, "shape_alignment", DenseMode::compact_int8);
+  bad = w;
+  bad.in = mxmoe::dense::kBf16MaxIn + 32;
+  expect_refused(bad, "shape_alignment", DenseMode::as_published_bf16);
+  bad = w;
+  bad.element = ElementType::f32;
+  bad.data = layer.f32.data();
+  expect_refused(bad, "bf16-activation kernels read bf16 weights", DenseMode::as_published_bf16);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <optional>
 #include <span>
 #include <stdexcept>
+#include <utility>
 
 #include "backends/kernel_isa.hpp"
 #include "contract/cost.hpp"
@@ -26,6 +27,7 @@ namespace {
 constexpr std::int64_t kMaxDim = std::int64_t{1} << 24;
 constexpr std::string_view kFp32Class = "dense_fp32_lanes16";
 constexpr std::string_view kInt8Class = "dense_int8_rows16";
+constexpr std::string_view kBf16Class = "dense_bf16_pairs16";
 
 // One kernel: its name, class, mode, the kernel set it calls (none: portable), its entry, and
 // the rough sustained per-thread rates of its estimate.
@@ -47,8 +49,9 @@ struct KernelEntry {
 #if MXMOE_X86_KERNELS
 constexpr LinearF32Fn kAvx512Fp32 = &linear_fp32_avx512, kAvx2Fp32 = &linear_fp32_avx2;
 constexpr LinearInt8Fn kVnniInt8 = &linear_int8_avx512_vnni, kAvx2Int8 = &linear_int8_avx2;
+constexpr LinearF32Fn kAvx512Bf16 = &linear_bf16_avx512_bf16;
 #else
-constexpr LinearF32Fn kAvx512Fp32 = nullptr, kAvx2Fp32 = nullptr;
+constexpr LinearF32Fn kAvx512Fp32 = nullptr, kAvx2Fp32 = nullptr, kAvx512Bf16 = nullptr;
 constexpr LinearInt8Fn kVnniInt8 = nullptr, kAvx2Int8 = nullptr;
 #endif
 #if MXMOE_AARCH64_KERNELS
@@ -59,7 +62,7 @@ constexpr LinearF32Fn kNeonFp32 = nullptr;
 constexpr LinearInt8Fn kDotprodInt8 = nullptr;
 #endif
 
-constexpr std::array<KernelEntry, 8> kKernels = {{
+constexpr std::array<KernelEntry, 10> kKernels = {{
     {"avx512_fp32", kFp32Class, DenseMode::as_published, KernelIsa::avx512, kAvx512Fp32, nullptr,
      {4.0, 32.0}, "f32/bf16 weights as published, 16 output rows in AVX-512 lanes"},
     {"avx2_fp32", kFp32Class, DenseMode::as_published, KernelIsa::avx2, kAvx2Fp32, nullptr,
@@ -68,6 +71,12 @@ constexpr std::array<KernelEntry, 8> kKernels = {{
      {3.0, 8.0}, "f32/bf16 weights as published, 16 output rows in four NEON registers"},
     {"portable_fp32", kFp32Class, DenseMode::as_published, {}, &linear_fp32_portable, nullptr,
      {1.0, 2.0}, "f32/bf16 weights as published, portable C++ (the class's definition)"},
+    {"avx512_bf16_bf16", kBf16Class, DenseMode::as_published_bf16, KernelIsa::avx512_bf16,
+     kAvx512Bf16, nullptr, {4.0, 64.0},
+     "bf16 weights as published, bf16 activations, vdpbf16ps into 16 lanes a sum"},
+    {"portable_bf16", kBf16Class, DenseMode::as_published_bf16, {}, &linear_bf16_portable,
+     nullptr, {1.0, 1.0}, "bf16 weights as published, bf16 activations, portable C++ (the class's "
+     "definition)"},
     {"avx512_vnni_int8", kInt8Class, DenseMode::compact_int8, KernelIsa::avx512_vnni, nullptr,
      kVnniInt8, {4.0, 64.0}, "int8 codes + f32 scale per 32-block, vpdpbusd over 16 rows",
      CompactLayout::rows16_biased},
@@ -97,6 +106,18 @@ std::vector<Rejection> check(const KernelEntry& c, const DenseOp& op) {
                    fmt::format("mode {}", to_string(c.mode)),
                    fmt::format("mode {}", to_string(op.mode)),
                    fmt::format("judge the {} kernels", to_string(op.mode))});
+  if (c.mode == DenseMode::as_published_bf16 && op.element != ElementType::bf16)
+    out.push_back({ReasonCode::weight_format,
+                   "bf16-activation kernels read bf16 weights as published",
+                   "bf16 weights", fmt::format("{} weights", to_string(op.element)),
+                   "use mode as_published for this layer"});
+  if (c.mode == DenseMode::as_published_bf16 && op.in > kBf16MaxIn)
+    out.push_back({ReasonCode::shape_alignment,
+                   fmt::format("bf16-activation kernels round a token tile on the stack: the "
+                               "input size must be at most {}",
+                               kBf16MaxIn),
+                   fmt::format("in <= {}", kBf16MaxIn), fmt::format("in = {}", op.in),
+                   "use mode as_published for this layer"});
   if (c.mode == DenseMode::compact_int8 && op.in > kCompactMaxIn)
     out.push_back({ReasonCode::shape_alignment,
                    fmt::format("compact kernels quantize a token tile on the stack: the input "
@@ -136,15 +157,30 @@ class DenseKernel final : public Candidate<DenseOp> {
   const KernelEntry& e_;
 };
 
-// The kernels, in kKernels' order, and the pointers to each mode's (its first half: as
-// published; its second: compact).
+// Each mode's kernels are one run of kKernels (candidates() hands out that run).
+constexpr bool modes_are_runs() {
+  for (std::size_t i = 0; i < kKernels.size(); ++i)
+    for (std::size_t j = i + 1; j < kKernels.size(); ++j)
+      for (std::size_t k = i + 1; k < j; ++k)
+        if (kKernels[i].mode == kKernels[j].mode && kKernels[k].mode != kKernels[i].mode)
+          return false;
+  return true;
+}
+static_assert(modes_are_runs());
+
+// The kernels, in kKernels' order, and the pointers to them (each mode's a run of them).
+template <std::size_t... I>
+std::array<DenseKernel, sizeof...(I)> make_kernels(std::index_sequence<I...>) {
+  return {DenseKernel(kKernels[I])...};
+}
 struct Kernels {
-  std::array<DenseKernel, 8> all{DenseKernel(kKernels[0]), DenseKernel(kKernels[1]),
-                                 DenseKernel(kKernels[2]), DenseKernel(kKernels[3]),
-                                 DenseKernel(kKernels[4]), DenseKernel(kKernels[5]),
-                                 DenseKernel(kKernels[6]), DenseKernel(kKernels[7])};
-  std::array<const Candidate<DenseOp>*, 8> pointers{&all[0], &all[1], &all[2], &all[3],
-                                                    &all[4], &all[5], &all[6], &all[7]};
+  std::array<DenseKernel, kKernels.size()> all =
+      make_kernels(std::make_index_sequence<kKernels.size()>{});
+  std::array<const Candidate<DenseOp>*, kKernels.size()> pointers = [this] {
+    std::array<const Candidate<DenseOp>*, kKernels.size()> p{};
+    for (std::size_t i = 0; i < p.size(); ++i) p[i] = &all[i];
+    return p;
+  }();
 };
 const Kernels& kernels() {
   static const Kernels k;
@@ -219,10 +255,19 @@ std::vector<Rejection> isa_rejections(KernelIsa set, const Hardware& hardware) {
 }
 
 std::span<const Candidate<DenseOp>* const> candidates(DenseMode mode) noexcept {
-  static_assert(kKernels[3].mode == DenseMode::as_published &&
-                kKernels[4].mode == DenseMode::compact_int8);
-  const std::span<const Candidate<DenseOp>* const> all = kernels().pointers;
-  return mode == DenseMode::compact_int8 ? all.subspan(4) : all.first(4);
+  // kKernels lists each mode's kernels as one run: [first, first + count).
+  std::size_t first = 0, count = 0;
+  for (std::size_t i = 0; i < kKernels.size(); ++i)
+    if (kKernels[i].mode == mode) {
+      if (count == 0) first = i;
+      ++count;
+    }
+  return std::span<const Candidate<DenseOp>* const>(kernels().pointers).subspan(first, count);
+}
+
+bool chose_isa_kernel(const LinearSelection& judged) noexcept {
+  const DenseKernel* kernel = find_kernel(judged.op.mode, judged.chosen);
+  return kernel != nullptr && kernel->entry().set.has_value();
 }
 
 std::string describe(const LinearSelection& s, std::string_view layer_name) {

@@ -1,14 +1,17 @@
 // Dense linear layers of a whole model (attention projections, the LM head, a dense MLP):
 //   y[m, o] = sum_i x[m, i] * W[o, i] (+ bias[o])
-// Two modes, chosen by the caller:
+// Three modes, chosen by the caller:
 //   - as_published: W as published ([out, in] row-major, f32 or bf16), read in place from the
 //     caller's memory (a checkpoint's mapping), f32 activations, f32 accumulation: numerics
 //     class dense_fp32_lanes16;
+//   - as_published_bf16: bf16 W read in place the same way, activations rounded to bf16,
+//     f32 accumulation with vdpbf16ps's arithmetic: numerics class dense_bf16_pairs16 (twice
+//     the products per instruction of the f32 class where the CPU has AVX-512 BF16);
 //   - compact_int8: W quantized once at construction to int8 codes with an f32 scale per
 //     32-block of a row (owned by the Linear; the original bytes are not read again),
 //     activations quantized per 32-block at run time, exact integer block sums accumulated
 //     in f32: numerics class dense_int8_rows16. About half the bytes of bf16 per forward.
-// Both classes are defined in linear_kernels.hpp; every kernel of a class gives the same bits
+// The classes are defined in linear_kernels.hpp; every kernel of a class gives the same bits
 // (AVX-512, AVX2, NEON, portable).
 //
 // Batch invariance: an output's bits depend only on its row of x, its weight row and the
@@ -69,6 +72,10 @@ std::span<const Candidate<DenseOp>* const> candidates(DenseMode mode) noexcept;
 // What the oracle judged for one layer (judge_each(dense_op(...), candidates(mode))): the op,
 // every kernel's mxmoe::Verdict, the chosen one and why.
 using LinearSelection = Judgement<DenseOp>;
+
+// Whether the kernel JUDGED chose runs an instruction set's code (not the portable C++ that
+// defines its class, nor nothing).
+bool chose_isa_kernel(const LinearSelection& judged) noexcept;
 
 // A few lines for `explain`: the layer, the choice and why, then one line per candidate with
 // its estimate or its reasons.

@@ -2,7 +2,7 @@
 // no inline code is shared with the ISA objects (kernels/<SET>/). Each kernel computes a
 // block of output rows for every token of a call; the driver splits the rows over the pool.
 //
-// Two numerics classes. Every kernel of a class gives the same bits for every (row, token)
+// Three numerics classes. Every kernel of a class gives the same bits for every (row, token)
 // whatever the tile, the batch, the rows it was handed or the thread; the portable kernels
 // here DEFINE the classes (linear_portable.cpp) and the ISA kernels follow them.
 //
@@ -11,6 +11,17 @@
 //   increasing k, from acc = +0 (a k >= in adds nothing: the tail is masked, not padded);
 //   then the halving tree s8[i] = acc[i] + acc[i + 8], s4[i] = s8[i] + s8[i + 4],
 //   s2[i] = s4[i] + s4[i + 2], s = s2[0] + s2[1]; y = s + bias (when there is a bias).
+//
+// dense_bf16_pairs16 (bf16 weights as published, activations rounded to bf16): vdpbf16ps's
+//   arithmetic, written out. Each x is rounded to bf16 round-half-even after an f32 subnormal
+//   is flushed to a zero of its sign (vcvtne2ps2bf16); w and x elements past `in` are +0.
+//   16 lanes; step j covers k in [32 j, 32 j + 32), and lane l its pair k = 32 j + 2 l, +1:
+//   acc[l] = ftz(fma(daz(w[k+1]), daz(x[k+1]), acc[l])), then the same for k, in increasing j
+//   from acc = +0, where daz() reads a bf16 subnormal as a zero of its sign and ftz() flushes
+//   a subnormal result to a zero of its sign (a bf16 product is exact in f32, so each fma is
+//   one rounding); then dense_fp32_lanes16's halving tree and bias. Checked against the
+//   instruction over the whole exponent range on Zen 4 (tests/dense). Twice the products per
+//   instruction of dense_fp32_lanes16, and no widening of the weights.
 //
 // dense_int8_rows16 (compact mode): W quantized at load per 32-block of a row, activations
 //   per 32-block of a token at run time (both: d = amax / 127, q = round-half-even(v * (127 /
@@ -45,6 +56,12 @@ struct LinearF32Call {
   const float* bias = nullptr;  // f32 [out] or nullptr
 };
 using LinearF32Fn = void (*)(const LinearF32Call&, std::int64_t row0, std::int64_t rows) noexcept;
+
+// dense_bf16_pairs16 kernels take a LinearF32Call too (bf16 weights only) and round a token
+// tile of x on their own stack: in must be at most kBf16MaxIn (check() refuses larger).
+inline constexpr int kBf16TokenTile = 8;
+inline constexpr std::int64_t kBf16MaxIn = 16384;
+inline constexpr int kBf16Step = 32;  // elements of one step (16 lanes x a pair)
 
 // The compact weights, packed by groups of 16 rows (the last group's missing rows are zero
 // codes with scale 0, never stored): group G, block b is kCompactGroupBlockBytes at
@@ -92,10 +109,13 @@ float quantize_block32_portable(const float* v, int count, std::int8_t* codes) n
 
 // Compact kernels are handed rows [row0, row0 + rows) with row0 a multiple of 16 (whole groups).
 void linear_fp32_portable(const LinearF32Call&, std::int64_t row0, std::int64_t rows) noexcept;
+void linear_bf16_portable(const LinearF32Call&, std::int64_t row0, std::int64_t rows) noexcept;
+// x rounded in dense_bf16_pairs16's rule (the definition).
+std::uint16_t round_x_bf16_portable(float x) noexcept;
 void linear_int8_portable(const LinearInt8Call&, std::int64_t row0, std::int64_t rows) noexcept;
 
-// x86-64 only (kernels/avx2, kernels/avx512, kernels/avx512_vnni): call them only when
-// MXMOE_X86_KERNELS.
+// x86-64 only (kernels/avx2, kernels/avx512, kernels/avx512_vnni, kernels/avx512_bf16): call
+// them only when MXMOE_X86_KERNELS.
 void linear_fp32_avx2(const LinearF32Call&, std::int64_t row0, std::int64_t rows) noexcept;
 void linear_fp32_avx512(const LinearF32Call&, std::int64_t row0, std::int64_t rows) noexcept;
 void linear_int8_avx2(const LinearInt8Call&, std::int64_t row0, std::int64_t rows) noexcept;
@@ -104,6 +124,7 @@ void linear_int8_avx2(const LinearInt8Call&, std::int64_t row0, std::int64_t row
 void quantize_x_avx2(const float* x, std::int64_t in, std::int64_t blocks, std::int8_t* codes,
                      float* scales) noexcept;
 void linear_int8_avx512_vnni(const LinearInt8Call&, std::int64_t row0, std::int64_t rows) noexcept;
+void linear_bf16_avx512_bf16(const LinearF32Call&, std::int64_t row0, std::int64_t rows) noexcept;
 
 // aarch64 only (kernels/neon, kernels/neon_dotprod): call them only when MXMOE_AARCH64_KERNELS.
 void linear_fp32_neon(const LinearF32Call&, std::int64_t row0, std::int64_t rows) noexcept;

@@ -1,4 +1,4 @@
-// The portable kernels of dense::Linear: they DEFINE the two numerics classes
+// The portable kernels of dense::Linear: they DEFINE the three numerics classes
 // (linear_kernels.hpp); the ISA kernels are checked against their bits (tests/dense).
 #include <algorithm>
 #include <climits>
@@ -50,6 +50,48 @@ void linear_fp32_portable(const LinearF32Call& c, std::int64_t row0, std::int64_
       float acc[kLinearLanes] = {};
       for (std::int64_t k = 0; k < c.in; ++k)
         acc[k % kLinearLanes] = std::fma(weight_at(c, o * c.in + k), x[k], acc[k % kLinearLanes]);
+      const float s = halving_tree(acc);
+      c.y[t * c.y_stride + o] = c.bias != nullptr ? s + c.bias[o] : s;
+    }
+  }
+}
+
+std::uint16_t round_x_bf16_portable(float x) noexcept {
+  if (std::fpclassify(x) == FP_SUBNORMAL) x = std::copysign(0.0f, x);
+  return f32_to_bf16(x);
+}
+
+namespace {
+
+// A subnormal (of bf16 read as f32, or an f32 result) as a zero of its sign.
+float flush(float v) noexcept {
+  return std::fpclassify(v) == FP_SUBNORMAL ? std::copysign(0.0f, v) : v;
+}
+
+}  // namespace
+
+void linear_bf16_portable(const LinearF32Call& c, std::int64_t row0, std::int64_t rows) noexcept {
+  const auto* w = static_cast<const std::uint16_t*>(c.w);
+  // Element k of a row, +0 past `in` (the kernels' zero-filled tail).
+  const auto at = [&](const std::uint16_t* row, std::int64_t k) {
+    return k < c.in ? flush(bf16_to_f32(row[k])) : 0.0f;
+  };
+  float xb[kBf16MaxIn];  // check() keeps in <= kBf16MaxIn
+  for (std::int64_t t = 0; t < c.tokens; ++t) {
+    for (std::int64_t k = 0; k < c.in; ++k)
+      xb[static_cast<std::size_t>(k)] = flush(bf16_to_f32(round_x_bf16_portable(c.x[t * c.in + k])));
+    const auto x_at = [&](std::int64_t k) {
+      return k < c.in ? xb[static_cast<std::size_t>(k)] : 0.0f;
+    };
+    for (std::int64_t o = row0; o < row0 + rows; ++o) {
+      const std::uint16_t* row = w + o * c.in;
+      float acc[kLinearLanes] = {};
+      for (std::int64_t k0 = 0; k0 < c.in; k0 += kBf16Step)
+        for (int l = 0; l < kLinearLanes; ++l) {
+          const std::int64_t k = k0 + 2 * l;
+          acc[l] = flush(std::fma(at(row, k + 1), x_at(k + 1), acc[l]));
+          acc[l] = flush(std::fma(at(row, k), x_at(k), acc[l]));
+        }
       const float s = halving_tree(acc);
       c.y[t * c.y_stride + o] = c.bias != nullptr ? s + c.bias[o] : s;
     }

@@ -43,6 +43,31 @@ void row_blocks(std::int64_t row0, std::int64_t rows, std::int64_t row_bytes, Ti
   for (std::int64_t r = row0; r < row0 + rows; r += block) tiles(r, std::min(block, row0 + rows - r));
 }
 
+// The register tiles of the kernels that keep one zmm a (row, token) sum (avx512_fp32,
+// avx512_bf16_bf16): for a token tile of `tokens` (1..8), as many rows R as the 32 registers
+// allow beside the R weights and one x: calls sweep.template operator()<R, T>().
+template <class Sweep>
+void zmm_sum_tiles(std::int64_t tokens, Sweep&& sweep) noexcept {
+  switch (tokens) {
+    case 1:
+      return sweep.template operator()<8, 1>();
+    case 2:
+      return sweep.template operator()<6, 2>();
+    case 3:
+      return sweep.template operator()<6, 3>();
+    case 4:
+      return sweep.template operator()<4, 4>();
+    case 5:
+      return sweep.template operator()<4, 5>();
+    case 6:
+      return sweep.template operator()<4, 6>();
+    case 7:
+      return sweep.template operator()<3, 7>();
+    default:
+      return sweep.template operator()<3, 8>();
+  }
+}
+
 // Compact kernels read a group's blocks as one stream; at few tokens they read it faster than
 // the hardware prefetcher follows, so each block asks for the bytes kCompactAheadBytes further
 // on into L2 (the experts' int8 kernels measured 4 KiB best, docs/perf/BACKENDS_INT8.md).

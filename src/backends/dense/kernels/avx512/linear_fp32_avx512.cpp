@@ -63,32 +63,12 @@ void tile(const LinearF32Call& c, std::int64_t o, std::int64_t t0) noexcept {
     }
 }
 
-template <std::size_t R, std::size_t T>
-void sweep(const LinearF32Call& c, std::int64_t row0, std::int64_t rows, std::int64_t t0) noexcept {
-  sweep_rows<R>(row0, rows, [&](std::int64_t o, auto r) { tile<decltype(r)::value, T>(c, o, t0); });
-}
-
-// A token tile of `tokens` (1..8) from t0: as many rows a step as the 32 registers allow.
+// A token tile of `tokens` (1..8) from t0 over rows [row0, row0 + rows).
 void token_tile(const LinearF32Call& c, std::int64_t row0, std::int64_t rows, std::int64_t t0,
                 std::int64_t tokens) noexcept {
-  switch (tokens) {
-    case 1:
-      return sweep<8, 1>(c, row0, rows, t0);
-    case 2:
-      return sweep<6, 2>(c, row0, rows, t0);
-    case 3:
-      return sweep<6, 3>(c, row0, rows, t0);
-    case 4:
-      return sweep<4, 4>(c, row0, rows, t0);
-    case 5:
-      return sweep<4, 5>(c, row0, rows, t0);
-    case 6:
-      return sweep<4, 6>(c, row0, rows, t0);
-    case 7:
-      return sweep<3, 7>(c, row0, rows, t0);
-    default:
-      return sweep<3, 8>(c, row0, rows, t0);
-  }
+  zmm_sum_tiles(tokens, [&]<std::size_t R, std::size_t T>() {
+    sweep_rows<R>(row0, rows, [&](std::int64_t o, auto r) { tile<decltype(r)::value, T>(c, o, t0); });
+  });
 }
 
 }  // namespace
