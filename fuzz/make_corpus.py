@@ -340,6 +340,36 @@ write("tokenizer", "unsupported_model", b'{"model":{"type":"Unigram","vocab":[]}
 write("tokenizer", "bad_regex", b'{"pre_tokenizer":{"type":"Split","pattern":{"Regex":"("},'
       b'"behavior":"Isolated"},"model":{"type":"BPE","vocab":{"a":0},"merges":[]}}')
 
+# Texts and ids for fixed tokenizers (fuzz_tokenizer_text): byte 0 picks the tokenizer (bits
+# 0-1: gpt-oss, Qwen3, Mixtral legacy), parsing (bit 2) and skipping (bit 3) of special tokens,
+# and ids (bit 4: little-endian 16-bit values) instead of a text.
+def ids16(*values):
+    return b"".join(struct.pack("<H", v) for v in values)
+
+
+text_seeds = {
+    "gpt_oss_plain": (0x00, "Hello, world! It's 12345 o'clock.\n\n  indented\tcode(x) {}\r\n"),
+    "gpt_oss_harmony": (0x04, "<|start|>user<|message|>Gr\u00fc\u00dfe aus M\u00fcnchen \U0001F600"
+                              "<|end|><|start|>assistant<|channel|>final<|message|>"),
+    "qwen3_chatml": (0x0D, "<|im_start|>user\n\u4f60\u597d\uff0c\u4e16\u754c\uff01"
+                           "\u3053\u3093\u306b\u3061\u306f<think>\n\n</think><|im_end|>\n"),
+    "qwen3_nfc": (0x01, "e\u0301 \u212b \u2126 \ufb01 \ud55c\uad6d\uc5b4 "
+                        "\u0627\u0644\u0639\u0631\u0628\u064a\u0629 Stra\u00dfe"),
+    "mixtral_plain": (0x02, " The quick brown fox;  \u041f\u0440\u0438\u0432\u0435\u0442 "
+                            "\u043c\u0438\u0440; \U0001F468\u200d\U0001F469\u200d\U0001F467 "
+                            "\U0001F1E9\U0001F1EA the and der die"),
+    "mixtral_inst": (0x06, "<s>[INST] ab ab \u4f60\u597d [/INST]ing</s>"),
+}
+for name, (options, text) in text_seeds.items():
+    write("tokenizer_text", name, bytes([options]) + text.encode())
+write("tokenizer_text", "bad_utf8", b"\x00ab\xc3(")
+# Ids: the four byte tokens of U+1F600 and an id past the end (Mixtral), a character's first
+# byte alone, a hole below gpt-oss's special tokens and a negative id.
+write("tokenizer_text", "mixtral_ids", bytes([0x12]) + ids16(3 + 0xF0, 3 + 0x9F, 3 + 0x98, 3 + 0x80, 1, 3 + 0xE4))
+write("tokenizer_text", "mixtral_ids_out_of_range", bytes([0x1A]) + ids16(300, 0xFFFF))
+write("tokenizer_text", "gpt_oss_ids", bytes([0x10]) + ids16(72, 101, 300, 0x8000, 0xFFF0))
+write("tokenizer_text", "qwen3_ids_skip", bytes([0x19]) + ids16(0xC3, 0xA9, 0xFFF8, 33))
+
 # Chat messages (fuzz_chat): byte 0 picks the format (mod 3) and options (bits 2, 3); then
 # role, content, ... separated by 0 bytes.
 chat_seeds = {

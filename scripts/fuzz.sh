@@ -9,7 +9,7 @@
 #   scripts/fuzz.sh --each SECONDS       each target for SECONDS
 #   scripts/fuzz.sh --long [RUNS]        each target for RUNS executions (default 40000000)
 #   scripts/fuzz.sh ... --only NAME      one target (config, npy, hardware, deployment, index,
-#                                        safetensors)
+#                                        safetensors, api, tokenizer, tokenizer_text, chat)
 #   scripts/fuzz.sh ... --no-build       run the targets already built (FUZZ_BUILD_DIR, default
 #                                        build-fuzz), e.g. a copy kept for a long campaign
 # One process per target, one after the other (one core). The summary (executions, coverage,
@@ -18,7 +18,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${FUZZ_BUILD_DIR:-$root/build-fuzz}
 build_first=1
-targets="config npy hardware deployment index safetensors api tokenizer chat"
+targets="config npy hardware deployment index safetensors api tokenizer tokenizer_text chat"
 mode=time
 budget=60
 while [ $# -gt 0 ]; do
@@ -70,7 +70,7 @@ for target in $targets; do
       -print_final_stats=1 -artifact_prefix="$build/artifacts_$target/" 2>"$log" || rc=$?
   secs=$(( $(date +%s) - start ))
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
-  last=$(grep -E '^#[0-9]+' "$log" | tail -1)
+  last=$(grep -E '^#[0-9]+' "$log" | tail -1 || true)  # none when a seed crashes
   cov=$(echo "$last" | grep -o 'cov: [0-9]*' | grep -o '[0-9]*' || true)
   ft=$(echo "$last" | grep -o 'ft: [0-9]*' | grep -o '[0-9]*' || true)
   corp=$(echo "$last" | grep -o 'corp: [0-9]*' | grep -o '[0-9]*' || true)

@@ -221,7 +221,7 @@ class LayerVerifier {
       report_skipped(b, f, reasons.front());
       return;
     }
-    const std::vector<double>& same = same_format_reference(b, f);
+    const SameFormat& same = same_format_reference(b, f);
     progress("mxmoe verify: [{}/{}] {} {}...\n", index, total, b.name(), to_string(f));
     Outcome out = check_accuracy(b, f, sel, same);
     if (o_.batch_invariant) out.invariance = check_invariance(b, f, sel, index, total, out.ok);
@@ -260,20 +260,29 @@ class LayerVerifier {
 
   // The float64 evaluation with f's rounding (and avx2_int16's int16 blocks:
   // rounds_to_int16_blocks), computed at its first use.
-  const std::vector<double>& same_format_reference(const Backend& b, ActivationFormat f) {
+  // With its budget (same_format_budget: the format's plus one rounding flip).
+  struct SameFormat {
+    std::vector<double> y;
+    double budget = 0;
+  };
+  const SameFormat& same_format_reference(const Backend& b, ActivationFormat f) {
     const std::pair<ActivationFormat, bool> rounding{f, rounds_to_int16_blocks(b)};
     if (!same_format_.contains(rounding)) {
       progress("mxmoe verify: float64 evaluation with {} rounding{}...\n", to_string(f),
                rounding.second ? " and int16 blocks" : "");
-      same_format_[rounding] =
-          evaluate_f64(spec_, w_, in_.x.data(), tokens(), in_.ids.data(), in_.weights.data(), f,
-                       &runtime_.pool(), rounding.second);
+      SameFormat& same = same_format_[rounding];
+      double largest_flip = 0;
+      same.y = evaluate_f64(spec_, w_, in_.x.data(), tokens(), in_.ids.data(), in_.weights.data(),
+                            f, &runtime_.pool(), rounding.second, &largest_flip);
+      double norm2 = 0;
+      for (const double v : same.y) norm2 += v * v;
+      same.budget = same_format_budget(f, largest_flip, std::sqrt(norm2));
     }
     return same_format_[rounding];
   }
 
   Outcome check_accuracy(const Backend& b, ActivationFormat f, const Selection& sel,
-                         const std::vector<double>& same) {
+                         const SameFormat& same) {
     MoeLayer layer(w_, sel, runtime_);
     std::vector<float> y(in_.x.size());
     layer.forward({.tokens = tokens(),
@@ -284,7 +293,8 @@ class LayerVerifier {
     Outcome out;
     out.bad = find_non_finite(y, tokens(), spec_.hidden);
     out.budget = accuracy_budget(f);
-    out.vs_same = relative_l2(y, same);
+    out.budget.against_same_format = same.budget;
+    out.vs_same = relative_l2(y, same.y);
     out.vs_exact = relative_l2(y, exact_);
     // NaN compares false: a non-finite output fails here, and is named below.
     out.ok = !out.bad.any() && out.vs_same <= out.budget.against_same_format &&
@@ -347,7 +357,7 @@ class LayerVerifier {
       results_.push_back(r);
       return;
     }
-    cli::print("{:<{}} {:<6} {:>14.3e} {:>10.1e} {:>14.3e} {:>10.1e} {:<10}{}\n", b.name(), width_,
+    cli::print("{:<{}} {:<6} {:>14.3e} {:>10.2e} {:>14.3e} {:>10.1e} {:<10}{}\n", b.name(), width_,
                to_string(f), out.vs_same, out.budget.against_same_format, out.vs_exact,
                out.budget.format_error, out.ok ? "pass" : "FAIL", out.invariance);
     std::fflush(stdout);  // each result as it completes
@@ -363,7 +373,7 @@ class LayerVerifier {
   Runtime runtime_;
   std::vector<double> exact_;
   // By (format, int16 blocks): avx2_int16 rounds its inputs further (rounds_to_int16_blocks).
-  std::map<std::pair<ActivationFormat, bool>, std::vector<double>> same_format_;
+  std::map<std::pair<ActivationFormat, bool>, SameFormat> same_format_;
   json::Json results_ = json::Json::array();
   Tally tally_;
 };

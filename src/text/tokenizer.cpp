@@ -964,15 +964,25 @@ std::string added_text(const Tokenizer::Impl& impl, const std::vector<TokenId>& 
 std::string StreamDecoder::push(TokenId id) {
   const Tokenizer::Impl& impl = *tokenizer_.impl_;
   impl.check_id(id);
+  // A skipped special token is no part of decode's text (it leaves the ids before anything
+  // else); kept as context, four of them would leave none that has text.
+  if (skip_special_ && impl.special[static_cast<std::size_t>(id)]) return {};
   pending_.push_back(id);
   // Decoders such as Metaspace treat the first token apart, so the ids already emitted are
   // decoded again as context.
   const std::string added = added_text(impl, context_, pending_, skip_special_, true);
   if (utf8::incomplete_tail(added) > 0) return {};  // the character's last byte is still to come
-  // A few ids of context suffice for every decoder here; the work stays linear in the ids.
+  // A few ids of context suffice for every decoder here; the work stays linear in the ids. The
+  // context is cut between batches only: a batch ends where the text is whole characters, so
+  // the context never begins inside a character of byte tokens (its bytes alone are no UTF-8,
+  // and decoded with them the next character's bytes would be U+FFFD).
   constexpr std::size_t kContext = 4;
   context_.insert(context_.end(), pending_.begin(), pending_.end());
-  if (context_.size() > kContext) context_.erase(context_.begin(), context_.end() - kContext);
+  batches_.push_back(pending_.size());
+  while (context_.size() - batches_.front() >= kContext) {
+    context_.erase(context_.begin(), context_.begin() + static_cast<std::ptrdiff_t>(batches_.front()));
+    batches_.erase(batches_.begin());
+  }
   pending_.clear();
   return utf8::lossy(added);
 }
@@ -981,6 +991,7 @@ std::string StreamDecoder::finish() {
   std::string out;
   if (!pending_.empty()) out = added_text(*tokenizer_.impl_, context_, pending_, skip_special_, false);
   context_.clear();
+  batches_.clear();
   pending_.clear();
   return out;
 }

@@ -85,8 +85,9 @@ class StreamDecoder {
  private:
   const Tokenizer& tokenizer_;
   bool skip_special_;
-  std::vector<TokenId> context_;  // ids already emitted, decoded again for their context
-  std::vector<TokenId> pending_;  // ids whose text is not emitted yet
+  std::vector<TokenId> context_;      // ids already emitted, decoded again for their context
+  std::vector<std::size_t> batches_;  // context_ as the batches of ids emitted together
+  std::vector<TokenId> pending_;      // ids whose text is not emitted yet
 };
 
 }  // namespace mxmoe::text

@@ -28,4 +28,14 @@ constexpr AccuracyBudget accuracy_budget(ActivationFormat f) noexcept {
   return {0, 0};
 }
 
+// A run's budget against the same rounding: the format's, plus one element of an activation
+// vector rounded to its other neighbour, the one that moves the output most (LARGEST_FLIP, from
+// evaluate_f64, over OUTPUT_NORM, the L2 norm of the whole output). The reference cannot know
+// which side of a rounding tie a float32 backend lands on for an element within its float
+// error of the tie; with many tokens such flips average out under the format's figure, with
+// one or two tokens a single flip of a large element exceeds it (docs/ACCURACY.md).
+inline double same_format_budget(ActivationFormat f, double largest_flip, double output_norm) {
+  return accuracy_budget(f).against_same_format + (output_norm > 0 ? largest_flip / output_norm : 0.0);
+}
+
 }  // namespace mxmoe

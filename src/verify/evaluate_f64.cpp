@@ -1,6 +1,7 @@
 #include "verify/evaluate_f64.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <span>
 #include <type_traits>
 
@@ -18,10 +19,12 @@ std::size_t row_width(const LayerSpec& s) {
 
 class ExpertEvaluator {
  public:
-  ExpertEvaluator(const LayerSpec& spec, std::optional<ActivationFormat> format, bool int16_blocks)
+  ExpertEvaluator(const LayerSpec& spec, std::optional<ActivationFormat> format, bool int16_blocks,
+                  bool track_flips)
       : spec_(spec),
         format_(format),
         int16_blocks_(int16_blocks),
+        track_flips_(track_flips && format == ActivationFormat::bf16),
         row_f32_(row_width(spec)),
         row_(row_width(spec)),
         scratch_(rounding_scratch_bytes(row_.size()) + sizeof(float)) {}
@@ -58,15 +61,25 @@ class ExpertEvaluator {
       if (int16) round_activations_int16_blocks(aq, aq);
       for (std::size_t i = 0; i < a.size(); ++i) a[i] = static_cast<double>(aq[i]);
     }
+    std::vector<double> column_norm2(track_flips_ ? a.size() : 0);
     for (std::int64_t r = 0; r < hidden; ++r) {
       double v = 0;
       dequantize(w2, e, r);
       for (std::int64_t i = 0; i < inter; ++i)
         v += row_[static_cast<std::size_t>(i)] * a[static_cast<std::size_t>(i)];
+      for (std::size_t i = 0; i < column_norm2.size(); ++i) column_norm2[i] += row_[i] * row_[i];
       if (!b2.empty()) v += static_cast<double>(b2.at(e * hidden + r));
       out[r] += scale * v;
     }
+    // bf16 keeps 8 significant bits: the step above |a| in [2^k, 2^(k+1)) is 2^(k-7), and the
+    // step below is that or half of it, so 2^(k-7) bounds the move to either neighbour.
+    for (std::size_t i = 0; i < column_norm2.size(); ++i)
+      if (a[i] != 0)
+        largest_flip_ = std::max(largest_flip_, std::abs(scale) * std::ldexp(1.0, std::ilogb(a[i]) - 7) *
+                                                    std::sqrt(column_norm2[i]));
   }
+
+  double largest_flip() const { return largest_flip_; }
 
   void round_input(const float* x, float* xq) {
     const auto n = static_cast<std::size_t>(spec_.hidden);
@@ -102,6 +115,8 @@ class ExpertEvaluator {
   const LayerSpec& spec_;
   std::optional<ActivationFormat> format_;
   bool int16_blocks_;
+  bool track_flips_;
+  double largest_flip_ = 0;
   std::vector<float> row_f32_;
   std::vector<double> row_;
   std::vector<std::byte> scratch_;
@@ -112,12 +127,13 @@ class ExpertEvaluator {
 std::vector<double> evaluate_f64(const LayerSpec& spec, const LayerWeights& w, const float* x,
                                  std::int64_t tokens, const std::int32_t* ids, const float* weights,
                                  std::optional<ActivationFormat> format, ThreadPool* pool,
-                                 bool int16_blocks) {
+                                 bool int16_blocks, double* largest_flip) {
   const std::int64_t hidden = spec.hidden;
   const int k = spec.top_k;
   std::vector<double> y(static_cast<std::size_t>(tokens * hidden), 0.0);
+  std::vector<double> flips(static_cast<std::size_t>(tokens), 0.0);  // per token
   const auto token = [&](std::int64_t t) {
-    ExpertEvaluator eval(spec, format, int16_blocks && format.has_value());
+    ExpertEvaluator eval(spec, format, int16_blocks && format.has_value(), largest_flip != nullptr);
     std::vector<float> xq(static_cast<std::size_t>(hidden));
     eval.round_input(x + t * hidden, xq.data());
     double* yt = y.data() + t * hidden;
@@ -132,11 +148,14 @@ std::vector<double> evaluate_f64(const LayerSpec& spec, const LayerWeights& w, c
         eval.add(w.shared_dense_w1, DenseView{}, w.shared_dense_w2, DenseView{}, 0, xq.data(), 1.0,
                  yt);
     }
+    flips[static_cast<std::size_t>(t)] = eval.largest_flip();
   };
   if (pool != nullptr)
     pool->parallel_for(tokens, [&](std::int64_t t, int) { token(t); });
   else
     for (std::int64_t t = 0; t < tokens; ++t) token(t);
+  if (largest_flip != nullptr)
+    *largest_flip = flips.empty() ? 0.0 : *std::max_element(flips.begin(), flips.end());
   return y;
 }
 

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <string>
@@ -261,6 +262,60 @@ TEST(Conformance, DeepSeekV4LayersMatchTheFloat64Evaluator) {
     }
   }
   EXPECT_GE(checked, 8);
+}
+
+// `mxmoe verify --preset deepseek-v4-flash-hash --tokens 2 --activation bf16 --backend
+// avx2_fp32` failed the fixed bf16 budget 1e-4 at 1.7e-4: one element of a (2.69531274 in the
+// evaluation, one float ulp above the bf16 tie 2.6953125) rounded up there and down in the
+// backend, and alone made the whole error. One token at a time (no averaging over tokens),
+// ten draws: every bf16 backend within same_format_budget, which admits one such flip. Of 60
+// draws (0..59) avx2_fp32's error exceeded the fixed 1e-4 in draw 58 alone, 2.5e-4 (budget
+// 6.6e-4): the draws kept here include it.
+TEST(Conformance, OneBf16RoundingFlipIsWithinTheSameFormatBudget) {
+  const mxmoe::Hardware hw = mxmoe::probe_hardware();
+  LayerSpec s = shape("deepseek-v4-flash-hash", 8, 3);
+  // DeepSeek-V4's K = 4096 and I = 2048 halved: long sums (float32 differs from float64 by
+  // more, so ties flip oftener) and many elements of a.
+  s.hidden = 2048;
+  s.intermediate = 1024;
+  s.shared_intermediate = 1024;
+  s.vocab = 500;
+  const auto storage = mxmoe::LayerStorage::random(s, 303);
+  const ActivationFormat f = ActivationFormat::bf16;
+  int checked = 0, above_fixed = 0;
+  for (unsigned draw = 50; draw < 60; ++draw) {
+    const auto x = input(s, 1, 400 + draw);
+    const std::int32_t token_id = static_cast<std::int32_t>(draw * 7 % 500);
+    std::vector<std::int32_t> ids(static_cast<std::size_t>(s.top_k));
+    std::vector<float> weights(ids.size());
+    mxmoe::route_with_router(s, storage.weights(), x.data(), 1, ids.data(), weights.data(), &token_id);
+    double largest_flip = 0;
+    const std::vector<double> ref = mxmoe::evaluate_f64(s, storage.weights(), x.data(), 1, ids.data(),
+                                                        weights.data(), f, nullptr, false, &largest_flip);
+    double norm2 = 0;
+    for (const double v : ref) norm2 += v * v;
+    const double budget = mxmoe::same_format_budget(f, largest_flip, std::sqrt(norm2));
+    for (const mxmoe::Backend* b : mxmoe::registered_backends()) {
+      const auto sel = selection(*b, s, hw, f, 1);
+      if (!b->check(sel.deployment).empty() || mxmoe::rounds_to_int16_blocks(*b)) continue;
+      SCOPED_TRACE(std::string(b->name()) + " draw " + std::to_string(draw));
+      std::vector<float> got(x.size());
+      mxmoe::testing::test_layer(storage.weights(), sel)
+          .forward({.tokens = 1, .x = x.data(), .y = got.data(), .token_ids = &token_id});
+      double num = 0;
+      for (std::size_t i = 0; i < got.size(); ++i)
+        num += (static_cast<double>(got[i]) - ref[i]) * (static_cast<double>(got[i]) - ref[i]);
+      const double error = std::sqrt(num / norm2);
+      EXPECT_LE(error, budget);
+      if (error > mxmoe::accuracy_budget(f).against_same_format) {
+        ++above_fixed;
+        std::printf("draw %u, %s: %.3e (budget %.3e)\n", draw, std::string(b->name()).c_str(), error, budget);
+      }
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 10);
+  std::printf("bf16 same-rounding errors above the fixed 1e-4: %d of %d\n", above_fixed, checked);
 }
 
 // The numerics classes hold across architectures: every backend of a class gives the same bits

@@ -103,6 +103,42 @@ TEST(Tokenizer, StreamingHoldsASplitCharacter) {
   EXPECT_EQ(bytes.finish(), "\xEF\xBF\xBD");
 }
 
+// IDS streamed: each piece whole UTF-8; returns the concatenation of the pieces and finish().
+std::string streamed(const Tokenizer& t, const std::vector<TokenId>& ids, bool skip_special) {
+  StreamDecoder stream(t, skip_special);
+  std::string all;
+  for (const TokenId id : ids) {
+    const std::string piece = stream.push(id);
+    EXPECT_EQ(utf8::first_invalid(piece), std::string::npos) << piece;
+    all += piece;
+  }
+  return all + stream.finish();
+}
+
+// Found by fuzz_tokenizer_text: the stream kept the last 4 ids as context, which could begin
+// inside a character of byte tokens (after "€" as E2 82 AC, the context was A9 E2 82 AC, A9
+// the last byte of "é"); that group is not UTF-8, so the next character's bytes decoded as
+// U+FFFD. Characters of 2, 3 and 4 bytes in a row, all by byte fallback.
+TEST(Tokenizer, StreamingConsecutiveByteFallbackCharacters) {
+  const Tokenizer t = Tokenizer::from_json(byte_fallback_json(), "test");
+  const std::string text = "é€😀中文é€ ab 👨‍👩‍👧 ab";
+  const std::vector<TokenId> ids = t.encode(text);
+  ASSERT_EQ(t.decode(ids), text);
+  EXPECT_EQ(streamed(t, ids, false), text);
+}
+
+// Found while writing fuzz_tokenizer_text's stream property (reading the context rule): with
+// skip_special, four special tokens in a row filled the context, which then decoded to
+// nothing, so the next token was decoded as the first of the text and lost its leading space
+// (Metaspace drops the first token's "▁").
+TEST(Tokenizer, StreamingSkipsSpecialTokensWithoutLosingContext) {
+  const Tokenizer t = Tokenizer::from_json(byte_fallback_json(), "test");
+  const std::vector<TokenId> ids = {5, 300, 300, 300, 300, 300, 5};  // ▁ab <s> x 5 ▁ab
+  ASSERT_EQ(t.decode(ids, true), "ab ab");
+  EXPECT_EQ(streamed(t, ids, true), "ab ab");
+  EXPECT_EQ(streamed(t, ids, false), t.decode(ids, false));
+}
+
 TEST(Tokenizer, AHugeWordIsNotQuadratic) {
   const Tokenizer t = Tokenizer::from_json(byte_fallback_json(), "test");
   std::string word;
