@@ -363,7 +363,12 @@ std::size_t Linear::weight_bytes() const noexcept {
 
 std::int64_t Linear::rows_per_task(std::int64_t m, int threads) const noexcept {
   // Prefill (fp32, m > 8): 64 rows, whose weights stay in L2 while the token tiles sweep them.
-  if (f32_ != nullptr && m > 8) return 64;
+  // The bf16 kernel sweeps a whole task with each token tile it rounds (no blocks inside):
+  // 64 rows up to in = 4096 (512 KB of bf16), fewer past that, in 8-row steps.
+  if (f32_ != nullptr && m > 8) {
+    if (selection_.op.mode != DenseMode::as_published_bf16) return 64;
+    return std::clamp<std::int64_t>((std::int64_t{256} * 1024) / w_.in / 8 * 8, 8, 64);
+  }
   // Otherwise about 4 tasks a thread, in 16-row steps, at most 256 rows (a compact task
   // quantizes its tokens once: the more rows, the less that costs).
   const std::int64_t target = (w_.out + 4 * threads - 1) / (4 * threads);
