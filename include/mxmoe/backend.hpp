@@ -58,7 +58,7 @@ struct LayerWeights;
 class MXMOE_API Backend : public Candidate<Deployment> {
  public:
   // The compute peak its inner loop is compared with: one of the classes `mxmoe limits`
-  // measures (peak_class_names(), mxmoe/perf.hpp), e.g. "int8_vnni_avx512" for
+  // measures (peak_class_names(), perf/perf.hpp), e.g. "int8_vnni_avx512" for
   // avx512_vnni_int8. The bench reports each row's fraction of it (pct_peak).
   virtual std::string_view peak_class() const noexcept = 0;
   // Packs the weights into the backend's layout. Only called when check(d) passed.

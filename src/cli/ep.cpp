@@ -17,7 +17,7 @@
 #include "cli/common.hpp"
 #include "cli/watchdog.hpp"
 #if MXMOE_WITH_MPI
-#include "mxmoe/mpi.hpp"
+#include "dist/mpi/mpi.hpp"
 #endif
 
 namespace mxmoe::cli {

@@ -21,7 +21,7 @@
 #include "cli/common.hpp"
 #include "mxmoe/checkpoint.hpp"
 #include "mxmoe/layer.hpp"
-#include "mxmoe/routing.hpp"
+#include "routing/routing.hpp"
 #include "verify/accuracy.hpp"
 #include "verify/evaluate_f64.hpp"
 #include "verify/invariance.hpp"

@@ -20,12 +20,12 @@
 #include "base/workspace.hpp"
 #include "model/dense_view.hpp"
 #include "model/mapped_weights.hpp"
-#include "runtime/weight_bytes.hpp"
 #include "mxmoe/edge_checks.hpp"
 #include "mxmoe/format.hpp"
-#include "mxmoe/routing.hpp"
 #include "routing/router_logits.hpp"
+#include "routing/routing.hpp"
 #include "runtime/layer_steps.hpp"
+#include "runtime/weight_bytes.hpp"
 
 namespace mxmoe {
 namespace {

@@ -15,7 +15,7 @@
 #include "mxmoe/hardware.hpp"
 #include "mxmoe/layer.hpp"
 #include "mxmoe/layer_from_tensors.hpp"
-#include "mxmoe/routing.hpp"
+#include "routing/routing.hpp"
 #include "test_runtime.hpp"
 #include "verify/accuracy.hpp"
 #include "verify/evaluate_f64.hpp"

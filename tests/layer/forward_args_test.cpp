@@ -12,7 +12,7 @@
 
 #include "layer/layer_fixture.hpp"
 #include "mxmoe/format.hpp"
-#include "mxmoe/routing.hpp"
+#include "routing/routing.hpp"
 #include "runtime/layer_steps.hpp"
 #include "test_runtime.hpp"
 

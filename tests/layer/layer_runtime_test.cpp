@@ -12,8 +12,8 @@
 #include "layer/layer_fixture.hpp"
 #include "layer/naive_moe.hpp"
 #include "mxmoe/format.hpp"
-#include "mxmoe/routing.hpp"
 #include "mxmoe/runtime.hpp"
+#include "routing/routing.hpp"
 #include "runtime/layer_steps.hpp"
 #include "test_runtime.hpp"
 
