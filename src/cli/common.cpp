@@ -10,6 +10,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "backends/registry.hpp"
 #include "base/file.hpp"
 #include "base/printable.hpp"
 #include "io/checkpoint_file.hpp"

@@ -18,6 +18,7 @@
 #include "cli/watchdog.hpp"
 #if MXMOE_WITH_MPI
 #include "dist/mpi/mpi.hpp"
+#include "runtime/setting_parsers.hpp"
 #endif
 
 namespace mxmoe::cli {

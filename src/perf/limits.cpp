@@ -14,9 +14,9 @@
 #include <thread>
 #include <vector>
 
+#include "backends/registry.hpp"
 #include "hw/amx_permission.hpp"
 #include "hw/cpuid.hpp"
-#include "mxmoe/registry.hpp"
 #include "perf/isa_loops.hpp"
 #include "perf/perf.hpp"
 

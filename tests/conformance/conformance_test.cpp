@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backends/described_backend.hpp"
+#include "backends/registry.hpp"
 #include "mxmoe/hardware.hpp"
 #include "mxmoe/layer.hpp"
 #include "mxmoe/layer_from_tensors.hpp"

@@ -36,7 +36,7 @@ const std::map<std::string, std::string>& header_owners() {
       {"hardware", "hw"},        {"checkpoint", "io"},
       {"generate", "io"},
       {"deployment", "contract"}, {"oracle", "oracle"},
-      {"reason_codes", "contract"}, {"backend", "contract"},
+      {"reason_codes", "contract"},
       {"verdict", "contract"},
       {"selection", "oracle"},   {"judge", "oracle"},
       {"no_backend_error", "oracle"}, {"reports", "oracle"},

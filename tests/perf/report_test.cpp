@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "mxmoe/registry.hpp"
+#include "backends/registry.hpp"
 #include "perf/perf.hpp"
 #include "test_platform.hpp"
 
