@@ -34,6 +34,7 @@
 #include "backends/int8/int16_kernels.hpp"
 #include "backends/int8/int8_kernels.hpp"
 #include "backends/kernel.hpp"
+#include "backends/registry.hpp"
 #include "backends/strip/avx2_ops.hpp"
 #include "base/huge_pages.hpp"
 #include "base/thread_pool.hpp"

@@ -18,6 +18,7 @@
 
 #include "backends/expert_batch.hpp"
 #include "backends/kernel.hpp"
+#include "backends/registry.hpp"
 #include "base/thread_pool.hpp"
 #include "mxmoe/hardware.hpp"
 #include "mxmoe/oracle.hpp"

@@ -16,6 +16,7 @@
 
 #include "backends/expert_batch.hpp"
 #include "backends/kernel.hpp"
+#include "backends/registry.hpp"
 #include "base/thread_pool.hpp"
 #include "mxmoe/deployment.hpp"
 #include "mxmoe/hardware.hpp"

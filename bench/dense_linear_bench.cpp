@@ -23,7 +23,7 @@
 #include "base/thread_pool.hpp"
 #include "mxmoe/format.hpp"
 #include "mxmoe/hardware.hpp"
-#include "mxmoe/perf.hpp"
+#include "perf/perf.hpp"
 #include "runtime/bind_linear.hpp"
 
 namespace mxmoe {

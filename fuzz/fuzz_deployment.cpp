@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 
+#include "backends/registry.hpp"
 #include "base/json.hpp"
 #include "mxmoe/oracle.hpp"
 #include "oracle/json_io.hpp"

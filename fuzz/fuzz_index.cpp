@@ -4,8 +4,8 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "io/safetensors.hpp"
 #include "mxmoe/checkpoint.hpp"
-#include "mxmoe/safetensors.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   try {

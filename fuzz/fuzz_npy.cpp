@@ -5,8 +5,8 @@
 #include <cstdlib>
 #include <span>
 
+#include "io/npy.hpp"
 #include "mxmoe/checkpoint.hpp"
-#include "mxmoe/npy.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   for (const bool bf16 : {false, true}) {

@@ -5,8 +5,8 @@
 #include <cstdlib>
 #include <span>
 
+#include "io/safetensors.hpp"
 #include "mxmoe/checkpoint.hpp"
-#include "mxmoe/safetensors.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   try {

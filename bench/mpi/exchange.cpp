@@ -17,7 +17,7 @@
 #include <random>
 #include <vector>
 
-#include "mxmoe/mpi.hpp"
+#include "dist/mpi/mpi.hpp"
 #include "mxmoe/placement.hpp"
 
 namespace {

@@ -1,6 +1,7 @@
 // Communicator: how the ranks of an expert-parallel group exchange bytes. The core library
 // holds the interface and an in-process implementation (ranks are threads: tests, demos);
-// MPI lives in the optional mxmoe_mpi component (mxmoe/mpi.hpp), so libmxmoe never links MPI.
+// MPI lives in the optional mxmoe_mpi component (in the source tree, not installed), so libmxmoe
+// never links MPI.
 //
 // Every call is collective and bounded: it returns, or throws CommError naming the ranks that
 // did not answer within CommOptions::deadline_s, failed, or sent something that does not match

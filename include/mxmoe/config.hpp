@@ -95,18 +95,4 @@ using RequestFieldName = std::function<std::string(std::string_view field)>;
 MXMOE_API Request apply_request_overrides(Request base, const RequestOverrides& overrides,
                                           const RequestFieldName& name);
 
-// The items of a comma-separated list, empty ones skipped ("a,,b," is {a, b}): the syntax of
-// MXMOE_EXCLUDE_BACKENDS and of the C API's excluded_backends.
-MXMOE_API std::vector<std::string> split_comma_list(std::string_view list);
-
-// Strict parsers shared by the variables and the CLI's flags; the message names WHAT.
-MXMOE_API bool parse_bool_setting(std::string_view what, std::string_view value);
-MXMOE_API int parse_thread_count(std::string_view what, std::string_view value);  // 0..kMaxThreads
-// A comma-separated list of registered backend names (empty items skipped; a former name comes
-// back as the current one, Backend::former_names); ConfigError
-// naming WHAT and the valid names for an unknown one.
-MXMOE_API std::vector<std::string> parse_backend_list(std::string_view what, std::string_view list);
-// Seconds in [kMinEpDeadlineSeconds, kMaxEpDeadlineSeconds], decimal ("2.5").
-MXMOE_API double parse_deadline_seconds(std::string_view what, std::string_view value);
-
 }  // namespace mxmoe

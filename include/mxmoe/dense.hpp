@@ -21,10 +21,6 @@
 
 namespace mxmoe {
 
-namespace dense {
-class Linear;
-}
-
 // One matrix. `data` (and `bias`) are read in place and must outlive the DenseLinear.
 struct DenseMatrix {
   std::string name;                         // for errors
@@ -53,7 +49,8 @@ class MXMOE_API DenseLinear {
   std::string kernel() const;  // "avx512_fp32", "avx2_fp32", "neon_fp32", "portable_fp32"
 
  private:
-  std::unique_ptr<dense::Linear> linear_;
+  struct Impl;  // the bound kernel, inside the library
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace mxmoe

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "mxmoe/export.h"
+#include "mxmoe/format.hpp"  // Mxfp4Decoder
 
 namespace mxmoe {
 
@@ -86,7 +87,6 @@ MXMOE_API Hardware probe_hardware(std::string_view isa_cap = "");
 // Clears the features above the cap (pure; used by probe_hardware and by tests).
 MXMOE_API IsaFeatures cap_isa(IsaFeatures isa, std::string_view cap);
 // The fastest decoder of dequantize_mxfp4_fast (format.hpp) that `isa` allows.
-enum class Mxfp4Decoder : std::uint8_t;
 MXMOE_API Mxfp4Decoder fastest_mxfp4_decoder(const IsaFeatures& isa) noexcept;
 
 MXMOE_API std::string to_json(const Hardware&);

@@ -1,19 +1,17 @@
 // The oracle: one selector judges every candidate it is handed on every predicate and keeps
 // every reason as a structured record. There is no other selection path: model families
-// pass their preferences into the same select() as data. The candidates default to the
-// registered backends (mxmoe/registry.hpp); tests and tools hand their own. The same
-// verdict and ranking functions judge the dense kernels of a whole model (src/oracle/
-// judge_each.hpp), which have no Request.
+// pass their preferences into the same select() as data. A host's candidates are the
+// registered backends (their names: mxmoe/registry.hpp); inside the library, tests and tools
+// hand their own. The same verdict and ranking functions judge the dense kernels of a whole
+// model, which have no Request.
 #pragma once
 
 #include <span>
 #include <string>
 #include <vector>
 
-#include "mxmoe/backend.hpp"
 #include "mxmoe/deployment.hpp"
 #include "mxmoe/export.h"
-#include "mxmoe/registry.hpp"
 #include "mxmoe/selection.hpp"
 
 namespace mxmoe {
@@ -29,16 +27,14 @@ struct MXMOE_API Preferences {
 };
 MXMOE_API Preferences preferences_for(Family family);
 
-// Judges every candidate. Never throws for lack of a backend: returns chosen == "" then.
-// Throws std::invalid_argument for an unknown forced/excluded backend name (message lists
-// the valid names). With the dispatch log category on (MXMOE_VERBOSE=dispatch, log.hpp), it
-// logs one line per candidate.
-MXMOE_API Selection judge(const Deployment& d, const Preferences& prefs,
-                          std::span<const Backend* const> candidates = registered_backends());
+// Judges every registered backend. Never throws for lack of a backend: returns chosen == ""
+// then. Throws std::invalid_argument for an unknown forced/excluded backend name (message
+// lists the valid names). With the dispatch log category on (MXMOE_VERBOSE=dispatch,
+// log.hpp), it logs one line per candidate.
+MXMOE_API Selection judge(const Deployment& d, const Preferences& prefs);
 
 // judge(), then throws NoBackendError (mxmoe/no_backend_error.hpp) when nothing fits.
-MXMOE_API Selection select(const Deployment& d, const Preferences& prefs,
-                           std::span<const Backend* const> candidates = registered_backends());
+MXMOE_API Selection select(const Deployment& d, const Preferences& prefs);
 
 // An expert-parallel group's one selection, from every rank's judge() (ranks[r] is rank r's;
 // each rank judges its own Hardware). A candidate is supported when every rank supports it;

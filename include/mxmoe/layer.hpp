@@ -51,10 +51,6 @@ struct ForwardArgs {
   const float* expert_weights = nullptr;     // [M, top_k]
 };
 
-namespace detail {
-struct LayerSteps;  // forward() step by step, for expert parallelism (src/runtime/layer_steps.hpp)
-}
-
 class MXMOE_API MoeLayer {
  public:
   // The runtime must outlive the layer, and so must the weights (views) while
@@ -115,8 +111,11 @@ class MXMOE_API MoeLayer {
   // would change every later answer.
   std::span<const ArrayBytes> weight_bytes_read() const noexcept;
 
+  // forward() step by step, for the library's expert parallelism: declared here so that it may
+  // reach the layer's state, defined (and used) only inside the library.
+  struct Steps;
+
  private:
-  friend struct detail::LayerSteps;
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

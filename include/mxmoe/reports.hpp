@@ -6,10 +6,8 @@
 #include <span>
 #include <string>
 
-#include "mxmoe/backend.hpp"
 #include "mxmoe/export.h"
 #include "mxmoe/hardware.hpp"
-#include "mxmoe/registry.hpp"
 #include "mxmoe/selection.hpp"
 
 namespace mxmoe {
@@ -23,9 +21,7 @@ MXMOE_API std::string format_rank_reasons(std::span<const Selection> ranks);
 MXMOE_API std::string format_selection_table(const Selection& s);
 
 // `mxmoe info --hardware` as text: CPU, caches, usable and absent instruction sets, OS
-// refusals, the cap, CUDA devices, where the description came from, the candidates (by
-// default the registered backends).
-MXMOE_API std::string format_hardware_report(
-    const Hardware& h, std::span<const Backend* const> candidates = registered_backends());
+// refusals, the cap, CUDA devices, where the description came from, the registered backends.
+MXMOE_API std::string format_hardware_report(const Hardware& h);
 
 }  // namespace mxmoe

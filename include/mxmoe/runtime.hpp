@@ -19,8 +19,6 @@
 
 namespace mxmoe {
 
-class ThreadPool;
-
 // A layer call abandoned because the runtime's interrupt check asked for it (Ctrl-C in
 // Python): its output is unspecified, the layer stays usable.
 class MXMOE_API Interrupted : public std::runtime_error {
@@ -59,12 +57,14 @@ class MXMOE_API Runtime {
   // stays true on that thread until the call has thrown. Python's binding sets one that runs
   // the interpreter's signal handlers, so Ctrl-C ends a long call soon.
   void set_interrupt_check(std::function<bool()> check);
-  // The pool itself (src/base/thread_pool.hpp), for the library's own layers and kernels.
-  ThreadPool& pool() const noexcept;
+  // The runtime's own state (its thread pool), which only the library's layers and kernels
+  // use: declared here, defined inside the library.
+  struct Impl;
+  Impl& impl() const noexcept;
 
  private:
   RuntimeOptions options_;
-  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<Impl> impl_;
 };
 
 // The runtimes of one host, one per thread count, made on first use and shared: every layer

@@ -1,8 +1,8 @@
 // What the oracle says of one candidate, whatever kind it is (a MoE expert backend judged on
 // a Deployment, a dense kernel judged on a DenseOp): its name, its numerics class, whether it
 // runs and every reason it does not, and the estimate that ranks it. Part of the contract
-// (mxmoe/backend.hpp's Candidate<Op> is judged into one), so that what is judged can keep the
-// verdicts it was handed.
+// (the library's Candidate<Op> interface is judged into one), so that what is judged can keep
+// the verdicts it was handed.
 #pragma once
 
 #include <string>

@@ -184,11 +184,7 @@ void bind_functions(nb::module_& m) {
   m.def("_quantize_mxfp4", &quantize_mxfp4_py, "w"_a, "scale_rule"_a);
   m.def("_dequantize_mxfp4", &dequantize_mxfp4_py, "blocks"_a, "scales"_a);
   m.def("_presets", [] { return preset_names(); });
-  m.def("_backends", [] {
-    std::vector<std::string> names;
-    for (const Backend* b : registered_backends()) names.emplace_back(b->name());
-    return names;
-  });
+  m.def("_backends", [] { return registered_backend_names(); });
 }
 
 }  // namespace mxmoe::python

@@ -13,7 +13,7 @@
 
 #include "backends/kernel.hpp"
 #include "backends/kernel_isa.hpp"
-#include "mxmoe/backend.hpp"
+#include "contract/backend.hpp"
 #include "contract/capabilities.hpp"
 #include "contract/cost.hpp"
 

@@ -2,11 +2,14 @@
 // description (a BackendDescription: data and the kernel binding); the Backends are made here,
 // once, in the list's order, on first use (function-local statics: thread-safe, no global
 // constructor runs before main).
+#include "backends/registry.hpp"
+
 #include <array>
 #include <span>
+#include <string>
+#include <vector>
 
 #include "backends/described_backend.hpp"
-#include "mxmoe/registry.hpp"
 
 namespace mxmoe {
 namespace backends {
@@ -37,6 +40,12 @@ std::string backend_names() {
 
 std::string unknown_backend_message(std::string_view what, std::string_view name) {
   return unknown_backend_message(what, name, registered_backends());
+}
+
+std::vector<std::string> registered_backend_names() {
+  std::vector<std::string> names;
+  for (const Backend* b : registered_backends()) names.emplace_back(b->name());
+  return names;
 }
 
 }  // namespace mxmoe

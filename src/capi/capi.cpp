@@ -33,6 +33,7 @@
 #include "mxmoe/mxmoe.h"
 #include "mxmoe/oracle.hpp"
 #include "mxmoe/runtime.hpp"
+#include "runtime/setting_parsers.hpp"
 
 namespace {
 

@@ -4,6 +4,7 @@
 
 #include <memory>
 
+#include "backends/registry.hpp"
 #include "base/json.hpp"
 #include "cli/command.hpp"
 #include "cli/common.hpp"

@@ -20,9 +20,9 @@
 #include "mxmoe/config.hpp"
 #include "mxmoe/hardware.hpp"
 #include "mxmoe/model.hpp"
-#include "mxmoe/perf.hpp"
 #include "mxmoe/runtime.hpp"
 #include "mxmoe/weights.hpp"
+#include "perf/perf.hpp"
 #include "perf/workload.hpp"
 
 namespace mxmoe::cli {

@@ -19,9 +19,9 @@
 #include "cli/common.hpp"
 #include "mxmoe/hardware.hpp"
 #include "mxmoe/llm.hpp"
-#include "mxmoe/perf.hpp"
 #include "mxmoe/runtime.hpp"
 #include "perf/memory.hpp"
+#include "perf/perf.hpp"
 #include "perf/stats.hpp"
 
 namespace mxmoe::cli {

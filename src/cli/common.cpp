@@ -10,14 +10,15 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "backends/registry.hpp"
 #include "base/file.hpp"
 #include "base/printable.hpp"
 #include "io/checkpoint_file.hpp"
+#include "io/npy.hpp"
 #include "model/model_config.hpp"
 #include "mxmoe/checkpoint.hpp"
 #include "mxmoe/hardware.hpp"
 #include "mxmoe/layer_spec.hpp"
-#include "mxmoe/npy.hpp"
 #include "mxmoe/placement.hpp"
 #include "mxmoe/runtime.hpp"
 #include "oracle/report.hpp"

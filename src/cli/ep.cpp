@@ -17,7 +17,8 @@
 #include "cli/common.hpp"
 #include "cli/watchdog.hpp"
 #if MXMOE_WITH_MPI
-#include "mxmoe/mpi.hpp"
+#include "dist/mpi/mpi.hpp"
+#include "runtime/setting_parsers.hpp"
 #endif
 
 namespace mxmoe::cli {

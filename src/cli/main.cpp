@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 
+#include "backends/registry.hpp"
 #include "base/printable.hpp"
 #include "cli/command.hpp"
 #include "cli/common.hpp"

@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "cli/run_common.hpp"
+#include "io/npy.hpp"
 #include "model/model_config.hpp"
 #include "mxmoe/checkpoint.hpp"
-#include "mxmoe/npy.hpp"
 #include "perf/workload.hpp"
 
 namespace mxmoe::cli {

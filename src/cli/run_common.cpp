@@ -5,12 +5,12 @@
 #include <chrono>
 #include <random>
 
+#include "io/npy.hpp"
 #include "mxmoe/expert_parallel.hpp"
-#include "mxmoe/npy.hpp"
-#include "mxmoe/routing.hpp"
 #include "mxmoe/runtime.hpp"
 #include "perf/memory.hpp"
 #include "perf/workload.hpp"
+#include "routing/routing.hpp"
 
 namespace mxmoe::cli::run_detail {
 

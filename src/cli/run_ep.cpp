@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "cli/run_common.hpp"
+#include "io/npy.hpp"
 #include "mxmoe/checkpoint.hpp"
 #include "mxmoe/expert_parallel.hpp"
-#include "mxmoe/npy.hpp"
 #include "perf/memory.hpp"
 
 namespace mxmoe::cli::run_detail {

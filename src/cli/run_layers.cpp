@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "cli/run_common.hpp"
+#include "io/npy.hpp"
 #include "mxmoe/model.hpp"
-#include "mxmoe/npy.hpp"
 #include "perf/workload.hpp"
 
 namespace mxmoe::cli::run_detail {

@@ -15,13 +15,15 @@
 #include <vector>
 
 #include "backends/described_backend.hpp"
+#include "backends/registry.hpp"
 #include "base/json.hpp"
 #include "base/thread_pool.hpp"
 #include "cli/command.hpp"
 #include "cli/common.hpp"
 #include "mxmoe/checkpoint.hpp"
 #include "mxmoe/layer.hpp"
-#include "mxmoe/routing.hpp"
+#include "routing/routing.hpp"
+#include "runtime/runtime_pool.hpp"
 #include "verify/accuracy.hpp"
 #include "verify/evaluate_f64.hpp"
 #include "verify/invariance.hpp"
@@ -210,7 +212,7 @@ class LayerVerifier {
         runtime_(o.threads) {
     progress("mxmoe verify: float64 evaluation of the unquantized layer...\n");
     exact_ = evaluate_f64(spec_, w_, in_.x.data(), tokens(), in_.ids.data(), in_.weights.data(),
-                          std::nullopt, &runtime_.pool());
+                          std::nullopt, &pool_of(runtime_));
   }
 
   // One backend x format, the index-th of total: skipped (reasons said), or passed or failed.
@@ -273,7 +275,7 @@ class LayerVerifier {
       SameFormat& same = same_format_[rounding];
       double largest_flip = 0;
       same.y = evaluate_f64(spec_, w_, in_.x.data(), tokens(), in_.ids.data(), in_.weights.data(),
-                            f, &runtime_.pool(), rounding.second, &largest_flip);
+                            f, &pool_of(runtime_), rounding.second, &largest_flip);
       double norm2 = 0;
       for (const double v : same.y) norm2 += v * v;
       same.budget = same_format_budget(f, largest_flip, std::sqrt(norm2));
@@ -313,7 +315,7 @@ class LayerVerifier {
       return "  not swept (reference: invariant by construction; --thorough sweeps it)";
     std::int64_t pool_tokens = 0;
     const InvarianceOptions inv =
-        invariance_options(o_.thorough, runtime_.pool().size(), pool_tokens);
+        invariance_options(o_.thorough, pool_of(runtime_).size(), pool_tokens);
     progress("mxmoe verify: [{}/{}] {} {}: batch invariance over {} tokens...\n", index, total,
              b.name(), to_string(f), pool_tokens);
     const InvarianceRouting routing =

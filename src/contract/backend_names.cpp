@@ -4,7 +4,7 @@
 #include <fmt/format.h>
 
 #include "base/printable.hpp"
-#include "mxmoe/backend.hpp"
+#include "contract/backend.hpp"
 
 namespace mxmoe {
 

@@ -1,4 +1,4 @@
-// What a dense kernel is asked (the Op of its Candidate<DenseOp>, mxmoe/backend.hpp): one
+// What a dense kernel is asked (the Op of its Candidate<DenseOp>, contract/backend.hpp): one
 // linear layer y = x . W^T of a whole model (src/backends/dense), its weights' shape and
 // element type, the mode it runs in and the Hardware it runs on. Everything a dense kernel's
 // check() and estimate_us() may read; nothing about the values.

@@ -30,7 +30,7 @@ namespace mxmoe {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using detail::LayerSteps;
+using LayerSteps = MoeLayer::Steps;
 
 double seconds_since(Clock::time_point& t) {
   const Clock::time_point now = Clock::now();

@@ -10,8 +10,8 @@
 
 #include "base/file.hpp"
 #include "base/printable.hpp"
+#include "io/safetensors.hpp"
 #include "mxmoe/checkpoint.hpp"
-#include "mxmoe/safetensors.hpp"
 
 namespace mxmoe::io {
 

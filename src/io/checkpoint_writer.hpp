@@ -11,10 +11,10 @@
 
 #include "base/file.hpp"
 #include "base/json.hpp"
+#include "io/safetensors.hpp"
 #include "io/safetensors_stream.hpp"
 #include "mxmoe/generate.hpp"
 #include "mxmoe/layer_spec.hpp"
-#include "mxmoe/safetensors.hpp"
 #include "mxmoe/weights.hpp"
 
 namespace mxmoe::io {

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "io/safetensors.hpp"
 #include "mxmoe/layer_spec.hpp"
-#include "mxmoe/safetensors.hpp"
 
 namespace mxmoe {
 

@@ -1,5 +1,5 @@
 // .npy files (NumPy format 1.0/2.0/3.0): a strict reader and a float32 writer.
-#include "mxmoe/npy.hpp"
+#include "io/npy.hpp"
 
 #include <fmt/core.h>
 

@@ -21,10 +21,10 @@
 #include "io/layer_reader.hpp"
 #include "io/mapped_file.hpp"
 #include "io/model_dir.hpp"
+#include "io/safetensors.hpp"
 #include "io/tensor_set.hpp"
 #include "model/model_config.hpp"
 #include "mxmoe/checkpoint.hpp"
-#include "mxmoe/safetensors.hpp"
 
 namespace mxmoe::io {
 

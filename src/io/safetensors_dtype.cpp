@@ -2,7 +2,7 @@
 // holds (the one mapping from the file's dtypes to ElementType).
 #include <array>
 
-#include "mxmoe/safetensors.hpp"
+#include "io/safetensors.hpp"
 
 namespace mxmoe {
 

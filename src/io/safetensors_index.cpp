@@ -1,8 +1,8 @@
 // `model.safetensors.index.json`: which shard holds each tensor.
 #include "base/json.hpp"
 #include "base/printable.hpp"
+#include "io/safetensors.hpp"
 #include "mxmoe/checkpoint.hpp"
-#include "mxmoe/safetensors.hpp"
 
 namespace mxmoe {
 

@@ -8,8 +8,8 @@
 #include "base/json.hpp"
 #include "base/printable.hpp"
 #include "io/mapped_file.hpp"
+#include "io/safetensors.hpp"
 #include "mxmoe/checkpoint.hpp"
-#include "mxmoe/safetensors.hpp"
 
 namespace mxmoe {
 

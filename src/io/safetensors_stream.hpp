@@ -1,6 +1,6 @@
 // A safetensors file written as a stream: the header (names, dtypes, shapes) first, then each
 // tensor's bytes in order, in pieces of any size from any source (an mmap, a generator), so a
-// file of many GB is written with a bounded buffer. write_safetensors (mxmoe/safetensors.hpp)
+// file of many GB is written with a bounded buffer. write_safetensors (io/safetensors.hpp)
 // is this with every tensor in memory. Whole or not at all: a temporary file renamed at commit.
 #pragma once
 
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "base/file.hpp"
-#include "mxmoe/safetensors.hpp"
+#include "io/safetensors.hpp"
 
 namespace mxmoe::io {
 

@@ -1,14 +1,14 @@
 // The safetensors writer: streamed (io/safetensors_stream.hpp) and, on top of it, the
-// in-memory form of mxmoe/safetensors.hpp (tests build fixtures with it).
+// in-memory form of io/safetensors.hpp (tests build fixtures with it).
 #include <fmt/core.h>
 
 #include <nlohmann/json.hpp>
 #include <set>
 #include <stdexcept>
 
+#include "io/safetensors.hpp"
 #include "io/safetensors_stream.hpp"
 #include "mxmoe/checkpoint.hpp"
-#include "mxmoe/safetensors.hpp"
 
 namespace mxmoe::io {
 

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "mxmoe/safetensors.hpp"
+#include "io/safetensors.hpp"
 
 namespace mxmoe::io {
 

@@ -19,6 +19,7 @@
 #include "mxmoe/layer.hpp"
 #include "mxmoe/model.hpp"
 #include "runtime/bind_linear.hpp"
+#include "runtime/runtime_pool.hpp"
 
 namespace mxmoe::llm {
 
@@ -242,7 +243,7 @@ void Decoder::Impl::bind(const std::string& directory) {
                                          ? dense::DenseMode::as_published_bf16
                                          : dense::DenseMode::as_published;
   const DenseOptions lo{.mode = opt.compact ? dense::DenseMode::compact_int8 : published,
-                        .pack_pool = &runtime->pool()};
+                        .pack_pool = &pool_of(*runtime)};
   embed = b.need("model.embed_tokens.weight",
                  {static_cast<std::uint64_t>(cfg.vocab), static_cast<std::uint64_t>(H)});
   final_norm = b.vector("model.norm.weight", H);
@@ -327,7 +328,7 @@ void Decoder::Impl::bind(const std::string& directory) {
 
 void Decoder::Impl::run_layer(int l, std::int64_t m) {
   Layer& L = layers[static_cast<std::size_t>(l)];
-  ThreadPool& pool = runtime->pool();
+  ThreadPool& pool = pool_of(*runtime);
   const int H = cfg.hidden, hd = cfg.head_dim;
   const std::int64_t qd = std::int64_t{cfg.heads} * hd, kvd = std::int64_t{cfg.kv_heads} * hd;
   pool.parallel_for(m, [&](std::int64_t r, int) {
@@ -452,7 +453,7 @@ void Decoder::step(std::span<const StepRow> rows, float* logits) {
   }
   // The pool skips the tasks of a job once the runtime's interrupt check says so (Ctrl-C in
   // Python): the step is then abandoned whole, its positions not committed.
-  ThreadPool& pool = d.runtime->pool();
+  ThreadPool& pool = pool_of(*d.runtime);
   for (int l = 0; l < d.cfg.layers; ++l) {
     d.run_layer(l, m);
     if (pool.interrupt_requested()) throw Interrupted();

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "mxmoe/backend.hpp"
+#include "contract/backend.hpp"
 #include "mxmoe/hardware.hpp"
 
 namespace mxmoe {

@@ -1,4 +1,4 @@
-// The oracle's machinery over any kind of candidate (Candidate<Op>, mxmoe/backend.hpp): the
+// The oracle's machinery over any kind of candidate (Candidate<Op>, contract/backend.hpp): the
 // verdict on one candidate, the ranking of the supported ones and the sentence that says why
 // the first won. judge() (mxmoe/judge.hpp) judges the MoE backends with it and adds what is
 // theirs alone (a Request's filters, a family's preferences, suggestions); judge_each() judges
@@ -14,8 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include "contract/backend.hpp"
 #include "contract/judgement.hpp"
-#include "mxmoe/backend.hpp"
 #include "mxmoe/verdict.hpp"
 
 namespace mxmoe {

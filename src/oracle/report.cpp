@@ -10,6 +10,7 @@
 
 #include "mxmoe/no_backend_error.hpp"
 #include "mxmoe/reports.hpp"
+#include "oracle/candidates.hpp"
 
 namespace mxmoe {
 namespace {

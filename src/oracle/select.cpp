@@ -7,10 +7,11 @@
 #include <numeric>
 #include <string>
 
-#include "mxmoe/log.hpp"
 #include "mxmoe/judge.hpp"
+#include "mxmoe/log.hpp"
 #include "mxmoe/no_backend_error.hpp"
 #include "mxmoe/reports.hpp"
+#include "oracle/candidates.hpp"
 #include "oracle/judge_each.hpp"
 #include "oracle/report.hpp"
 

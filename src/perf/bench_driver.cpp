@@ -14,7 +14,7 @@
 #include "mxmoe/deployment.hpp"
 #include "mxmoe/layer.hpp"
 #include "mxmoe/oracle.hpp"
-#include "mxmoe/perf.hpp"
+#include "perf/perf.hpp"
 #include "perf/stats.hpp"
 #include "perf/workload.hpp"
 

@@ -14,11 +14,11 @@
 #include <thread>
 #include <vector>
 
+#include "backends/registry.hpp"
 #include "hw/amx_permission.hpp"
 #include "hw/cpuid.hpp"
-#include "mxmoe/perf.hpp"
-#include "mxmoe/registry.hpp"
 #include "perf/isa_loops.hpp"
+#include "perf/perf.hpp"
 
 namespace mxmoe::perf {
 

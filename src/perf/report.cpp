@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
-#include "mxmoe/perf.hpp"
+#include "perf/perf.hpp"
 #include "perf/stats.hpp"
 
 namespace mxmoe::perf {

@@ -2,8 +2,8 @@
 #include <vector>
 
 #include "model/dense_view.hpp"
-#include "mxmoe/routing.hpp"
 #include "routing/router_logits.hpp"
+#include "routing/routing.hpp"
 
 namespace mxmoe {
 

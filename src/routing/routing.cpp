@@ -1,7 +1,7 @@
 // The routing methods of docs/MODELS.md. Per token and in a fixed order, so a token's
 // routing never depends on the batch. Scores are float32 like the models' reference code;
 // normalising sums are accumulated in double (deterministic, and no worse than float).
-#include "mxmoe/routing.hpp"
+#include "routing/routing.hpp"
 
 #include <algorithm>
 #include <cmath>

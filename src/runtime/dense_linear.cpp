@@ -1,15 +1,21 @@
 // mxmoe::DenseLinear (include/mxmoe/dense.hpp): the public face of dense::Linear in its
 // as_published mode, on a Runtime's pool (so it lives in runtime/, above backends/).
 #include "backends/dense/dense_linear.hpp"
+
 #include "mxmoe/dense.hpp"
 #include "runtime/bind_linear.hpp"
+#include "runtime/runtime_pool.hpp"
 
 namespace mxmoe {
 
+struct DenseLinear::Impl {
+  dense::Linear linear;
+};
+
 DenseLinear::DenseLinear(const DenseMatrix& w, const Hardware& hardware)
-    : linear_(std::make_unique<dense::Linear>(bind_linear(
+    : impl_(std::make_unique<Impl>(Impl{bind_linear(
           dense::LinearWeights{w.name, w.element, w.data, w.out, w.in, w.bias, w.bias_element},
-          dense::DenseMode::as_published, hardware))) {}
+          dense::DenseMode::as_published, hardware)})) {}
 
 DenseLinear::~DenseLinear() = default;
 DenseLinear::DenseLinear(DenseLinear&&) noexcept = default;
@@ -17,17 +23,17 @@ DenseLinear& DenseLinear::operator=(DenseLinear&&) noexcept = default;
 
 void DenseLinear::forward(const float* x, std::int64_t m, float* y,
                           Runtime& runtime) const noexcept {
-  linear_->forward(x, m, y, runtime.pool());
+  impl_->linear.forward(x, m, y, pool_of(runtime));
 }
 
 std::int64_t DenseLinear::in() const noexcept {
-  return linear_->in();
+  return impl_->linear.in();
 }
 std::int64_t DenseLinear::out() const noexcept {
-  return linear_->out();
+  return impl_->linear.out();
 }
 std::string DenseLinear::kernel() const {
-  return linear_->kernel_name();
+  return impl_->linear.kernel_name();
 }
 
 }  // namespace mxmoe

@@ -4,11 +4,13 @@
 #include <charconv>
 #include <cstdlib>
 
+#include "backends/registry.hpp"
 #include "base/printable.hpp"
 #include "mxmoe/config.hpp"
 #include "mxmoe/log.hpp"
 #include "mxmoe/oracle.hpp"
 #include "mxmoe/runtime.hpp"
+#include "runtime/setting_parsers.hpp"
 
 namespace mxmoe {
 

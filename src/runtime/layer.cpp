@@ -14,18 +14,20 @@
 #include "backends/common/dense_expert.hpp"
 #include "backends/expert_batch.hpp"
 #include "backends/kernel.hpp"
+#include "backends/registry.hpp"
 #include "base/dot.hpp"
 #include "base/mapped_reads.hpp"
 #include "base/thread_pool.hpp"
 #include "base/workspace.hpp"
 #include "model/dense_view.hpp"
 #include "model/mapped_weights.hpp"
-#include "runtime/weight_bytes.hpp"
 #include "mxmoe/edge_checks.hpp"
 #include "mxmoe/format.hpp"
-#include "mxmoe/routing.hpp"
 #include "routing/router_logits.hpp"
+#include "routing/routing.hpp"
 #include "runtime/layer_steps.hpp"
+#include "runtime/runtime_pool.hpp"
+#include "runtime/weight_bytes.hpp"
 
 namespace mxmoe {
 namespace {
@@ -57,7 +59,7 @@ std::string join_reasons(const std::vector<Rejection>& reasons) {
 
 // forward()'s combine, the one piece of arithmetic that decides the output bits after the
 // per-slot outputs: y_t = sum over j = 0..k-1, in that order, of w_tj * out_tj, then + shared.
-// An expert-parallel group runs exactly this on the token's own rank (detail::LayerSteps::combine).
+// An expert-parallel group runs exactly this on the token's own rank (MoeLayer::Steps::combine).
 void combine_slots(ThreadPool& pool, const float* route_weights, const float* slot_out,
                    const float* shared_out, int k, std::int64_t h, std::int64_t tokens, float* y) {
   pool.parallel_for(tokens, [&](std::int64_t t, int) {
@@ -86,7 +88,7 @@ struct MoeLayer::Impl {
   LayerWeights weights;
   Selection selection;
   Runtime* runtime = nullptr;
-  ThreadPool* pool = nullptr;  // runtime->pool()
+  ThreadPool* pool = nullptr;  // pool_of(*runtime)
   std::vector<Part> parts;
   std::unique_ptr<ExpertKernel> shared_kernel;
   std::vector<float> router_weight, router_bias, selection_bias;
@@ -437,7 +439,7 @@ MoeLayer::MoeLayer(const LayerWeights& weights, Selection selection, Runtime& ru
 
   m.weights = weights;
   m.runtime = &runtime;
-  m.pool = &runtime.pool();
+  m.pool = &pool_of(runtime);
   m.placement = placement_of(d.request, s.num_experts);
   m.rank = d.request.ep_rank;
   // The bytes may be a checkpoint's mapping: a file truncated under it is a LoadError naming
@@ -498,10 +500,8 @@ void MoeLayer::forward(const ForwardArgs& args) {
   impl_->reading([&] { impl_->forward(args, form); });
 }
 
-namespace detail {
-
-void LayerSteps::route(MoeLayer& layer, const float* x, const std::int32_t* token_ids,
-                       std::int64_t tokens, std::int32_t* ids, float* weights) {
+void MoeLayer::Steps::route(MoeLayer& layer, const float* x, const std::int32_t* token_ids,
+                            std::int64_t tokens, std::int32_t* ids, float* weights) {
   MoeLayer::Impl& m = *layer.impl_;
   m.reading([&] {
     m.check_tokens("route", tokens);
@@ -516,9 +516,9 @@ void LayerSteps::route(MoeLayer& layer, const float* x, const std::int32_t* toke
   });
 }
 
-void LayerSteps::compute_slots(MoeLayer& layer, const float* rows, std::int64_t num_rows,
-                               const std::int32_t* ids, const std::int32_t* slot_rows,
-                               std::int64_t slots, float* out) {
+void MoeLayer::Steps::compute_slots(MoeLayer& layer, const float* rows, std::int64_t num_rows,
+                                    const std::int32_t* ids, const std::int32_t* slot_rows,
+                                    std::int64_t slots, float* out) {
   MoeLayer::Impl& m = *layer.impl_;
   m.reading([&] {
     if (num_rows < 0 || slots < 0 || num_rows > std::numeric_limits<std::int32_t>::max() ||
@@ -544,7 +544,8 @@ void LayerSteps::compute_slots(MoeLayer& layer, const float* rows, std::int64_t 
   });
 }
 
-bool LayerSteps::shared_expert(MoeLayer& layer, const float* x, std::int64_t tokens, float* out) {
+bool MoeLayer::Steps::shared_expert(MoeLayer& layer, const float* x, std::int64_t tokens,
+                                    float* out) {
   MoeLayer::Impl& m = *layer.impl_;
   if (!m.shared_kernel) return false;
   m.check_tokens("shared_expert", tokens);
@@ -564,8 +565,8 @@ bool LayerSteps::shared_expert(MoeLayer& layer, const float* x, std::int64_t tok
   return true;
 }
 
-void LayerSteps::combine(const MoeLayer& layer, const float* weights, const float* slot_out,
-                         const float* shared, std::int64_t tokens, float* y) {
+void MoeLayer::Steps::combine(const MoeLayer& layer, const float* weights, const float* slot_out,
+                              const float* shared, std::int64_t tokens, float* y) {
   const MoeLayer::Impl& m = *layer.impl_;
   m.check_tokens("combine", tokens);
   const LayerSpec& s = m.spec();
@@ -576,11 +577,9 @@ void LayerSteps::combine(const MoeLayer& layer, const float* weights, const floa
   m.stop_if_interrupted();
 }
 
-}  // namespace detail
-
 void MoeLayer::set_runtime(Runtime& runtime) noexcept {
   impl_->runtime = &runtime;
-  impl_->pool = &runtime.pool();
+  impl_->pool = &pool_of(runtime);
 }
 int MoeLayer::threads() const noexcept {
   return impl_->pool->size();

@@ -8,9 +8,9 @@
 
 #include "mxmoe/layer.hpp"
 
-namespace mxmoe::detail {
+namespace mxmoe {
 
-struct LayerSteps {
+struct MoeLayer::Steps {
   // The routing of x [M, H] by the layer's router (+ bias, selection bias): ids and weights
   // [M, top_k], slot j of token t at t * top_k + j. A hash layer routes by the tokens' ids
   // token_ids [M] (null: std::invalid_argument "... it needs the tokens' ids"), as forward();
@@ -35,4 +35,4 @@ struct LayerSteps {
                       const float* shared, std::int64_t tokens, float* y);
 };
 
-}  // namespace mxmoe::detail
+}  // namespace mxmoe

@@ -7,8 +7,8 @@
 #include <string>
 #include <thread>
 
-#include "base/thread_pool.hpp"
 #include "mxmoe/log.hpp"
+#include "runtime/runtime_pool.hpp"
 
 namespace mxmoe {
 
@@ -38,22 +38,22 @@ Runtime::Runtime(RuntimeOptions options) : options_(std::move(options)) {
         ("mxmoe: warning: " + std::to_string(options_.threads) + " threads on a machine with " +
          std::to_string(cpus) + " logical CPUs: allowed, but the extra threads only contend\n")
             .c_str());
-  pool_ = std::make_unique<ThreadPool>(options_.threads, options_.cpu_affinity);
+  impl_ = std::make_unique<Impl>(options_.threads, options_.cpu_affinity);
 }
 
 Runtime::~Runtime() = default;
 
 int Runtime::threads() const noexcept {
-  return pool_->size();
+  return impl_->pool.size();
 }
 const RuntimeOptions& Runtime::options() const noexcept {
   return options_;
 }
 void Runtime::set_interrupt_check(std::function<bool()> check) {
-  pool_->set_interrupt_check(std::move(check));
+  impl_->pool.set_interrupt_check(std::move(check));
 }
-ThreadPool& Runtime::pool() const noexcept {
-  return *pool_;
+Runtime::Impl& Runtime::impl() const noexcept {
+  return *impl_;
 }
 
 RuntimeCache::RuntimeCache(std::function<void(Runtime&)> configure)

@@ -33,6 +33,7 @@
 
 #include "backends/amx_bf16/bf16_amx_kernels.hpp"
 #include "backends/common/group16_pack.hpp"
+#include "backends/registry.hpp"
 #include "hw/amx_permission.hpp"
 #include "mxfp4_copy.hpp"
 #include "mxmoe/format.hpp"

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backends/kernel.hpp"
+#include "backends/registry.hpp"
 #include "backends_float/test_layer.hpp"
 #include "mxmoe/oracle.hpp"
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "backends/registry.hpp"
 #include "int8_test_support.hpp"
 
 namespace mxmoe::int8_test {

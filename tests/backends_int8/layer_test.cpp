@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "backends/registry.hpp"
 #include "hw/amx_permission.hpp"
 #include "int8_test_support.hpp"
 #include "mxfp4_copy.hpp"

@@ -14,8 +14,8 @@
 
 #include "cli_process.hpp"
 #include "io/io_fixtures.hpp"
+#include "io/npy.hpp"
 #include "mxmoe/layer_spec.hpp"
-#include "mxmoe/npy.hpp"
 #include "perf/workload.hpp"
 
 namespace mxmoe {

@@ -20,8 +20,8 @@
 
 #include "cli_process.hpp"
 #include "io/io_fixtures.hpp"
+#include "io/npy.hpp"
 #include "mxmoe/hardware.hpp"
-#include "mxmoe/npy.hpp"
 #include "mxmoe/runtime.hpp"
 
 namespace mxmoe {

@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "io/io_fixtures.hpp"
+#include "io/npy.hpp"
 #include "mxmoe/hardware.hpp"
-#include "mxmoe/npy.hpp"
 
 namespace {
 

@@ -12,10 +12,11 @@
 #include <vector>
 
 #include "backends/described_backend.hpp"
+#include "backends/registry.hpp"
 #include "mxmoe/hardware.hpp"
 #include "mxmoe/layer.hpp"
 #include "mxmoe/layer_from_tensors.hpp"
-#include "mxmoe/routing.hpp"
+#include "routing/routing.hpp"
 #include "test_runtime.hpp"
 #include "verify/accuracy.hpp"
 #include "verify/evaluate_f64.hpp"

@@ -13,6 +13,7 @@
 
 #include "backends/expert_batch.hpp"
 #include "backends/kernel.hpp"
+#include "backends/registry.hpp"
 #include "base/thread_pool.hpp"
 #include "base/workspace.hpp"
 #include "mxmoe/hardware.hpp"

@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "backends/registry.hpp"
 #include "mxmoe/communicator.hpp"
 #include "mxmoe/layer.hpp"
 

@@ -22,7 +22,7 @@ namespace {
 
 using mxmoe::ActivationFormat;
 using mxmoe::Placement;
-using mxmoe::detail::LayerSteps;
+using LayerSteps = mxmoe::MoeLayer::Steps;
 using ::testing::HasSubstr;
 
 struct Family {
@@ -509,7 +509,7 @@ TEST(ExpertParallel, ARankThatCannotBuildItsPartStopsEveryRank) {
                                    "router"));
 }
 
-// forward()'s steps (detail::LayerSteps) compose to forward(), bit for bit, and refuse bad input.
+// forward()'s steps (MoeLayer::Steps) compose to forward(), bit for bit, and refuse bad input.
 TEST(MoeLayerSteps, RouteComputeSharedCombineIsForward) {
   const mxmoe::Hardware hw = mxmoe::probe_hardware();
   const mxmoe::LayerSpec spec = family_spec(kFamilies[1]);

@@ -7,8 +7,9 @@
 #include <cstring>
 #include <set>
 
-#include "invariance_fixture.hpp"
+#include "backends/registry.hpp"
 #include "contract/capabilities.hpp"
+#include "invariance_fixture.hpp"
 #include "test_runtime.hpp"
 #include "verify/invariance.hpp"
 

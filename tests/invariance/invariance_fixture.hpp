@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "backends/registry.hpp"
 #include "layer/layer_fixture.hpp"
 #include "mxmoe/layer.hpp"
 

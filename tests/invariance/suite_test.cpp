@@ -10,7 +10,7 @@
 #include <random>
 
 #include "invariance_fixture.hpp"
-#include "mxmoe/routing.hpp"
+#include "routing/routing.hpp"
 #include "test_runtime.hpp"
 #include "verify/invariance.hpp"
 

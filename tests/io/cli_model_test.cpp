@@ -3,7 +3,6 @@
 // `mxmoe info --model DIR --json` describes it. Skipped when the executable is not built.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,8 +13,8 @@
 #include <sstream>
 #include <thread>
 
+#include "io/npy.hpp"
 #include "io_fixtures.hpp"
-#include "mxmoe/npy.hpp"
 
 namespace mxmoe {
 namespace {

@@ -10,9 +10,9 @@
 #include <fstream>
 #include <sstream>
 
+#include "io/npy.hpp"
 #include "io_fixtures.hpp"
 #include "mxmoe/checkpoint.hpp"
-#include "mxmoe/npy.hpp"
 
 namespace mxmoe {
 namespace {

@@ -10,11 +10,11 @@
 #include <span>
 #include <sstream>
 
+#include "io/npy.hpp"
+#include "io/safetensors.hpp"
 #include "model/model_config.hpp"
 #include "mxmoe/checkpoint.hpp"
-#include "mxmoe/npy.hpp"
 #include "mxmoe/oracle.hpp"
-#include "mxmoe/safetensors.hpp"
 
 namespace mxmoe {
 namespace {

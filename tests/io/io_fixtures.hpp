@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "mxmoe/safetensors.hpp"
+#include "io/safetensors.hpp"
 
 namespace mxmoe::testing_io {
 

@@ -1,5 +1,5 @@
 // .npy read/write: round trip, float16 and bfloat16 inputs, and every malformed file.
-#include "mxmoe/npy.hpp"
+#include "io/npy.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,6 +1,6 @@
 // The strict safetensors reader: one test per rejection class, each checking that the
 // message names the file, the tensor and the offending numbers; and writer -> reader.
-#include "mxmoe/safetensors.hpp"
+#include "io/safetensors.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -8,6 +8,7 @@
 
 #include "mxmoe/config.hpp"
 #include "mxmoe/runtime.hpp"
+#include "runtime/setting_parsers.hpp"
 
 namespace mxmoe {
 namespace {

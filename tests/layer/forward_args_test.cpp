@@ -12,7 +12,7 @@
 
 #include "layer/layer_fixture.hpp"
 #include "mxmoe/format.hpp"
-#include "mxmoe/routing.hpp"
+#include "routing/routing.hpp"
 #include "runtime/layer_steps.hpp"
 #include "test_runtime.hpp"
 
@@ -181,7 +181,7 @@ TEST(ForwardArgs, AHashLayerTakesGivenRoutingButNotLogits) {
   // The routing tid2eid gives, passed back: the same bits.
   std::vector<std::int32_t> ids(4);
   std::vector<float> w(4);
-  mxmoe::detail::LayerSteps::route(layer, x.data(), token_ids, 2, ids.data(), w.data());
+  mxmoe::MoeLayer::Steps::route(layer, x.data(), token_ids, 2, ids.data(), w.data());
   layer.forward({.tokens = 2,
                  .x = x.data(),
                  .y = routed.data(),

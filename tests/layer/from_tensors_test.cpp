@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/registry.hpp"
 #include "io/io_fixtures.hpp"
 #include "mxmoe/checkpoint.hpp"
 #include "mxmoe/generate.hpp"

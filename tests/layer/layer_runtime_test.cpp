@@ -12,8 +12,8 @@
 #include "layer/layer_fixture.hpp"
 #include "layer/naive_moe.hpp"
 #include "mxmoe/format.hpp"
-#include "mxmoe/routing.hpp"
 #include "mxmoe/runtime.hpp"
+#include "routing/routing.hpp"
 #include "runtime/layer_steps.hpp"
 #include "test_runtime.hpp"
 
@@ -359,7 +359,7 @@ TEST(LayerRuntime, EveryForwardRefusesNonFiniteInputNamingTheToken) {
                    .expert_weights = w});
   });
   names_token_1(
-      [&] { mxmoe::detail::LayerSteps::route(layer, x.data(), nullptr, 2, routed_ids, routed_w); });
+      [&] { mxmoe::MoeLayer::Steps::route(layer, x.data(), nullptr, 2, routed_ids, routed_w); });
   x[64 + 3] = 0.0f;
   const float negative_w[] = {0.5f, 0.5f, -0.7f, 0.3f};
   EXPECT_THROW(layer.forward({.tokens = 2,

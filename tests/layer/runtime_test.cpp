@@ -16,6 +16,7 @@
 #include "layer_fixture.hpp"
 #include "mxmoe/log.hpp"
 #include "mxmoe/placement.hpp"
+#include "runtime/runtime_pool.hpp"
 
 namespace {
 
@@ -36,7 +37,7 @@ TEST(Runtime, AffinityListIsAcceptedAndWorkStillRuns) {
   // CPU 0 always exists; an out-of-set CPU (beyond the machine) leaves the worker unpinned.
   Runtime r(RuntimeOptions{3, {0, 60000}});
   std::vector<int> hits(100, 0);
-  r.pool().parallel_for(100, [&](std::int64_t t, int) { ++hits[static_cast<std::size_t>(t)]; });
+  pool_of(r).parallel_for(100, [&](std::int64_t t, int) { ++hits[static_cast<std::size_t>(t)]; });
   for (int h : hits) EXPECT_EQ(h, 1);
 }
 
@@ -50,7 +51,7 @@ TEST(Runtime, ConcurrentCallersEachRunTheirWholeJob) {
     std::vector<int> hits(kTasks);
     for (int c = 0; c < kCalls; ++c) {
       std::fill(hits.begin(), hits.end(), 0);
-      r.pool().parallel_for(kTasks, [&](std::int64_t t, int thread) {
+      pool_of(r).parallel_for(kTasks, [&](std::int64_t t, int thread) {
         if (thread < 0 || thread >= r.threads()) ++wrong;
         ++hits[static_cast<std::size_t>(t)];
       });
@@ -66,8 +67,8 @@ TEST(Runtime, ConcurrentCallersEachRunTheirWholeJob) {
 TEST(Runtime, NestedParallelForRunsInline) {
   Runtime r(2);
   std::atomic<int> inner{0};
-  r.pool().parallel_for(4, [&](std::int64_t, int) {
-    r.pool().parallel_for(8, [&](std::int64_t, int thread) {
+  pool_of(r).parallel_for(4, [&](std::int64_t, int) {
+    pool_of(r).parallel_for(8, [&](std::int64_t, int thread) {
       EXPECT_EQ(thread, 0);
       ++inner;
     });

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "io/safetensors.hpp"
 #include "mxmoe/layer_spec.hpp"
-#include "mxmoe/safetensors.hpp"
 #include "mxmoe/weights.hpp"
 
 namespace {

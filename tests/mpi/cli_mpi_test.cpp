@@ -15,9 +15,9 @@
 #include <sstream>
 #include <thread>
 
+#include "io/npy.hpp"
 #include "io/v4_fixtures.hpp"
 #include "mpi/family_checkpoints.hpp"
-#include "mxmoe/npy.hpp"
 
 namespace {
 

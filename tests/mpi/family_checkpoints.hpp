@@ -10,7 +10,7 @@
 
 #include "io/io_fixtures.hpp"
 #include "io/quantize_checkpoint.hpp"
-#include "mxmoe/safetensors.hpp"
+#include "io/safetensors.hpp"
 
 namespace mpi_test {
 

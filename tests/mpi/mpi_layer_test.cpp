@@ -9,11 +9,11 @@
 #include <filesystem>
 
 #include "dist/dist_fixture.hpp"
+#include "dist/mpi/mpi.hpp"
 #include "mpi/family_checkpoints.hpp"
 #include "mxmoe/checkpoint.hpp"
 #include "mxmoe/expert_parallel.hpp"
 #include "mxmoe/hardware.hpp"
-#include "mxmoe/mpi.hpp"
 #include "perf/memory.hpp"
 
 namespace {

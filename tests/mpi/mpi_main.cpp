@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
-#include "mxmoe/mpi.hpp"
+#include "dist/mpi/mpi.hpp"
 
 int main(int argc, char** argv) {
   mxmoe::mpi::Session session(&argc, &argv);

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "backends/registry.hpp"
 #include "stub_backend.hpp"
 #include "test_platform.hpp"
 

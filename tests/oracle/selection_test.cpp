@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "backends/registry.hpp"
 #include "mxmoe/hardware.hpp"
 #include "mxmoe/log.hpp"
 #include "stub_backend.hpp"

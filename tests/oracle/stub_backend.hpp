@@ -9,8 +9,9 @@
 #include <vector>
 
 #include "backends/kernel.hpp"
-#include "mxmoe/oracle.hpp"
 #include "contract/capabilities.hpp"
+#include "mxmoe/oracle.hpp"
+#include "oracle/candidates.hpp"
 
 namespace mxmoe::testing {
 

@@ -9,8 +9,8 @@
 
 #include "mxmoe/hardware.hpp"
 #include "mxmoe/layer_spec.hpp"
-#include "mxmoe/perf.hpp"
 #include "mxmoe/weights.hpp"
+#include "perf/perf.hpp"
 #include "perf/workload.hpp"
 
 namespace mxmoe::perf {

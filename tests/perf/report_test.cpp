@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "mxmoe/perf.hpp"
-#include "mxmoe/registry.hpp"
+#include "backends/registry.hpp"
+#include "perf/perf.hpp"
 #include "test_platform.hpp"
 
 namespace mxmoe::perf {

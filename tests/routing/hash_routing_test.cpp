@@ -10,7 +10,7 @@
 #include <string>
 
 #include "layer/naive_moe.hpp"
-#include "mxmoe/routing.hpp"
+#include "routing/routing.hpp"
 
 namespace {
 

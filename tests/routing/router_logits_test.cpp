@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "base/thread_pool.hpp"
-#include "mxmoe/routing.hpp"
+#include "routing/routing.hpp"
 
 namespace mxmoe {
 namespace {

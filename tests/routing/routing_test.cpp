@@ -1,5 +1,5 @@
 // Routing: each method against a naive float64 version, ties, -inf, NaN, external routing.
-#include "mxmoe/routing.hpp"
+#include "routing/routing.hpp"
 
 #include <gtest/gtest.h>
 

@@ -18,7 +18,7 @@
 // numerics class, never on m, the row's position in the batch or the thread count (work is
 // split over output rows, never over the input dimension).
 //
-// Selection: each kernel is a Candidate<DenseOp> (mxmoe/backend.hpp, the contract every kind
+// Selection: each kernel is a Candidate<DenseOp> (contract/backend.hpp, the contract every kind
 // of kernel answers) with a name (ISA_NUMERICS), a numerics class, a check() that returns
 // every reason it cannot run an op (Rejection records) and an estimate. This room judges
 // nothing: the asker (bind_linear, src/runtime/bind_linear.hpp) has the oracle judge
@@ -35,9 +35,9 @@
 
 #include "backends/dense/linear_kernels.hpp"
 #include "backends/kernel_isa.hpp"
+#include "contract/backend.hpp"
 #include "contract/dense_op.hpp"
 #include "contract/judgement.hpp"
-#include "mxmoe/backend.hpp"
 #include "mxmoe/element_type.hpp"
 #include "mxmoe/hardware.hpp"
 

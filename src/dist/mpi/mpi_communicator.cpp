@@ -17,7 +17,7 @@
 #include <cstring>
 #include <thread>
 
-#include "mxmoe/mpi.hpp"
+#include "dist/mpi/mpi.hpp"
 
 namespace mxmoe::mpi {
 namespace {

@@ -14,7 +14,6 @@
 #include <vector>
 
 #include "mxmoe/element_type.hpp"
-#include "mxmoe/export.h"
 
 namespace mxmoe {
 
@@ -42,16 +41,16 @@ enum class StDtype : std::uint8_t {
   F64,
   C64,
 };
-MXMOE_API std::string_view to_string(StDtype) noexcept;
-MXMOE_API std::optional<StDtype> parse_st_dtype(std::string_view) noexcept;
-MXMOE_API int dtype_bits(StDtype) noexcept;  // 4 for F4, 6 for F6_*, 8 for U8, ...
+std::string_view to_string(StDtype) noexcept;
+std::optional<StDtype> parse_st_dtype(std::string_view) noexcept;
+int dtype_bits(StDtype) noexcept;  // 4 for F4, 6 for F6_*, 8 for U8, ...
 // The element type a tensor of this dtype holds: F32 -> f32, BF16 -> bf16, F8_E4M3 -> fp8_e4m3;
 // nullopt for every other dtype. No one dtype is mxfp4: an MXFP4 weight is two tensors, E2M1
 // codes (U8, I8 or F4) and E8M0 scales (U8 or F8_E8M0), as each layout names them. Every
 // checkpoint reader maps a tensor's dtype through this.
-MXMOE_API std::optional<ElementType> element_type(StDtype) noexcept;
+std::optional<ElementType> element_type(StDtype) noexcept;
 
-struct MXMOE_API TensorInfo {
+struct TensorInfo {
   std::string name;
   StDtype dtype = StDtype::U8;
   std::vector<std::uint64_t> shape;  // empty for a 0-rank (scalar) tensor
@@ -59,7 +58,7 @@ struct MXMOE_API TensorInfo {
   std::uint64_t bytes() const noexcept { return end - begin; }
 };
 
-struct MXMOE_API SafetensorsHeader {
+struct SafetensorsHeader {
   std::vector<TensorInfo> tensors;              // sorted by data offset
   std::map<std::string, std::string> metadata;  // "__metadata__"
   std::uint64_t data_start = 0;                 // 8 + header length
@@ -67,11 +66,10 @@ struct MXMOE_API SafetensorsHeader {
 
 // Parses and validates a whole file image (header + data buffer) held in memory; LABEL
 // names the file in errors. The fuzz target calls this directly.
-MXMOE_API SafetensorsHeader parse_safetensors(std::span<const std::uint8_t> file,
-                                              const std::string& label);
+SafetensorsHeader parse_safetensors(std::span<const std::uint8_t> file, const std::string& label);
 
 // A validated, memory-mapped safetensors file. Movable; views stay valid while it lives.
-class MXMOE_API SafetensorsFile {
+class SafetensorsFile {
  public:
   static SafetensorsFile open(const std::string& path);  // throws LoadError
   ~SafetensorsFile();
@@ -94,7 +92,7 @@ class MXMOE_API SafetensorsFile {
   std::unique_ptr<Impl> impl_;
 };
 
-struct MXMOE_API TensorToWrite {
+struct TensorToWrite {
   std::string name;
   StDtype dtype = StDtype::U8;
   std::vector<std::uint64_t> shape;
@@ -105,19 +103,18 @@ struct MXMOE_API TensorToWrite {
 // the given order), whole or not at all (temporary file + rename). Throws
 // std::invalid_argument on a duplicate/reserved name or a size mismatch, a std::runtime_error
 // naming the OS reason on I/O failure.
-MXMOE_API void write_safetensors(const std::string& path, std::span<const TensorToWrite> tensors,
-                                 const std::map<std::string, std::string>& metadata = {});
+void write_safetensors(const std::string& path, std::span<const TensorToWrite> tensors,
+                       const std::map<std::string, std::string>& metadata = {});
 
 // `model.safetensors.index.json`.
-struct MXMOE_API SafetensorsIndex {
+struct SafetensorsIndex {
   std::map<std::string, std::string> weight_map;  // tensor name -> shard file name
   std::optional<std::uint64_t> total_size;        // metadata.total_size when present
 };
 // Parses and validates the index text: weight_map required, values plain file names (no
 // absolute path, no separator, no "." or ".."). LABEL names the file in errors.
-MXMOE_API SafetensorsIndex parse_safetensors_index(std::string_view json_text,
-                                                   const std::string& label);
+SafetensorsIndex parse_safetensors_index(std::string_view json_text, const std::string& label);
 // True when NAME may be a shard: a plain file name in the checkpoint directory.
-MXMOE_API bool is_plain_file_name(std::string_view name) noexcept;
+bool is_plain_file_name(std::string_view name) noexcept;
 
 }  // namespace mxmoe

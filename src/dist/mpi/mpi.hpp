@@ -1,7 +1,8 @@
-// MPI for expert parallelism: the optional mxmoe_mpi component (link mxmoe::mpi / mxmoe_mpi;
-// libmxmoe itself never links MPI). This header does not include <mpi.h>: a host that already
-// uses MPI passes its communicator as a Fortran handle (MPI_Comm_c2f(comm) in C and C++,
-// comm.py2f() in mpi4py), which is a plain int.
+// MPI for expert parallelism: the optional mxmoe_mpi component (link mxmoe_mpi beside the
+// library; libmxmoe itself never links MPI). Built in the source tree for the mxmoe command,
+// the tests and the benches; neither it nor this header is installed. This header does not
+// include <mpi.h>: a host that already uses MPI passes its communicator as a Fortran handle
+// (MPI_Comm_c2f(comm) in C and C++, comm.py2f() in mpi4py), which is a plain int.
 #pragma once
 
 #include <memory>

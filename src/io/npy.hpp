@@ -9,11 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "mxmoe/export.h"
-
 namespace mxmoe {
 
-struct MXMOE_API NpyArray {
+struct NpyArray {
   std::vector<std::int64_t> shape;
   std::vector<float>
       data;  // converted to float32 (from '<f4', '<f2', or bfloat16 '<u2' when asked)
@@ -24,25 +22,24 @@ inline constexpr std::size_t kMaxNpyRank = 32;
 
 // Reads a float32 array ('<f4'). Also accepts '<f2' (float16); bfloat16 stored as '<u2'
 // only when allow_bf16_as_u16 is set.
-MXMOE_API NpyArray read_npy(const std::string& path, bool allow_bf16_as_u16 = false);
+NpyArray read_npy(const std::string& path, bool allow_bf16_as_u16 = false);
 // Integer arrays (token ids): '<i4' or '<i8', with the same strictness as read_npy.
-struct MXMOE_API NpyInts {
+struct NpyInts {
   std::vector<std::int64_t> shape;
   std::vector<std::int64_t> data;
 };
-MXMOE_API NpyInts read_npy_ints(const std::string& path);
+NpyInts read_npy_ints(const std::string& path);
 // The same on a file image in memory; LABEL names it in errors (the fuzz target calls this).
-MXMOE_API NpyArray parse_npy(std::span<const std::uint8_t> file, const std::string& label,
-                             bool allow_bf16_as_u16 = false);
+NpyArray parse_npy(std::span<const std::uint8_t> file, const std::string& label,
+                   bool allow_bf16_as_u16 = false);
 // Writes version 1.0 '<f4', whole or not at all (temporary file + rename): a failed write
 // leaves an existing file untouched. Throws files::FileError naming the OS reason.
-MXMOE_API void write_npy(const std::string& path, std::span<const float> data,
-                         std::span<const std::int64_t> shape);
+void write_npy(const std::string& path, std::span<const float> data,
+               std::span<const std::int64_t> shape);
 // The same, asking CANCELLED between 8 MiB pieces and before the rename (the command line's
 // Ctrl-C): once it says true, the temporary is removed, the file left as it was, and a
 // std::runtime_error ("PATH: the write was interrupted; ...") thrown.
-MXMOE_API void write_npy(const std::string& path, std::span<const float> data,
-                         std::span<const std::int64_t> shape,
-                         const std::function<bool()>& cancelled);
+void write_npy(const std::string& path, std::span<const float> data,
+               std::span<const std::int64_t> shape, const std::function<bool()>& cancelled);
 
 }  // namespace mxmoe

@@ -4,7 +4,7 @@
 // with its kernel factory. A second kind, the dense matmuls of a whole model, is
 // Candidate<dense::DenseOp> (src/contract/dense_op.hpp, src/backends/dense), judged by the
 // same oracle (src/oracle/judge_each.hpp) with the same Rejection, ReasonCode and Verdict
-// (mxmoe/verdict.hpp).
+// (mxmoe/verdict.hpp). Internal: a host never sees a backend, only the verdicts on it.
 #pragma once
 
 #include <memory>
@@ -14,7 +14,6 @@
 #include <vector>
 
 #include "mxmoe/deployment.hpp"
-#include "mxmoe/export.h"
 #include "mxmoe/reason_codes.hpp"
 
 namespace mxmoe {
@@ -22,7 +21,7 @@ namespace mxmoe {
 // OP is what the candidate is asked to compute, with everything its check() may read (for a
 // Backend: the layer, the Hardware and the Request).
 template <class Op>
-class MXMOE_API Candidate {
+class Candidate {
  public:
   using Judged = Op;
   virtual ~Candidate() = default;
@@ -55,10 +54,10 @@ struct LayerWeights;
 // A MoE expert backend: a Candidate judged on a Deployment (its estimate: microseconds per
 // forward call at d.request.tokens_hint tokens; its reference chosen only when the Request
 // forces it by name or sets allow_reference), and a factory for its kernel.
-class MXMOE_API Backend : public Candidate<Deployment> {
+class Backend : public Candidate<Deployment> {
  public:
   // The compute peak its inner loop is compared with: one of the classes `mxmoe limits`
-  // measures (peak_class_names(), mxmoe/perf.hpp), e.g. "int8_vnni_avx512" for
+  // measures (peak_class_names(), perf/perf.hpp), e.g. "int8_vnni_avx512" for
   // avx512_vnni_int8. The bench reports each row's fraction of it (pct_peak).
   virtual std::string_view peak_class() const noexcept = 0;
   // Packs the weights into the backend's layout. Only called when check(d) passed.
@@ -67,16 +66,16 @@ class MXMOE_API Backend : public Candidate<Deployment> {
 };
 
 // The candidate that answers to NAME: its name, or one of its former_names(); nullptr when
-// none does. (mxmoe/registry.hpp has the form that looks among the registered backends.)
-MXMOE_API const Backend* find_backend(std::string_view name,
+// none does. (backends/registry.hpp has the form that looks among the registered backends.)
+const Backend* find_backend(std::string_view name,
                                       std::span<const Backend* const> candidates);
 // The candidates' names, comma-separated, for messages listing the valid ones.
-MXMOE_API std::string backend_names(std::span<const Backend* const> candidates);
+std::string backend_names(std::span<const Backend* const> candidates);
 // The one message for a NAME no candidate answers to, whoever read it (flags, MXMOE_*
 // variables, C API fields, judge()): "WHAT: unknown backend 'NAME'; valid backends: A, B"
 // (NAME made printable; "none registered" for no candidates). Each caller throws it as its
 // own error type (a usage error, a ConfigError, std::invalid_argument).
-MXMOE_API std::string unknown_backend_message(std::string_view what, std::string_view name,
+std::string unknown_backend_message(std::string_view what, std::string_view name,
                                               std::span<const Backend* const> candidates);
 
 }  // namespace mxmoe

@@ -9,7 +9,6 @@
 #include <utility>
 #include <vector>
 
-#include "mxmoe/export.h"
 #include "mxmoe/hardware.hpp"
 #include "mxmoe/layer_spec.hpp"
 #include "mxmoe/weights.hpp"
@@ -19,7 +18,7 @@ namespace mxmoe::perf {
 // The peak of one instruction class, measured with independent dependency chains so that
 // only issue throughput limits it. A pass is the best of 16 runs of about 1 ms; the class is
 // measured in several passes spread over a run, and the figures are the best pass.
-struct MXMOE_API Peak {
+struct Peak {
   std::string name;        // "fp32_fma_avx512", "int8_vnni_avx512", "int8_amx", ...
   std::string unit;        // "GFLOP/s" or "GOP/s" (one multiply-add counts 2)
   bool measured = false;   // false: skipped, `note` says why
@@ -45,15 +44,15 @@ struct MXMOE_API Peak {
 
 // CPU time from /proc/stat (all CPUs): the ticks the hypervisor gave to other guests
 // ("steal") and all ticks. `known` is false where the kernel does not report steal time.
-struct MXMOE_API StealTicks {
+struct StealTicks {
   std::uint64_t steal = 0, total = 0;
   bool known = false;
 };
-MXMOE_API StealTicks steal_ticks();
+StealTicks steal_ticks();
 // The % of CPU time stolen between `since` and now; NaN when unknown.
-MXMOE_API double steal_pct_since(const StealTicks& since);
+double steal_pct_since(const StealTicks& since);
 
-struct MXMOE_API MachineLimits {
+struct MachineLimits {
   std::string cpu;
   int threads = 0;  // "all threads" in the figures below
   std::uint64_t l3_bytes = 0;
@@ -83,7 +82,7 @@ struct MXMOE_API MachineLimits {
   double steal_pct() const;
 };
 
-struct MXMOE_API LimitsOptions {
+struct LimitsOptions {
   std::uint64_t dram_buffer_bytes = 0;  // 0: 4 x the last-level cache (at least 256 MiB)
   int threads = 0;                      // 0: hw.logical_cpus
   int peak_passes = 5;                  // rounds over the classes, 1..1000
@@ -91,27 +90,27 @@ struct MXMOE_API LimitsOptions {
 
 // Bytes of the buffer the DRAM bandwidth is read from: REQUESTED (0: 4 x the last-level cache,
 // at least 256 MiB) rounded to 2 MiB per thread of THREADS.
-MXMOE_API std::uint64_t dram_buffer_bytes(const Hardware& hw, std::uint64_t requested, int threads);
+std::uint64_t dram_buffer_bytes(const Hardware& hw, std::uint64_t requested, int threads);
 
 // Measures this machine (about 2-4 s): the DRAM read bandwidth (5 passes per thread count),
 // then `peak_passes` rounds over the instruction classes, so that each class's passes are
 // spread over the measurement. Each ISA loop runs only when `hw` says the instruction set is
 // usable; otherwise its Peak says why it was skipped.
-MXMOE_API MachineLimits measure_limits(const Hardware& hw, const LimitsOptions& options = {});
+MachineLimits measure_limits(const Hardware& hw, const LimitsOptions& options = {});
 
 // Measures the DRAM read bandwidth again (same buffer size and threads, `passes` per thread
 // count) and adds the passes to `limits`; the readings become the best pass of all
 // measurements, the latest ones this measurement's best.
-MXMOE_API void remeasure_dram(const Hardware& hw, MachineLimits& limits, int passes = 5);
+void remeasure_dram(const Hardware& hw, MachineLimits& limits, int passes = 5);
 // One more pass of the named class (nothing when it is absent or was not measured).
-MXMOE_API void remeasure_peak(const Hardware& hw, MachineLimits& limits, const std::string& name);
+void remeasure_peak(const Hardware& hw, MachineLimits& limits, const std::string& name);
 
 // The peak class of the registered backend called BACKEND (Backend::peak_class(), set in its
 // description); "" for a name no registered backend answers to.
-MXMOE_API std::string peak_class_for_backend(const std::string& backend);
+std::string peak_class_for_backend(const std::string& backend);
 // The compute peak classes measure_limits knows (its peak loops, usable here or not):
 // "fp32_fma_avx512", "fp32_fma_avx2", ..., "int8_sdot_sve".
-MXMOE_API std::vector<std::string> peak_class_names();
+std::vector<std::string> peak_class_names();
 
 // ---- the bench driver -------------------------------------------------------------------
 
@@ -121,7 +120,7 @@ MXMOE_API std::vector<std::string> peak_class_names();
 // - Stack mode (layers_per_step = copies.size()): `copies` are the N MoE layers of a model
 //   (or N generated layers); one call is one decode/prefill step through all of them in
 //   order, every layer on its own routing, all on one shared Runtime.
-struct MXMOE_API BenchLayers {
+struct BenchLayers {
   LayerSpec spec;
   std::vector<LayerWeights> copies;
   int layers_per_step = 1;
@@ -129,7 +128,7 @@ struct MXMOE_API BenchLayers {
   std::string mode;       // "streaming: 5 copies, 2.1 GB (4.4x LLC)" or "cache-resident: ..."
 };
 
-struct MXMOE_API BenchConfig {
+struct BenchConfig {
   std::vector<int> tokens{1, 8, 64, 512};
   std::vector<std::string> backends{"auto"};  // "auto" = the oracle's choice
   std::vector<std::string> activations;       // keys; empty = the family's default
@@ -160,7 +159,7 @@ struct MXMOE_API BenchConfig {
 
 inline constexpr int kMinAutoReps = 5;
 
-struct MXMOE_API BenchRow {
+struct BenchRow {
   std::string backend, activation;
   int threads = 0, tokens = 0, reps = 0;
   int layers = 1;  // layers per call: 1, or N for a step through the whole stack
@@ -182,7 +181,7 @@ struct MXMOE_API BenchRow {
   double steal_pct = 0;  // CPU time stolen by other guests during the timed calls; NaN unknown
 };
 
-struct MXMOE_API BenchReport {
+struct BenchReport {
   MachineLimits machine;
   std::string layer;  // spec name
   std::string mode;
@@ -192,20 +191,20 @@ struct MXMOE_API BenchReport {
 
 // Times every (backend, activation, threads, tokens) the oracle accepts on `hw`.
 // Throws std::invalid_argument for an unknown backend name or activation key.
-MXMOE_API BenchReport run_bench(const BenchLayers& layers, const Hardware& hw,
-                                const MachineLimits& limits, const BenchConfig& config);
+BenchReport run_bench(const BenchLayers& layers, const Hardware& hw, const MachineLimits& limits,
+                      const BenchConfig& config);
 
 enum class OutputFormat : std::uint8_t { md, json, csv };
-MXMOE_API OutputFormat parse_output_format(const std::string& key);  // throws std::invalid_argument
+OutputFormat parse_output_format(const std::string& key);  // throws std::invalid_argument
 
 // {"machine": {...}, "layer", "mode", "results": [{"backend", "activation", "threads",
 // "tokens", "layers", "reps", "us_median", "us_sd", "us_p10", "us_p90", "first_call_us",
 // "tokens_per_s", "touched_bytes", "weight_gbps", "gflops", "pct_bw", "pct_peak",
 // "dram_gbps_near", "peak_near", "steal_pct"}, ...],
 // "notes": [...]} (a NaN is written as null).
-MXMOE_API std::string to_json(const BenchReport& report);
-MXMOE_API std::string to_markdown(const BenchReport& report);  // limits, mode, table, notes
-MXMOE_API std::string to_csv(const BenchReport& report);       // header + one line per row
-MXMOE_API std::string format_limits_markdown(const MachineLimits& limits);
+std::string to_json(const BenchReport& report);
+std::string to_markdown(const BenchReport& report);  // limits, mode, table, notes
+std::string to_csv(const BenchReport& report);       // header + one line per row
+std::string format_limits_markdown(const MachineLimits& limits);
 
 }  // namespace mxmoe::perf
