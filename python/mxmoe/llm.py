@@ -95,7 +95,8 @@ class LLM:
     (:class:`Tokenizer`), or None when there is none or mxmoe cannot read it (a warning says
     why); text prompts, ``Completion.text`` and :meth:`chat` need it. ``activation``, ``batch_invariant``, ``threads``,
     ``backend``, ``exclude``: the request every MoE layer is judged with (as
-    :meth:`mxmoe.Model.layer`). ``compact``: the attention and head matrices quantized at load to
+    :meth:`mxmoe.Model.layer`); ``activation="bf16"`` also rounds the dense matrices'
+    activations to bf16 where the CPU has AVX-512 BF16 (docs/ACCURACY.md). ``compact``: the attention and head matrices quantized at load to
     8 bits per 32-block (about half their bytes; docs/ACCURACY.md), and int8 activations in the
     MoE layers unless ``activation`` names another format. ``progress``: a callable
     given each loading line.
