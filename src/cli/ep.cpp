@@ -16,9 +16,9 @@
 #include "base/json.hpp"
 #include "cli/common.hpp"
 #include "cli/watchdog.hpp"
+#include "runtime/setting_parsers.hpp"
 #if MXMOE_WITH_MPI
 #include "dist/mpi/mpi.hpp"
-#include "runtime/setting_parsers.hpp"
 #endif
 
 namespace mxmoe::cli {
