@@ -114,14 +114,9 @@ class Binder {
       lw.bias_element = b.type;
     }
     try {
-      // bf16 activations where an ISA kernel of that mode takes the layer (bf16 weights, rows
-      // short enough for its stack tile, a CPU with AVX-512 BF16); else this layer keeps f32
-      // activations as published: without vdpbf16ps, rounding them buys no speed, only error.
-      dense::DenseMode mode = options.mode;
-      if (mode == dense::DenseMode::as_published_bf16 &&
-          !dense::chose_isa_kernel(judge_each(dense::dense_op(lw, mode, hw), dense::candidates(mode))))
-        mode = dense::DenseMode::as_published;
-      dense::Linear linear = bind_linear(lw, mode, hw, options.pack_pool);
+      dense::Linear linear = options.mode == dense::DenseMode::as_published_bf16
+                                 ? bind_linear_bf16_where_fast(lw, hw)
+                                 : bind_linear(lw, options.mode, hw, options.pack_pool);
       // The compact copy replaced the published matrix, which is not read again: its mapped
       // pages need not stay resident beside it (as a packed expert's, docs/CHECKPOINTS.md).
       // Not for a tied head: the embedding rows are still read through the mapping.
@@ -237,8 +232,8 @@ void Decoder::Impl::bind(const std::string& directory) {
   if (opt.memory_limit != 0 && needed > opt.memory_limit) refuse(0);
 
   const Binder b(tensors, dir);
-  // A request that names bf16 activations gets them in the dense matrices too (where a bf16
-  // kernel takes the layer; Binder::linear); otherwise they run f32 activations as published.
+  // A request that names bf16 activations gets them in the dense matrices too where they are
+  // fast (bind_linear_bf16_where_fast); otherwise they run f32 activations as published.
   const dense::DenseMode published = opt.request.activation == ActivationFormat::bf16
                                          ? dense::DenseMode::as_published_bf16
                                          : dense::DenseMode::as_published;

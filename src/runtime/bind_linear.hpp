@@ -22,4 +22,19 @@ inline dense::Linear bind_linear(const dense::LinearWeights& w, dense::DenseMode
                        pack_pool);
 }
 
+// The whole model's rule for a request that names bf16 activations: mode as_published_bf16
+// where an ISA kernel of it takes the layer (bf16 weights, in <= kBf16MaxIn, a CPU with AVX-512
+// BF16), else as_published (without vdpbf16ps, rounding the activations buys no speed, only
+// error). Each mode is judged once at most.
+inline dense::Linear bind_linear_bf16_where_fast(const dense::LinearWeights& w,
+                                                 const Hardware& hardware) {
+  dense::LinearSelection judged =
+      judge_each(dense::dense_op(w, dense::DenseMode::as_published_bf16, hardware),
+                 dense::candidates(dense::DenseMode::as_published_bf16));
+  if (!dense::chose_isa_kernel(judged))
+    judged = judge_each(dense::dense_op(w, dense::DenseMode::as_published, hardware),
+                        dense::candidates(dense::DenseMode::as_published));
+  return dense::Linear(w, judged);
+}
+
 }  // namespace mxmoe
