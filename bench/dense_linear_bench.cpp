@@ -1,6 +1,6 @@
 // dense::Linear (src/backends/dense) on whole-model shapes: the gpt-oss-20b attention output
 // projection (out 2880, in 4096) and LM head (out 201088, in 2880), bf16 as published (f32
-// and bf16 activations) and compact_int8, at 1 and 8 tokens (decode) and 512 (prefill), on all
+// and bf16 activations), compact_int8 and compact_int4, at 1 and 8 tokens (decode) and 512 (prefill), on all
 // logical CPUs.
 // "streamed": each call uses the next of enough distinct copies of the matrix to exceed 2x
 // the LLC, so weights come from DRAM; the LM head (1.16 GB) always does.
@@ -55,7 +55,7 @@ Matrix make_matrix(const Machine& m, std::int64_t out, std::int64_t in, dense::D
                    int copies, ThreadPool& pool) {
   Matrix mat;
   for (int c = 0; c < copies; ++c) {
-    if (mode != dense::DenseMode::compact_int8 || c == 0)
+    if (!dense::is_compact(mode) || c == 0)
       mat.data.push_back(random_bf16(out * in, 77, false));
     dense::LinearWeights w;
     w.name = "bench";
@@ -65,7 +65,7 @@ Matrix make_matrix(const Machine& m, std::int64_t out, std::int64_t in, dense::D
     mat.layers.push_back(
         std::make_unique<dense::Linear>(bind_linear(w, mode, m.hw, &pool)));
   }
-  if (mode == dense::DenseMode::compact_int8) mat.data.clear();  // the compact copies own theirs
+  if (dense::is_compact(mode)) mat.data.clear();  // the compact copies own theirs
   return mat;
 }
 
@@ -73,8 +73,10 @@ void bench_linear(benchmark::State& state, const Machine& machine, std::int64_t 
                   std::int64_t in, dense::DenseMode mode, bool streamed) {
   const auto m = static_cast<std::int64_t>(state.range(0));
   ThreadPool pool(machine.hw.logical_cpus);
-  const double bytes_one =
-      static_cast<double>(out * in) * (mode == dense::DenseMode::compact_int8 ? 1.125 : 2.0);
+  const double bytes_one = static_cast<double>(out * in) *
+                           (mode == dense::DenseMode::compact_int8   ? 1.125
+                            : mode == dense::DenseMode::compact_int4 ? 0.5625
+                                                                     : 2.0);
   const int copies =
       streamed ? std::max(1, static_cast<int>(std::ceil(
                                  2.0 * static_cast<double>(machine.hw.l3_bytes) / bytes_one)) +
@@ -117,7 +119,7 @@ void bench_pool_job(benchmark::State& state, const Machine& machine) {
       benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
 }
 
-// compact_int8 against float64 on one 2880 x 4096 layer, 4 tokens.
+// Each mode against float64 on one 2880 x 4096 layer, 4 tokens.
 void report_accuracy(const Machine& machine) {
   const std::int64_t out = 2880, in = 4096, m = 4;
   ThreadPool pool(machine.hw.logical_cpus);
@@ -128,35 +130,36 @@ void report_accuracy(const Machine& machine) {
     w.data = w16.data();
     w.out = out;
     w.in = in;
-    const dense::Linear q = bind_linear(w, dense::DenseMode::compact_int8, machine.hw, &pool);
-    const dense::Linear f = bind_linear(w, dense::DenseMode::as_published, machine.hw);
-    const dense::Linear h = bind_linear(w, dense::DenseMode::as_published_bf16, machine.hw);
-    std::vector<float> x(static_cast<std::size_t>(m * in)), yq(static_cast<std::size_t>(m * out)),
-        yf(yq.size()), yh(yq.size());
+    std::vector<float> x(static_cast<std::size_t>(m * in));
     std::mt19937 rng(9);
     std::normal_distribution<float> normal(0.0f, 1.0f);
     for (float& v : x) v = normal(rng);
-    q.forward(x.data(), m, yq.data(), pool);
-    f.forward(x.data(), m, yf.data(), pool);
-    h.forward(x.data(), m, yh.data(), pool);
-    double max_err_q = 0, max_err_f = 0, max_err_h = 0, max_ref = 0;
+    std::vector<double> ref(static_cast<std::size_t>(m * out));
+    double max_ref = 0;
     for (std::int64_t t = 0; t < m; ++t)
       for (std::int64_t o = 0; o < out; ++o) {
-        double ref = 0;
+        double r = 0;
         for (std::int64_t k = 0; k < in; ++k)
-          ref += double{bf16_to_f32(w16[static_cast<std::size_t>(o * in + k)])} *
-                 double{x[static_cast<std::size_t>(t * in + k)]};
-        const auto i = static_cast<std::size_t>(t * out + o);
-        max_ref = std::max(max_ref, std::fabs(ref));
-        max_err_q = std::max(max_err_q, std::fabs(double{yq[i]} - ref));
-        max_err_f = std::max(max_err_f, std::fabs(double{yf[i]} - ref));
-        max_err_h = std::max(max_err_h, std::fabs(double{yh[i]} - ref));
+          r += double{bf16_to_f32(w16[static_cast<std::size_t>(o * in + k)])} *
+               double{x[static_cast<std::size_t>(t * in + k)]};
+        ref[static_cast<std::size_t>(t * out + o)] = r;
+        max_ref = std::max(max_ref, std::fabs(r));
       }
-    fmt::print(
-        "accuracy vs float64, {} weights 2880x4096, 4 tokens: {} max rel error {:.2e}, "
-        "{} {:.2e}, {} {:.2e}\n",
-        heavy ? "heavy-tailed (t, 2 dof)" : "normal", q.kernel_name(), max_err_q / max_ref,
-        f.kernel_name(), max_err_f / max_ref, h.kernel_name(), max_err_h / max_ref);
+    std::string line;
+    for (const dense::DenseMode mode :
+         {dense::DenseMode::as_published, dense::DenseMode::as_published_bf16,
+          dense::DenseMode::compact_int8, dense::DenseMode::compact_int4}) {
+      const dense::Linear lin = bind_linear(w, mode, machine.hw, &pool);
+      std::vector<float> y(ref.size());
+      lin.forward(x.data(), m, y.data(), pool);
+      double max_err = 0;
+      for (std::size_t i = 0; i < y.size(); ++i)
+        max_err = std::max(max_err, std::fabs(double{y[i]} - ref[i]));
+      line += fmt::format("{}{} {:.2e}", line.empty() ? "" : ", ", lin.kernel_name(),
+                          max_err / max_ref);
+    }
+    fmt::print("accuracy vs float64, {} weights 2880x4096, 4 tokens, max rel error: {}\n",
+               heavy ? "heavy-tailed (t, 2 dof)" : "normal", line);
   }
 }
 
@@ -186,7 +189,8 @@ int main(int argc, char** argv) {
                         Shape{"proj_2880x4096/streamed", 2880, 4096, true},
                         Shape{"lm_head_201088x2880", 201088, 2880, false}})
     for (const DenseMode mode :
-         {DenseMode::as_published, DenseMode::as_published_bf16, DenseMode::compact_int8}) {
+         {DenseMode::as_published, DenseMode::as_published_bf16, DenseMode::compact_int8,
+          DenseMode::compact_int4}) {
       auto* b = benchmark::RegisterBenchmark(
           fmt::format("{}/{}", s.name, mxmoe::dense::to_string(mode)).c_str(),
           [&machine, s, mode](benchmark::State& st) {

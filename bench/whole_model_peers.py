@@ -22,6 +22,12 @@ Steps (each skipped when its output exists in --work):
   6. a markdown table (medians over every sample of every round, min-max) and all raw JSON
      under --work/results.
 
+An engine may carry a variant after a colon, so that two settings alternate in one run:
+`mxmoe:FLAGS` runs `mxmoe bench --whole` with FLAGS (space-separated, e.g. "mxmoe:--compact=int4")
+added to those after --; `llama.cpp:LABEL` and `ik_llama.cpp:LABEL` read the GGUF that
+`--gguf LABEL=PATH` names (e.g. one requantized with Q4_0 attention and head, to compare at
+equal bytes) instead of the one made in step 4.
+
 Nothing of llama.cpp or ik_llama.cpp enters this repository: sources, builds and GGUFs live
 under --work. The converter's Python needs numpy, torch, transformers, safetensors, pyyaml:
 --python (default: scripts/python_env.sh build/venv, the Python tests' environment).
@@ -191,13 +197,17 @@ def dram(args, tag: str) -> dict:
             "load": load_average()}
 
 
-def mxmoe_round(args, tag: str) -> dict:
+def file_tag(engine: str) -> str:
+    return "".join(c if c.isalnum() or c in "._-" else "_" for c in engine)
+
+
+def mxmoe_round(args, engine: str, tag: str, extra: list[str]) -> dict:
     cmd = [args.mxmoe, "bench", "--model", args.model, "--whole", "--pp", args.pp, "--tg", args.tg,
            "--batch", args.batch, "--reps", args.reps, "--threads", args.threads, "--json"]
-    cmd += args.mxmoe_args
+    cmd += args.mxmoe_args + extra
     load = load_average()
     out = run(cmd, capture_output=True, text=True).stdout
-    (args.results / f"mxmoe-{tag}.json").write_text(out)
+    (args.results / f"{file_tag(engine)}-{tag}.json").write_text(out)
     j = json.loads(out)
     rows = {}
     for r in j["results"]:
@@ -213,7 +223,7 @@ def llama_bench_round(args, name: str, binary: Path, gguf: Path, tag: str, extra
            "-o", "json", *extra]
     load = load_average()
     out = run(cmd, capture_output=True, text=True).stdout
-    (args.results / f"{name}-{tag}.json").write_text(out)
+    (args.results / f"{file_tag(name)}-{tag}.json").write_text(out)
     rows = {}
     for r in json.loads(out):
         key = "pp" if r.get("n_prompt", 0) > 0 and r.get("n_gen", 0) == 0 else "tg"
@@ -245,7 +255,10 @@ def main() -> int:
     p.add_argument("--pp", type=int, default=512)
     p.add_argument("--tg", type=int, default=64)
     p.add_argument("--batch", default="1,8", help="mxmoe's decode batch sizes")
-    p.add_argument("--engines", default="mxmoe,llama.cpp,ik_llama.cpp")
+    p.add_argument("--engines", default="mxmoe,llama.cpp,ik_llama.cpp",
+                   help="comma list; ENGINE:VARIANT as the description says")
+    p.add_argument("--gguf", action="append", default=[], metavar="LABEL=PATH",
+                   help="a GGUF that llama.cpp:LABEL and ik_llama.cpp:LABEL read (repeatable)")
     p.add_argument("--max-load", type=float, default=0,
                    help="wait (up to --wait-s) for a 1-minute load average below this before "
                    "each round; 0: do not wait")
@@ -259,14 +272,28 @@ def main() -> int:
     args.results = args.work / "results"
     args.results.mkdir(exist_ok=True)
     engines = args.engines.split(",")
+    bases = {e.split(":", 1)[0] for e in engines}
+    unknown = bases - {"mxmoe", "llama.cpp", "ik_llama.cpp"}
+    if unknown:
+        p.error(f"unknown engine(s) {sorted(unknown)}: mxmoe, llama.cpp, ik_llama.cpp")
+    ggufs = {}
+    for item in args.gguf:
+        label, sep, path = item.partition("=")
+        if not sep or not label or not Path(path).is_file():
+            p.error(f"--gguf {item!r}: expected LABEL=PATH of an existing file")
+        ggufs[label] = Path(path).resolve()
+    for e in engines:
+        base, _, variant = e.partition(":")
+        if base != "mxmoe" and variant and variant not in ggufs:
+            p.error(f"engine {e}: no --gguf {variant}=PATH")
 
     if not (args.model / "config.json").exists():
         run(nice([args.mxmoe, "synth", "--preset", "gpt-oss-20b", "--full", "--out", args.model]))
     llama_bin = ik_bin = gguf = None
-    if "llama.cpp" in engines or "ik_llama.cpp" in engines:  # the GGUF needs llama-quantize
+    if "llama.cpp" in bases or "ik_llama.cpp" in bases:  # the GGUF needs llama-quantize
         llama_src = llama_cpp(args.work)
         llama_bin = build(llama_src, ["llama-bench", "llama-quantize"], ["-DGGML_OPENMP=ON"])
-        if "ik_llama.cpp" in engines:
+        if "ik_llama.cpp" in bases:
             ik_bin = build(ik_llama_cpp(args.work, args.ik_git, args.ik_commit), ["llama-bench"], [])
         if args.python is None:
             args.python = Path(subprocess.run(
@@ -280,13 +307,15 @@ def main() -> int:
         args.__dict__[name] = str(args.__dict__[name])
     args.threads, args.reps = str(args.threads), str(args.reps)
     record = {"cpu": None, "threads": args.threads, "rounds": [], "dram": []}
-    runners = {
-        "mxmoe": lambda tag: mxmoe_round(args, tag),
-        "llama.cpp": lambda tag: llama_bench_round(args, "llama.cpp", llama_bin / "llama-bench",
-                                                   gguf, tag, []),
-        "ik_llama.cpp": lambda tag: llama_bench_round(args, "ik_llama.cpp", ik_bin / "llama-bench",
-                                                      gguf, tag, ["-rtr", "1", "-fmoe", "1"]),
-    }
+    def runner(engine: str, tag: str) -> dict:
+        base, _, variant = engine.partition(":")
+        if base == "mxmoe":
+            return mxmoe_round(args, engine, tag, variant.split())
+        file = ggufs[variant] if variant else gguf
+        if base == "llama.cpp":
+            return llama_bench_round(args, engine, llama_bin / "llama-bench", file, tag, [])
+        return llama_bench_round(args, engine, ik_bin / "llama-bench", file, tag,
+                                 ["-rtr", "1", "-fmoe", "1"])
     if note := autogroup_note():
         log(note)
     for r in range(int(args.rounds)):
@@ -297,7 +326,7 @@ def main() -> int:
         order = engines[r % len(engines):] + engines[:r % len(engines)]
         record["dram"].append(dram(args, f"r{r + 1}"))
         for e in order:
-            result = runners[e](f"r{r + 1}")
+            result = runner(e, f"r{r + 1}")
             result.update({"engine": e, "round": r + 1})
             record["rounds"].append(result)
             log(f"round {r + 1} {e}: load {result['load']:.2f} "
@@ -317,11 +346,13 @@ def main() -> int:
         loads = [x["load"] for x in runs]
         print(f"| {e} | " + " | ".join(cells) + f" | {min(loads):.2f}-{max(loads):.2f} |")
     gbps = [d["gbps"] for d in record["dram"]]
-    mx = [x for x in record["rounds"] if x["engine"] == "mxmoe"]
-    if mx and gbps:
+    for e in engines:
+        mx = [x for x in record["rounds"] if x["engine"] == e and e.split(":")[0] == "mxmoe"]
+        if not (mx and gbps):
+            continue
         tg = statistics.median([s for x in mx for s in x["samples"].get("tg", [])])
         bpt = mx[0]["bytes_per_token"]
-        print(f"\nmxmoe: a decoded token reads {bpt / 1e9:.2f} GB: {bpt * tg / 1e9:.1f} GB/s at the "
+        print(f"\n{e}: a decoded token reads {bpt / 1e9:.2f} GB: {bpt * tg / 1e9:.1f} GB/s at the "
               f"median tg, {100 * bpt * tg / 1e9 / max(gbps):.0f}% of the best DRAM reading; peak RSS "
               f"{max(x['peak_rss_bytes'] for x in mx) / 1e9:.2f} GB; load {min(x['load_s'] for x in mx):.1f} s")
     print(f"\nDRAM read ({args.threads} threads, best pass of each measurement): "

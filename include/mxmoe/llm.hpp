@@ -18,6 +18,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "mxmoe/deployment.hpp"
@@ -27,6 +28,18 @@
 
 namespace mxmoe {
 
+// The compact mode's format of the non-expert matrices (attention, dense MLPs, the LM head),
+// quantized at load; off: bf16 / f32 as published, read in place. Accuracy of each in
+// docs/ACCURACY.md.
+enum class CompactFormat : std::uint8_t {
+  off,
+  int8,  // int8 codes + a float32 scale per 32-block: 1.125 bytes a weight (bf16: 2)
+  int4,  // 4-bit codes + a bf16 scale per 32-block: 0.5625 bytes a weight, a 16x coarser step
+};
+// "off", "int8", "int4"; and back (std::invalid_argument naming the accepted names).
+MXMOE_API std::string_view to_string(CompactFormat format) noexcept;
+MXMOE_API CompactFormat parse_compact_format(std::string_view name);
+
 struct MXMOE_API LlmOptions {
   // How the MoE layers are judged (activation, batch_invariant, ...). A request that names
   // bf16 activations gets them in the dense matrices too, where the CPU has AVX-512 BF16
@@ -35,12 +48,11 @@ struct MXMOE_API LlmOptions {
   int max_context = 4096;    // tokens per sequence, prompt and answer (<= max_position_embeddings)
   int max_batch = 1;         // sequences generated at once
   int prefill_chunk = 256;   // prompt tokens per step
-  // The compact mode: the non-expert matrices (attention, dense MLPs, the LM head) quantized
-  // at load to 8 bits per 32-block with a float32 scale (about half the bytes a token reads of
-  // them; accuracy in docs/ACCURACY.md). Off: bf16 / f32 as published, read in place. A
-  // request without an activation format gets int8 in this mode (the MoE layers' int8
-  // kernels; request.activation set to another format keeps that one).
-  bool compact = false;
+  // The compact mode: the non-expert matrices quantized at load (CompactFormat), so a token
+  // reads about half (int8) or a quarter (int4) of their bf16 bytes. A request without an
+  // activation format gets int8 in this mode (the MoE layers' int8 kernels; request.activation
+  // set to another format keeps that one).
+  CompactFormat compact = CompactFormat::off;
   // Bytes the model may take beside its mapping (KV cache, packed experts), checked before
   // anything large is allocated; 0: no check.
   std::uint64_t memory_limit = 0;

@@ -87,6 +87,19 @@ def _float(value: Any, argument: str, low: float, high: float) -> float:
     return value
 
 
+def _compact(value: Any) -> str:
+    """``compact`` as the library names it: False "off", True "int8", or "off" / "int8" / "int4"."""
+    if isinstance(value, str):
+        if value not in ("off", "int8", "int4"):
+            raise ValueError(f"compact: {value!r} is not a compact format (off, int8 or int4)")
+        return value
+    try:
+        return "int8" if _bool(value, "compact") else "off"
+    except TypeError:
+        raise TypeError(f"compact: expected True, False, 'off', 'int8' or 'int4', got "
+                        f"{type(value).__name__} {value!r}") from None
+
+
 class LLM:
     """A whole model bound for generation.
 
@@ -96,9 +109,10 @@ class LLM:
     why); text prompts, ``Completion.text`` and :meth:`chat` need it. ``activation``, ``batch_invariant``, ``threads``,
     ``backend``, ``exclude``: the request every MoE layer is judged with (as
     :meth:`mxmoe.Model.layer`); ``activation="bf16"`` also rounds the dense matrices'
-    activations to bf16 where the CPU has AVX-512 BF16 (docs/ACCURACY.md). ``compact``: the attention and head matrices quantized at load to
-    8 bits per 32-block (about half their bytes; docs/ACCURACY.md), and int8 activations in the
-    MoE layers unless ``activation`` names another format. ``progress``: a callable
+    activations to bf16 where the CPU has AVX-512 BF16 (docs/ACCURACY.md). ``compact``: the attention and head matrices quantized at load,
+    True or ``"int8"`` to 8 bits per 32-block (about half their bytes), ``"int4"`` to 4 bits (a
+    quarter, for a 16x coarser step; docs/ACCURACY.md), with int8 activations in the MoE
+    layers unless ``activation`` names another format. ``progress``: a callable
     given each loading line.
     """
 
@@ -106,7 +120,7 @@ class LLM:
                  activation: Optional[str] = None, batch_invariant: bool = False,
                  threads: int = 0, backend: Optional[str] = None,
                  exclude: Union[str, Sequence[str]] = (), prefill_chunk: int = 256,
-                 compact: bool = False,
+                 compact: Union[bool, str] = False,
                  progress: Optional[Callable[[str], Any]] = None) -> None:
         self._llm = _mxmoe._LLM(
             _path(path, "path"), _optional_str(activation, "activation"),
@@ -114,7 +128,7 @@ class LLM:
             _optional_str(backend, "backend"), _names(exclude, "exclude"),
             _int(max_context, "max_context", 1, 1 << 24),
             _int(max_batch, "max_batch", 1, 4096), _int(prefill_chunk, "prefill_chunk", 1, 1 << 20),
-            _bool(compact, "compact"), progress)
+            _compact(compact), progress)
         self._lock = threading.Lock()  # one generation at a time: the KV cache is the model's
         self.tokenizer: Optional[Tokenizer] = _model_tokenizer(_path(path, "path"))
 

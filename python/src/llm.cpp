@@ -22,7 +22,7 @@ struct PyLLM {
   PyLLM(const std::string& path, const std::optional<std::string>& activation, bool batch_invariant,
         int threads, const std::optional<std::string>& backend,
         const std::vector<std::string>& exclude, int max_context, int max_batch, int prefill_chunk,
-        bool compact, const nb::object& progress) {
+        const std::string& compact, const nb::object& progress) {
     const Request request = make_request(activation, batch_invariant, threads, backend, exclude, 1);
     runtime = shared_runtime(request.threads);
     LlmOptions options;
@@ -30,7 +30,7 @@ struct PyLLM {
     options.max_context = max_context;
     options.max_batch = max_batch;
     options.prefill_chunk = prefill_chunk;
-    options.compact = compact;
+    options.compact = parse_compact_format(compact);
     if (!progress.is_none())
       options.progress = [progress](const std::string& line) {
         nb::gil_scoped_acquire gil;
@@ -99,7 +99,7 @@ void bind_llm(nb::module_& m) {
   nb::class_<PyLLM>(m, "_LLM")
       .def(nb::init<const std::string&, const std::optional<std::string>&, bool, int,
                     const std::optional<std::string>&, const std::vector<std::string>&, int, int,
-                    int, bool, const nb::object&>(),
+                    int, const std::string&, const nb::object&>(),
            "path"_a, "activation"_a.none(), "batch_invariant"_a, "threads"_a, "backend"_a.none(),
            "exclude"_a, "max_context"_a, "max_batch"_a, "prefill_chunk"_a, "compact"_a, "progress"_a.none())
       .def("generate", &PyLLM::generate, "prompts"_a, "max_tokens"_a, "temperature"_a, "top_k"_a,

@@ -217,6 +217,44 @@ def test_compact_mode_stays_within_its_budget(built, family):
     _within_compact_budget(llm, compact, f"{family}: compact")
 
 
+@pytest.mark.parametrize("family", FAMILIES)
+def test_int4_compact_mode_stays_within_its_budget(built, family):
+    """compact="int4": the same matrices in 4-bit codes with a bf16 scale per 32-block (class
+    dense_int4_rows16). A weight code's step is 1/8 of its block's largest magnitude against
+    int8's 1/127, so while the errors stay small (linear in the steps) a position's logits move
+    by at most ~16x the int8 mode's error on the same prompt, less since both modes share the
+    int8 activations' error (measured 12-13x here, docs/ACCURACY.md). The budget: the median
+    position's error above 4x the int8 mode's (the mode is in effect, not silently int8 or the
+    published one), at most 16x it and at most 0.5 of the largest logit; top-1 agreement over
+    the positions at least 0.5 (these random tiny models' logits are nearly flat: 0.56-0.81
+    measured, int8 0.89-0.96)."""
+    _, directory, llm = built(family)
+    int8 = mxmoe.LLM(directory, max_context=64, activation="f32", threads=THREADS, compact="int8")
+    int4 = mxmoe.LLM(directory, max_context=64, activation="f32", threads=THREADS, compact="int4")
+    dense = [x for x in int4.describe().splitlines() if x.startswith("  dense layers")]
+    assert len(dense) == 1 and "(compact_int4)" in dense[0], int4.describe()
+    prompt = _prompt(seed=9)
+    want = llm.prompt_logits(prompt)
+    errors = {}
+    for label, model in (("int8", int8), ("int4", int4)):
+        got = model.prompt_logits(prompt)
+        per_position = np.abs(got - want).max(axis=1) / np.abs(want).max()
+        errors[label] = (float(np.median(per_position)), float(per_position.max()),
+                         float(np.mean(want.argmax(-1) == got.argmax(-1))))
+        print(f"{family}: compact {label} logit error, median position {errors[label][0]:.2e}, "
+              f"worst {errors[label][1]:.2e} of the largest; top-1 agreement {errors[label][2]:.2f}")
+    assert 4 * errors["int8"][0] < errors["int4"][0] <= min(16 * errors["int8"][0], 0.5)
+    assert errors["int4"][2] >= 0.5
+
+
+def test_compact_argument_is_checked(built):
+    _, directory, _ = built("gpt_oss")
+    with pytest.raises(ValueError, match="int5"):
+        mxmoe.LLM(directory, max_context=64, compact="int5")
+    with pytest.raises(TypeError, match="compact"):
+        mxmoe.LLM(directory, max_context=64, compact=1)
+
+
 def _bf16_matrices(directory, work):
     """A copy of DIRECTORY whose attention, embedding and head matrices are bf16 (the tiny
     models are saved in float32; real checkpoints publish these in bf16)."""

@@ -15,6 +15,7 @@
 #include "cli/command.hpp"
 #include "cli/common.hpp"
 #include "cli/ep.hpp"
+#include "cli/llm_common.hpp"
 #include "model/model_config.hpp"
 #include "mxmoe/checkpoint.hpp"
 #include "mxmoe/config.hpp"
@@ -56,7 +57,7 @@ struct BenchOptions {
   std::string batches = "1,8";
   std::uint64_t seed = 1;
   int prefill_chunk = 0;
-  bool compact = false;  // --whole --compact
+  std::string compact;  // --whole --compact[=FORMAT]
 };
 
 // --output may not be a file of the checkpoint bench reads.
@@ -305,7 +306,7 @@ int run_whole_bench(const BenchOptions& o, CLI::App& sub) {
   w.reps = o.reps > 0 ? o.reps : 3;
   w.seed = o.seed;
   w.prefill_chunk = o.prefill_chunk;
-  w.compact = o.compact;
+  w.compact = compact_format(o.compact);
   w.dram_buffer_bytes = o.dram_buffer_mb << 20;
   w.json = o.json;
   RequestOverrides r;
@@ -660,9 +661,7 @@ void add_bench(CLI::App& app, Action& action) {
   sub->add_option("--prefill-chunk", o->prefill_chunk,
                   "--whole: prompt rows per step (default: the library's, as `complete` runs)")
       ->check(CLI::Range(1, kMaxTokensPerCall));
-  sub->add_flag("--compact", o->compact,
-                "--whole: the compact mode (attention and head matrices in 8 bits per 32-block; "
-                "int8 activations in the MoE layers unless --activation says otherwise)");
+  add_compact_flag(*sub, o->compact);
   o->ep.add(*sub);
   sub->add_option("--ep-tokens", o->ep_tokens,
                   "Under mpirun: where the tokens are, rank0 (as `mxmoe run`) or all (split "

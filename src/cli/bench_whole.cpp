@@ -212,7 +212,7 @@ std::optional<std::string> bench_whole_model(const WholeBenchOptions& o) {
   // Unset: each layer's family preference, or int8 in the compact mode (describe() names
   // what each layer runs).
   const std::string activation = o.request.activation ? std::string(to_string(*o.request.activation))
-                                 : options.compact    ? "default (compact: int8)"
+                                 : options.compact != CompactFormat::off ? "default (compact: int8)"
                                                       : "default";
   const std::uint64_t ckpt = checkpoint_bytes(o.model);
   Json j;
@@ -223,7 +223,7 @@ std::optional<std::string> bench_whole_model(const WholeBenchOptions& o) {
   j["activation"] = activation;
   j["batch_invariant"] = o.request.batch_invariant;
   j["prefill_chunk"] = options.prefill_chunk;
-  j["compact"] = options.compact;
+  j["compact"] = std::string(to_string(options.compact));
   j["max_context"] = options.max_context;
   j["reps"] = o.reps;
   j["seed"] = o.seed;

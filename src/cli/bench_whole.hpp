@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "mxmoe/deployment.hpp"
+#include "mxmoe/llm.hpp"
 
 namespace mxmoe::cli {
 
@@ -21,7 +22,7 @@ struct WholeBenchOptions {
   int reps = 3;                  // rounds over every test
   std::uint64_t seed = 1;        // the random prompts' generator
   int prefill_chunk = 0;         // prompt rows per step; 0: the library's default
-  bool compact = false;          // LlmOptions::compact
+  CompactFormat compact = CompactFormat::off;  // LlmOptions::compact
   std::uint64_t dram_buffer_bytes = 0;  // 0: measure_limits' default
   bool json = false;  // the report as one JSON document, else markdown
 };

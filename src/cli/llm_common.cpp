@@ -30,6 +30,21 @@ std::vector<std::int32_t> parse_token_ids(const std::string& list, const std::st
   return ids;
 }
 
+CLI::Option* add_compact_flag(CLI::App& app, std::string& value) {
+  return app
+      .add_flag("--compact{int8}", value,
+                "Compact mode: the non-expert matrices (attention, the LM head) quantized at "
+                "load, --compact or --compact=int8 to 8 bits per 32-block (about half their "
+                "bytes), --compact=int4 to 4 bits (a quarter, for a 16x coarser step); the MoE "
+                "layers take int8 activations unless --activation says otherwise (accuracy of "
+                "each in docs/ACCURACY.md)")
+      ->check(CLI::IsMember({"int8", "int4"}));
+}
+
+CompactFormat compact_format(const std::string& value) {
+  return value.empty() ? CompactFormat::off : parse_compact_format(value);
+}
+
 void GenerationFlags::add(CLI::App& app, const std::string& max_tokens_help) {
   app.add_option("--model", model, "Checkpoint directory (config.json, safetensors, tokenizer.json)")
       ->required();
@@ -44,10 +59,7 @@ void GenerationFlags::add(CLI::App& app, const std::string& max_tokens_help) {
       ->check(finite_in(0, 1));
   app.add_option("--seed", seed, "Seed of the sampler: the same seed gives the same tokens");
   app.add_flag("--ignore-eos", ignore_eos, "Generate --max-tokens even past a stop token");
-  app.add_flag("--compact", compact,
-               "Compact mode: the non-expert matrices (attention, the LM head) quantized at load "
-               "to 8 bits per 32-block (about half their bytes), and int8 activations in the MoE "
-               "layers unless --activation says otherwise (accuracy in docs/ACCURACY.md)");
+  add_compact_flag(app, compact);
   request.add(app, false);
   hardware.add(app);
 }
@@ -71,7 +83,7 @@ std::unique_ptr<LanguageModel> open_model(CLI::App& app, const GenerationFlags& 
   options.request = flags.request.resolve(app);
   options.max_batch = max_batch;
   options.max_context = context;
-  options.compact = flags.compact;
+  options.compact = compact_format(flags.compact);
   options.prefill_chunk = flags.prefill_chunk;
   options.memory_limit = available_memory_bytes();
   if (!quiet) options.progress = [](const std::string& line) { print(stderr, "{}\n", line); };

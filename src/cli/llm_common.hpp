@@ -21,6 +21,11 @@ namespace mxmoe::cli {
 // "5,17,42" -> ids (spaces allowed around commas); UsageError naming FLAG otherwise.
 std::vector<std::int32_t> parse_token_ids(const std::string& list, const std::string& flag);
 
+// --compact[=FORMAT] on APP into VALUE: absent "", bare "int8", or the FORMAT named (int8,
+// int4); and VALUE as the library's CompactFormat.
+CLI::Option* add_compact_flag(CLI::App& app, std::string& value);
+CompactFormat compact_format(const std::string& value);
+
 struct GenerationFlags {
   std::string model;
   int max_tokens = 16;
@@ -31,7 +36,7 @@ struct GenerationFlags {
   std::uint64_t seed = 0;
   int max_context = 0;  // 0: the command's default
   bool ignore_eos = false;
-  bool compact = false;
+  std::string compact;  // --compact[=FORMAT]: "" (off), int8 or int4
   int prefill_chunk = 256;  // prompt rows per step (serve's --prefill-chunk)
   RequestOptions request;
   HardwareOptions hardware;

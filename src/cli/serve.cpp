@@ -111,9 +111,7 @@ void add_serve(CLI::App& app, Action& action) {
   sub->add_option("--shutdown-timeout", o->shutdown_timeout,
                   "Seconds SIGTERM lets in-flight requests finish before cancelling them (default 10)")
       ->check(CLI::Range(0, 3600));
-  sub->add_flag("--compact", o->gen.compact,
-                "Compact mode: attention and the LM head quantized at load to 8 bits per "
-                "32-block, and int8 activations in the MoE layers unless --activation says otherwise");
+  add_compact_flag(*sub, o->gen.compact);
   sub->add_flag("--quiet", o->quiet, "No line per request on stderr");
   o->gen.request.add(*sub, false);
   o->gen.hardware.add(*sub);

@@ -120,7 +120,7 @@ class Binder {
       // The compact copy replaced the published matrix, which is not read again: its mapped
       // pages need not stay resident beside it (as a packed expert's, docs/CHECKPOINTS.md).
       // Not for a tied head: the embedding rows are still read through the mapping.
-      if (options.mode == dense::DenseMode::compact_int8 && name != "model.embed_tokens") {
+      if (dense::is_compact(options.mode) && name != "model.embed_tokens") {
         const io::TensorRef* ref = t_.find(name + ".weight");
         (void)ref->file->drop_resident(ref->data());
       }
@@ -213,8 +213,11 @@ void Decoder::Impl::bind(const std::string& directory) {
       dense_elements += ref.info->shape[0] * ref.info->shape[1];
     }
   }
-  // The compact copy: one int8 code a weight and one float32 scale a 32-block.
-  const std::uint64_t compact_bytes = opt.compact ? dense_elements + dense_elements / 8 : 0;
+  // The compact copy: an int8 code a weight and a float32 scale a 32-block (9 bits a weight),
+  // or a 4-bit code and a bf16 scale (4.5 bits).
+  const std::uint64_t compact_bytes = opt.compact == CompactFormat::int8   ? dense_elements * 9 / 8
+                                      : opt.compact == CompactFormat::int4 ? dense_elements * 9 / 16
+                                                                           : 0;
   const std::uint64_t kv = KvCache::bytes_for(cfg.layers, opt.max_slots, opt.max_context,
                                               cfg.kv_heads, hd);
   const std::uint64_t step = step_buffer_bytes(cfg, opt, runtime->threads());
@@ -237,7 +240,10 @@ void Decoder::Impl::bind(const std::string& directory) {
   const dense::DenseMode published = opt.request.activation == ActivationFormat::bf16
                                          ? dense::DenseMode::as_published_bf16
                                          : dense::DenseMode::as_published;
-  const DenseOptions lo{.mode = opt.compact ? dense::DenseMode::compact_int8 : published,
+  const dense::DenseMode mode = opt.compact == CompactFormat::int8   ? dense::DenseMode::compact_int8
+                                : opt.compact == CompactFormat::int4 ? dense::DenseMode::compact_int4
+                                                                     : published;
+  const DenseOptions lo{.mode = mode,
                         .pack_pool = &pool_of(*runtime)};
   embed = b.need("model.embed_tokens.weight",
                  {static_cast<std::uint64_t>(cfg.vocab), static_cast<std::uint64_t>(H)});

@@ -19,6 +19,7 @@
 #include "llm/decoder_config.hpp"
 #include "mxmoe/deployment.hpp"
 #include "mxmoe/hardware.hpp"
+#include "mxmoe/llm.hpp"
 #include "mxmoe/runtime.hpp"
 
 namespace mxmoe::llm {
@@ -30,8 +31,8 @@ struct DecoderOptions {
   int max_step_rows = 512;  // rows one step may carry (a prompt is prefilled in chunks of it)
   std::uint64_t memory_limit = 0;  // bytes the model may add (KV cache, packed experts); 0: no check
   // The non-expert matrices (attention, dense MLPs, the head) as published (bf16/f32 read in
-  // place) or quantized at load to 8 bits per 32-block (backends/dense/dense_linear.hpp).
-  bool compact = false;
+  // place) or quantized at load to 8 or 4 bits per 32-block (backends/dense/dense_linear.hpp).
+  CompactFormat compact = CompactFormat::off;
   std::function<void(const std::string&)> progress;  // loading progress lines
 };
 

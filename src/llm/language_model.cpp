@@ -11,6 +11,25 @@
 
 namespace mxmoe {
 
+std::string_view to_string(CompactFormat format) noexcept {
+  switch (format) {
+    case CompactFormat::off:
+      return "off";
+    case CompactFormat::int8:
+      return "int8";
+    case CompactFormat::int4:
+      return "int4";
+  }
+  return "?";
+}
+
+CompactFormat parse_compact_format(std::string_view name) {
+  for (const CompactFormat f : {CompactFormat::off, CompactFormat::int8, CompactFormat::int4})
+    if (name == to_string(f)) return f;
+  throw std::invalid_argument(
+      fmt::format("unknown compact format '{}': use off, int8 or int4", name));
+}
+
 namespace {
 
 llm::DecoderOptions decoder_options(const LlmOptions& o) {
@@ -26,7 +45,8 @@ llm::DecoderOptions decoder_options(const LlmOptions& o) {
   // ones' prefill on the Zen 4 guest, docs/PERFORMANCE.md), as the compact matrices' own
   // activations are int8 per 32-block. As published, the families' preference (bf16) stands.
   Request request = o.request;
-  if (o.compact && !request.activation) request.activation = ActivationFormat::int8;
+  if (o.compact != CompactFormat::off && !request.activation)
+    request.activation = ActivationFormat::int8;
   return {.request = request,
           .max_context = o.max_context,
           .max_slots = o.max_batch,

@@ -106,6 +106,37 @@ TEST(CliBenchWhole, JsonHasEveryTestWithItsSpreadBytesAndBandwidth) {
   EXPECT_THAT(md.out, HasSubstr("| tg2 x2 | 2 |"));
 }
 
+// --compact names its format: bare int8, =int4 the 4-bit codes (fewer bytes a token than
+// int8's, fewer than as published), the JSON and describe() say which; an unknown one is a
+// usage error naming the accepted ones.
+TEST(CliBenchWhole, TheCompactFormatIsNamedAndCounted) {
+  MXMOE_REQUIRE_X86_BACKENDS();
+  TempDir dir;
+  const std::string model = tiny_whole_model(dir);
+  const std::string base = "bench --model " + model +
+                           " --whole --pp 0 --tg 2 --batch 1 --reps 1 --threads 1 "
+                           "--dram-buffer-mb 16 --json";
+  double bytes[3] = {};
+  const char* formats[] = {"", " --compact", " --compact=int4"};
+  const char* names[] = {"off", "int8", "int4"};
+  for (int i = 0; i < 3; ++i) {
+    const Result r = run("", base + formats[i]);
+    ASSERT_EQ(r.rc, 0) << formats[i] << r.err;
+    const Json j = Json::parse(r.out);
+    EXPECT_EQ(j["compact"], names[i]);
+    bytes[i] = j["bytes_per_token"].get<double>();
+    if (i > 0) {
+      EXPECT_THAT(j["describe"].get<std::string>(),
+                  HasSubstr(std::string("(compact_") + names[i] + ")"));
+    }
+  }
+  EXPECT_LT(bytes[2], bytes[1]);
+  EXPECT_LT(bytes[1], bytes[0]);
+  const Result bad = run("", base + " --compact=int5");
+  EXPECT_EQ(bad.rc, 2);
+  EXPECT_THAT(bad.err, HasSubstr("int5 not in {int8,int4}"));
+}
+
 TEST(CliBenchWhole, TheFlagsOfTheTwoBenchesAreKeptApart) {
   TempDir dir;
   const std::string whole = "bench --model " + dir.path() + " --whole";

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -43,13 +44,13 @@ Linear bound(const LinearWeights& w, const Hardware& hw, Options o = {}) {
 
 constexpr double kUnit = 1.0 / (1 << 24);  // f32 unit roundoff
 constexpr DenseMode kModes[] = {DenseMode::as_published, DenseMode::as_published_bf16,
-                                DenseMode::compact_int8};
+                                DenseMode::compact_int8, DenseMode::compact_int4};
 
 // Whether MODE's kernels take a layer of E weights and input size IN at all.
 bool accepts(DenseMode mode, ElementType e, std::int64_t in) {
   if (mode == DenseMode::as_published_bf16)
     return e == ElementType::bf16 && in <= mxmoe::dense::kBf16MaxIn;
-  return mode != DenseMode::compact_int8 || in <= mxmoe::dense::kCompactMaxIn;
+  return !mxmoe::dense::is_compact(mode) || in <= mxmoe::dense::kCompactMaxIn;
 }
 
 // A layer's bytes: bf16 or f32 weights of normal values with a few hostile ones.
@@ -151,41 +152,89 @@ TEST(DenseLinear, Fp32MatchesFloat64WithinTheAccumulationBound) {
 }
 
 TEST(DenseLinear, CompactMatchesFloat64WithinTheQuantizationBound) {
-  // Each code is within 0.5 step (+ the rounding of v * 127 / amax: 0.51) of its value, a
-  // step being d = amax / 127 of its block. So |w x - w~ x~| <= 0.51 dw |x~| + 0.51 dx |w|
-  // per element (x~ = x + at most 0.51 dx), plus f32 accumulation as above.
+  // int8: each code is within 0.5 step (+ the rounding of v * 127 / amax: 0.51) of its value,
+  // a step being d = amax / 127 of its block. int4 weights: within half a step d = |m| / 8 (d
+  // rounded to bf16: within 2^-9 of itself), except where v / d passes 7.5 and clamps to 7: at
+  // most one step (v = -m), so 1.01 d. So |w x - w~ x~| <= kw dw |x~| + 0.51 dx |w| per element
+  // (x~ = x + at most 0.51 dx), plus f32 accumulation as in the fp32 test.
+  struct Class {
+    DenseMode mode;
+    double levels, kw;  // dw = amax / levels; a weight within kw dw
+  };
   const std::int64_t out = 33, m = 5;
-  for (const std::int64_t in : {7, 32, 33, 96, 2880}) {
-    const Layer layer = make_layer(out, in, 3u + static_cast<unsigned>(in));
-    const std::vector<float> x = make_x(m, in, 9);
-    for (const Hardware& hw : hardware_variants()) {
-      const Linear lin = bound(layer.weights(ElementType::bf16, false), hw,
-                       {DenseMode::compact_int8, nullptr});
-      const std::vector<float> y = run(lin, x, m, 2);
-      for (std::int64_t t = 0; t < m; ++t)
-        for (std::int64_t o = 0; o < out; ++o) {
-          double exact = 0, bound = 0;
-          for (std::int64_t b0 = 0; b0 < in; b0 += 32) {
-            const std::int64_t b1 = std::min(in, b0 + 32);
-            double wmax = 0, xmax = 0;
-            for (std::int64_t k = b0; k < b1; ++k) {
-              wmax = std::max(wmax, std::fabs(layer.at(ElementType::bf16, o, k)));
-              xmax = std::max(xmax, std::fabs(double{x[static_cast<std::size_t>(t * in + k)]}));
+  for (const Class q : {Class{DenseMode::compact_int8, 127, 0.51}, Class{DenseMode::compact_int4, 8, 1.01}})
+    for (const std::int64_t in : {7, 32, 33, 96, 2880}) {
+      const Layer layer = make_layer(out, in, 3u + static_cast<unsigned>(in));
+      const std::vector<float> x = make_x(m, in, 9);
+      for (const Hardware& hw : hardware_variants()) {
+        const Linear lin = bound(layer.weights(ElementType::bf16, false), hw, {q.mode, nullptr});
+        const std::vector<float> y = run(lin, x, m, 2);
+        double worst = 0;  // the largest error as a fraction of its bound
+        for (std::int64_t t = 0; t < m; ++t)
+          for (std::int64_t o = 0; o < out; ++o) {
+            double exact = 0, bound = 0;
+            for (std::int64_t b0 = 0; b0 < in; b0 += 32) {
+              const std::int64_t b1 = std::min(in, b0 + 32);
+              double wmax = 0, xmax = 0;
+              for (std::int64_t k = b0; k < b1; ++k) {
+                wmax = std::max(wmax, std::fabs(layer.at(ElementType::bf16, o, k)));
+                xmax = std::max(xmax, std::fabs(double{x[static_cast<std::size_t>(t * in + k)]}));
+              }
+              const double dw = wmax / q.levels, dx = xmax / 127;
+              for (std::int64_t k = b0; k < b1; ++k) {
+                const double wv = layer.at(ElementType::bf16, o, k);
+                const double xv = double{x[static_cast<std::size_t>(t * in + k)]};
+                exact += wv * xv;
+                bound += q.kw * dw * (std::fabs(xv) + 0.51 * dx) + 0.51 * dx * std::fabs(wv) +
+                         static_cast<double>(in / 16 + 8) * kUnit * (std::fabs(wv) + dw) *
+                             (std::fabs(xv) + dx);
+              }
             }
-            const double dw = wmax / 127, dx = xmax / 127;
-            for (std::int64_t k = b0; k < b1; ++k) {
-              const double wv = layer.at(ElementType::bf16, o, k);
-              const double xv = double{x[static_cast<std::size_t>(t * in + k)]};
-              exact += wv * xv;
-              bound += 0.51 * dw * (std::fabs(xv) + 0.51 * dx) + 0.51 * dx * std::fabs(wv) +
-                       static_cast<double>(in / 16 + 8) * kUnit * (std::fabs(wv) + dw) *
-                           (std::fabs(xv) + dx);
-            }
+            const double got = y[static_cast<std::size_t>(t * out + o)];
+            EXPECT_NEAR(got, exact, bound)
+                << lin.kernel_name() << " in " << in << " row " << o << " token " << t;
+            worst = std::max(worst, std::fabs(got - exact) / bound);
           }
-          EXPECT_NEAR(y[static_cast<std::size_t>(t * out + o)], exact, bound)
-              << lin.kernel_name() << " in " << in << " row " << o << " token " << t;
+        // Nor is the bound slack by orders of magnitude: a sum of 96+ independent errors sits
+        // well inside it, but not at nothing (a kernel that ignored the codes' low bits would
+        // sit at zero relative error only by chance).
+        if (in >= 96) {
+          EXPECT_GT(worst, 0.005) << lin.kernel_name() << " in " << in;
         }
+      }
     }
+}
+
+// dense_int4_rows16's weight codes on hand-worked blocks (linear_kernels.hpp): d = bf16(m / -8)
+// for m the first element of largest magnitude, codes round half to even and clamp to [-8, 7].
+TEST(DenseLinear, Int4WeightCodesFollowTheClassRule) {
+  using mxmoe::dense::quantize_block32_int4;
+  std::int8_t codes[32];
+  // m = -2 (the first of |-2| and |2|): d = 0.25; 2 / d = 8 clamps to 7; 0.375 / d = 1.5 and
+  // 0.625 / d = 2.5 both round to 2 (half to even); a NaN is -8; the rest of the block zero.
+  const float v[] = {1.0f, -2.0f, 0.5f, 2.0f, 0.375f, 0.625f, std::nanf(""), -0.1f};
+  const std::uint16_t d = quantize_block32_int4(v, 8, codes);
+  EXPECT_EQ(mxmoe::bf16_to_f32(d), 0.25f);
+  const std::int8_t want[] = {4, -8, 2, 7, 2, 2, -8, 0};  // -0.1 / 0.25 = -0.4 -> 0
+  for (int k = 0; k < 8; ++k) EXPECT_EQ(codes[k], want[k]) << "element " << k;
+  for (int k = 8; k < 32; ++k) EXPECT_EQ(codes[k], 0) << "element " << k;
+  // A positive m gives a negative d: m itself is code -8 exactly.
+  const float p[] = {3.0f, -1.5f};
+  EXPECT_EQ(mxmoe::bf16_to_f32(quantize_block32_int4(p, 2, codes)), -0.375f);
+  EXPECT_EQ(codes[0], -8);
+  EXPECT_EQ(codes[1], 4);
+  // d rounded to bf16 first: m = 1 + 2^-7 + 2^-9 gives d = -(1 + 2^-7) / 8 (round half... up
+  // to the nearest bf16), and the codes are made against that d.
+  const float r[] = {1.0f + 0x1p-7f + 0x1p-9f, 0.5f};
+  const float dr = mxmoe::bf16_to_f32(quantize_block32_int4(r, 2, codes));
+  EXPECT_EQ(dr, mxmoe::bf16_to_f32(mxmoe::f32_to_bf16(r[0] / -8.0f)));
+  EXPECT_EQ(codes[0], -8);
+  EXPECT_EQ(codes[1], static_cast<std::int8_t>(std::nearbyint(0.5f / dr)));
+  // Blocks with no usable scale are all zero with d = 0: zeros, a subnormal d, an infinite m.
+  for (const float m : {0.0f, 1e-39f, 4e-38f, std::numeric_limits<float>::infinity()}) {
+    const float z[] = {m, -m / 2, 0.0f};
+    EXPECT_EQ(quantize_block32_int4(z, 3, codes), 0) << m;
+    for (int k = 0; k < 32; ++k) ASSERT_EQ(codes[k], 0) << m;
   }
 }
 
@@ -351,6 +400,10 @@ TEST(DenseLinear, CompactOwnsItsCopy) {
   EXPECT_EQ(std::memcmp(before.data(), after.data(), before.size() * sizeof(float)), 0);
   // 3 groups of 16 rows (the last 8 rows padding), 3 blocks, each 16 x 32 codes + 16 scales.
   EXPECT_EQ(lin.weight_bytes(), 3u * 3 * (16 * 32 + 16 * 4));
+  // int4: the same groups and blocks, each 16 x 32 nibbles + 16 bf16 scales.
+  const Linear lin4 = bound(make_layer(40, 96, 12).weights(ElementType::bf16, true),
+                            mxmoe::probe_hardware(), {DenseMode::compact_int4, &pack});
+  EXPECT_EQ(lin4.weight_bytes(), 3u * 3 * (16 * 32 / 2 + 16 * 2));
 }
 
 TEST(DenseLinear, SelectionKeepsEveryVerdictAndACapChangesIt) {
@@ -400,18 +453,21 @@ TEST(DenseLinear, SelectionKeepsEveryVerdictAndACapChangesIt) {
 TEST(DenseLinear, CappedAtNoneEveryIsaKernelSaysWhyAndThePortableOneIsChosen) {
   const Layer layer = make_layer(16, 64, 3);
   const Hardware none = mxmoe::probe_hardware("none");
-  for (const DenseMode mode : {DenseMode::as_published, DenseMode::compact_int8}) {
+  for (const DenseMode mode :
+       {DenseMode::as_published, DenseMode::compact_int8, DenseMode::compact_int4}) {
     const Linear lin = bound(layer.weights(ElementType::bf16, false), none, {mode, nullptr});
     const mxmoe::dense::LinearSelection& s = lin.selection();
     EXPECT_EQ(s.op.mode, mode);
     ASSERT_EQ(s.candidates.size(), 4u);
-    const std::string portable =
-        mode == DenseMode::compact_int8 ? "portable_int8" : "portable_fp32";
+    const std::string portable = mode == DenseMode::compact_int8   ? "portable_int8"
+                                 : mode == DenseMode::compact_int4 ? "portable_int4"
+                                                                   : "portable_fp32";
     EXPECT_EQ(s.chosen, portable);
     EXPECT_STREQ(lin.kernel_name(), portable.c_str());
     for (const mxmoe::Verdict& v : s.candidates) {
-      EXPECT_EQ(v.numerics_class, mode == DenseMode::compact_int8 ? "dense_int8_rows16"
-                                                                  : "dense_fp32_lanes16");
+      EXPECT_EQ(v.numerics_class, mode == DenseMode::compact_int8   ? "dense_int8_rows16"
+                                  : mode == DenseMode::compact_int4 ? "dense_int4_rows16"
+                                                                    : "dense_fp32_lanes16");
       if (v.name == portable) {
         EXPECT_TRUE(v.supported);
         EXPECT_TRUE(v.reasons.empty());
@@ -525,6 +581,7 @@ TEST(DenseLinear, HostileConstructionIsRefusedNamingTheTensor) {
   bad = w;
   bad.in = mxmoe::dense::kCompactMaxIn + 32;  // never read: refused before any access
   expect_refused(bad, "shape_alignment", DenseMode::compact_int8);
+  expect_refused(bad, "shape_alignment", DenseMode::compact_int4);
   bad = w;
   bad.in = mxmoe::dense::kBf16MaxIn + 32;
   expect_refused(bad, "shape_alignment", DenseMode::as_published_bf16);

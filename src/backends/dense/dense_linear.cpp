@@ -28,6 +28,7 @@ constexpr std::int64_t kMaxDim = std::int64_t{1} << 24;
 constexpr std::string_view kFp32Class = "dense_fp32_lanes16";
 constexpr std::string_view kInt8Class = "dense_int8_rows16";
 constexpr std::string_view kBf16Class = "dense_bf16_pairs16";
+constexpr std::string_view kInt4Class = "dense_int4_rows16";
 
 // One kernel: its name, class, mode, the kernel set it calls (none: portable), its entry, and
 // the rough sustained per-thread rates of its estimate.
@@ -37,7 +38,7 @@ struct KernelEntry {
   DenseMode mode;
   std::optional<KernelIsa> set;  // none: portable C++
   LinearF32Fn f32;
-  LinearInt8Fn int8;
+  LinearCompactFn compact;
   // Rough sustained rates per thread (weight GB/s, GFLOP/s): not measured figures; their
   // order is what ranks, and neither grows down a mode's list, so the ranking is its order.
   Throughput rates;
@@ -48,21 +49,24 @@ struct KernelEntry {
 // Best first. A kernel of another architecture's set has no entry here (not_compiled).
 #if MXMOE_X86_KERNELS
 constexpr LinearF32Fn kAvx512Fp32 = &linear_fp32_avx512, kAvx2Fp32 = &linear_fp32_avx2;
-constexpr LinearInt8Fn kVnniInt8 = &linear_int8_avx512_vnni, kAvx2Int8 = &linear_int8_avx2;
+constexpr LinearCompactFn kVnniInt8 = &linear_int8_avx512_vnni, kAvx2Int8 = &linear_int8_avx2;
+constexpr LinearCompactFn kVnniInt4 = &linear_int4_avx512_vnni, kAvx2Int4 = &linear_int4_avx2;
 constexpr LinearF32Fn kAvx512Bf16 = &linear_bf16_avx512_bf16;
 #else
 constexpr LinearF32Fn kAvx512Fp32 = nullptr, kAvx2Fp32 = nullptr, kAvx512Bf16 = nullptr;
-constexpr LinearInt8Fn kVnniInt8 = nullptr, kAvx2Int8 = nullptr;
+constexpr LinearCompactFn kVnniInt8 = nullptr, kAvx2Int8 = nullptr;
+constexpr LinearCompactFn kVnniInt4 = nullptr, kAvx2Int4 = nullptr;
 #endif
 #if MXMOE_AARCH64_KERNELS
 constexpr LinearF32Fn kNeonFp32 = &linear_fp32_neon;
-constexpr LinearInt8Fn kDotprodInt8 = &linear_int8_neon_dotprod;
+constexpr LinearCompactFn kDotprodInt8 = &linear_int8_neon_dotprod;
+constexpr LinearCompactFn kDotprodInt4 = &linear_int4_neon_dotprod;
 #else
 constexpr LinearF32Fn kNeonFp32 = nullptr;
-constexpr LinearInt8Fn kDotprodInt8 = nullptr;
+constexpr LinearCompactFn kDotprodInt8 = nullptr, kDotprodInt4 = nullptr;
 #endif
 
-constexpr std::array<KernelEntry, 10> kKernels = {{
+constexpr std::array<KernelEntry, 14> kKernels = {{
     {"avx512_fp32", kFp32Class, DenseMode::as_published, KernelIsa::avx512, kAvx512Fp32, nullptr,
      {4.0, 32.0}, "f32/bf16 weights as published, 16 output rows in AVX-512 lanes"},
     {"avx2_fp32", kFp32Class, DenseMode::as_published, KernelIsa::avx2, kAvx2Fp32, nullptr,
@@ -86,7 +90,20 @@ constexpr std::array<KernelEntry, 10> kKernels = {{
      kDotprodInt8, {3.0, 24.0}, "int8 codes + f32 scale per 32-block, NEON sdot over 16 rows"},
     {"portable_int8", kInt8Class, DenseMode::compact_int8, {}, nullptr, &linear_int8_portable,
      {0.5, 2.0}, "int8 codes + f32 scale per 32-block, portable C++ (the class's definition)"},
+    {"avx512_vnni_int4", kInt4Class, DenseMode::compact_int4, KernelIsa::avx512_vnni, nullptr,
+     kVnniInt4, {4.0, 64.0}, "4-bit codes + bf16 scale per 32-block, vpdpbusd over 16 rows"},
+    {"avx2_int4", kInt4Class, DenseMode::compact_int4, KernelIsa::avx2, nullptr, kAvx2Int4,
+     {3.0, 24.0}, "4-bit codes + bf16 scale per 32-block, AVX2 vpmaddubsw over 16 rows"},
+    {"neon_dotprod_int4", kInt4Class, DenseMode::compact_int4, KernelIsa::neon_dotprod, nullptr,
+     kDotprodInt4, {3.0, 24.0}, "4-bit codes + bf16 scale per 32-block, NEON sdot over 16 rows"},
+    {"portable_int4", kInt4Class, DenseMode::compact_int4, {}, nullptr, &linear_int4_portable,
+     {0.5, 2.0}, "4-bit codes + bf16 scale per 32-block, portable C++ (the class's definition)"},
 }};
+
+// The bytes a compact mode stores per group block (16 rows x 32 codes and their scales).
+constexpr std::int64_t group_block_bytes(DenseMode mode) noexcept {
+  return mode == DenseMode::compact_int4 ? kCompact4GroupBlockBytes : kCompactGroupBlockBytes;
+}
 
 bool listed(const std::vector<std::string>& names, std::string_view name) {
   return std::find(names.begin(), names.end(), name) != names.end();
@@ -118,7 +135,7 @@ std::vector<Rejection> check(const KernelEntry& c, const DenseOp& op) {
                                kBf16MaxIn),
                    fmt::format("in <= {}", kBf16MaxIn), fmt::format("in = {}", op.in),
                    "use mode as_published for this layer"});
-  if (c.mode == DenseMode::compact_int8 && op.in > kCompactMaxIn)
+  if (is_compact(c.mode) && op.in > kCompactMaxIn)
     out.push_back({ReasonCode::shape_alignment,
                    fmt::format("compact kernels quantize a token tile on the stack: the input "
                                "size must be at most {}",
@@ -143,8 +160,8 @@ class DenseKernel final : public Candidate<DenseOp> {
   double estimate_us(const DenseOp& op) const override {
     const double weights = static_cast<double>(op.out) * static_cast<double>(op.in);
     const double bytes_per_weight =
-        op.mode == DenseMode::compact_int8
-            ? static_cast<double>(kCompactGroupBlockBytes) / (kCompactGroupRows * kBlock)
+        is_compact(op.mode)
+            ? static_cast<double>(group_block_bytes(op.mode)) / (kCompactGroupRows * kBlock)
             : (op.element == ElementType::f32 ? 4.0 : 2.0);
     const CallWork work{.weight_bytes = weights * bytes_per_weight,
                         .flops = 2.0 * weights,
@@ -310,35 +327,52 @@ Linear::Linear(const LinearWeights& w, const LinearSelection& judged, ThreadPool
   const KernelEntry& chosen = kernel->entry();
   kernel_name_ = chosen.name;
   f32_ = chosen.f32;
-  int8_ = chosen.int8;
+  compact_ = chosen.compact;
   const CompactLayout layout = chosen.layout;
   if (w.bias != nullptr) {
     bias_.resize(static_cast<std::size_t>(w.out));
     for (std::int64_t o = 0; o < w.out; ++o)
       bias_[static_cast<std::size_t>(o)] = element_at(w.bias, w.bias_element, o);
   }
-  if (op.mode != DenseMode::compact_int8) return;
+  if (!is_compact(op.mode)) return;
 
-  // Quantize each row's 32-blocks (the last one short when in % 32 != 0) into its group.
+  // Quantize each row's 32-blocks (the last one short when in % 32 != 0) into its group. The
+  // padding rows of the last group are zero codes: +128 biased int8, +8 for int4's nibbles
+  // (code 0 stored as 0x88), with scale 0.
   const std::int64_t blocks = (w.in + kBlock - 1) / kBlock;
   const std::int64_t groups = (w.out + kCompactGroupRows - 1) / kCompactGroupRows;
-  const std::uint8_t bias = layout == CompactLayout::rows16_biased ? 0x80 : 0x00;
-  packed_.assign(static_cast<std::size_t>(groups * blocks * kCompactGroupBlockBytes), bias);
+  const std::int64_t block_bytes = group_block_bytes(op.mode);
+  const bool int4 = op.mode == DenseMode::compact_int4;
+  const std::uint8_t bias = int4 ? 0x88 : layout == CompactLayout::rows16_biased ? 0x80 : 0x00;
+  packed_.assign(static_cast<std::size_t>(groups * blocks * block_bytes), bias);
+  if (int4)  // the padding rows' scales: bf16 +0
+    for (std::int64_t gb = 0; gb < groups * blocks; ++gb)
+      std::memset(packed_.data() + gb * block_bytes + kCompact4GroupCodeBytes, 0,
+                  kCompact4GroupBlockBytes - kCompact4GroupCodeBytes);
   auto pack_rows = [&](std::int64_t r0, std::int64_t r1) {
     float v[kBlock];
     std::int8_t codes[kBlock];
     for (std::int64_t o = r0; o < r1; ++o) {
       const std::int64_t i = o % kCompactGroupRows;
-      std::uint8_t* group = packed_.data() + (o / kCompactGroupRows) * blocks * kCompactGroupBlockBytes;
+      std::uint8_t* group = packed_.data() + (o / kCompactGroupRows) * blocks * block_bytes;
       for (std::int64_t b = 0; b < blocks; ++b) {
         const int count = static_cast<int>(std::min<std::int64_t>(kBlock, w.in - b * kBlock));
         for (int k = 0; k < count; ++k)
           v[k] = element_at(w.data, w.element, o * w.in + b * kBlock + k);
-        const float scale = quantize_block32_portable(v, count, codes);
-        std::uint8_t* gb = group + b * kCompactGroupBlockBytes;
-        for (int k = 0; k < kBlock; ++k)
-          gb[64 * (k / 4) + 4 * i + k % 4] = static_cast<std::uint8_t>(codes[k]) ^ bias;
-        std::memcpy(gb + kCompactGroupCodeBytes + 4 * i, &scale, sizeof scale);
+        std::uint8_t* gb = group + b * block_bytes;
+        if (int4) {
+          const std::uint16_t scale = quantize_block32_int4(v, count, codes);
+          for (int k = 0; k < kBlock; k += 8)
+            for (int j = 0; j < 4; ++j)
+              gb[64 * (k / 8) + 4 * i + j] = static_cast<std::uint8_t>(
+                  (codes[k + j] + kCompact4Bias) | (codes[k + 4 + j] + kCompact4Bias) << 4);
+          std::memcpy(gb + kCompact4GroupCodeBytes + 2 * i, &scale, sizeof scale);
+        } else {
+          const float scale = quantize_block32_portable(v, count, codes);
+          for (int k = 0; k < kBlock; ++k)
+            gb[64 * (k / 4) + 4 * i + k % 4] = static_cast<std::uint8_t>(codes[k]) ^ bias;
+          std::memcpy(gb + kCompactGroupCodeBytes + 4 * i, &scale, sizeof scale);
+        }
       }
     }
   };
@@ -356,8 +390,7 @@ Linear::Linear(const LinearWeights& w, const LinearSelection& judged, ThreadPool
 }
 
 std::size_t Linear::weight_bytes() const noexcept {
-  if (selection_.op.mode == DenseMode::compact_int8)
-    return packed_.size();
+  if (is_compact(selection_.op.mode)) return packed_.size();
   return static_cast<std::size_t>(w_.out * w_.in) * (w_.element == ElementType::bf16 ? 2 : 4);
 }
 
@@ -388,7 +421,8 @@ void Linear::forward(const float* x, std::int64_t m, float* y, ThreadPool& pool)
     });
     return;
   }
-  const LinearInt8Call call{{packed_.data(), (w_.in + kBlock - 1) / kBlock, w_.out},
+  const LinearCompactCall call{{packed_.data(), (w_.in + kBlock - 1) / kBlock, w_.out,
+                                group_block_bytes(selection_.op.mode)},
                             w_.in,
                             x,
                             m,
@@ -396,7 +430,7 @@ void Linear::forward(const float* x, std::int64_t m, float* y, ThreadPool& pool)
                             w_.out,
                             bias};
   pool.parallel_for(tasks, [&](std::int64_t task, int) {
-    int8_(call, task * rows, std::min(rows, w_.out - task * rows));
+    compact_(call, task * rows, std::min(rows, w_.out - task * rows));
   });
 }
 

@@ -1,6 +1,6 @@
 // Dense linear layers of a whole model (attention projections, the LM head, a dense MLP):
 //   y[m, o] = sum_i x[m, i] * W[o, i] (+ bias[o])
-// Three modes, chosen by the caller:
+// Four modes, chosen by the caller:
 //   - as_published: W as published ([out, in] row-major, f32 or bf16), read in place from the
 //     caller's memory (a checkpoint's mapping), f32 activations, f32 accumulation: numerics
 //     class dense_fp32_lanes16;
@@ -10,7 +10,9 @@
 //   - compact_int8: W quantized once at construction to int8 codes with an f32 scale per
 //     32-block of a row (owned by the Linear; the original bytes are not read again),
 //     activations quantized per 32-block at run time, exact integer block sums accumulated
-//     in f32: numerics class dense_int8_rows16. About half the bytes of bf16 per forward.
+//     in f32: numerics class dense_int8_rows16. About half the bytes of bf16 per forward;
+//   - compact_int4: the same with 4-bit codes and a bf16 scale per 32-block (numerics class
+//     dense_int4_rows16): about a quarter of bf16's bytes, for a step 16x as coarse.
 // The classes are defined in linear_kernels.hpp; every kernel of a class gives the same bits
 // (AVX-512, AVX2, NEON, portable).
 //
@@ -48,7 +50,7 @@ class ThreadPool;
 namespace mxmoe::dense {
 
 // What one linear layer's weights are. `data` (and `bias`) must outlive the Linear in
-// as_published mode; compact_int8 reads them only during construction.
+// as_published mode; the compact modes read them only during construction.
 struct LinearWeights {
   std::string name;                         // for errors: the tensor's name
   ElementType element = ElementType::bf16;  // f32 or bf16
@@ -96,7 +98,7 @@ class Linear {
   // than f32/bf16, a null pointer, sizes out of range), then binds the kernel JUDGED chose
   // for them (throws std::invalid_argument naming `name`: when no candidate of the mode
   // accepts the layer, with every reason; when JUDGED is of another layer, names no kernel
-  // of its mode, or one whose check() now refuses the op). compact_int8: the quantization at
+  // of its mode, or one whose check() now refuses the op). Compact modes: the quantization at
   // construction runs on PACK_POOL (nullptr: the caller).
   Linear(const LinearWeights& w, const LinearSelection& judged, ThreadPool* pack_pool = nullptr);
 
@@ -121,9 +123,9 @@ class Linear {
   LinearSelection selection_;
   const char* kernel_name_ = "portable_fp32";
   LinearF32Fn f32_ = nullptr;
-  LinearInt8Fn int8_ = nullptr;
+  LinearCompactFn compact_ = nullptr;
   std::vector<float> bias_;         // f32 copy (empty: no bias)
-  std::vector<std::uint8_t> packed_;  // compact_int8: CompactWeights' groups
+  std::vector<std::uint8_t> packed_;  // compact modes: CompactWeights' groups
 };
 
 }  // namespace mxmoe::dense

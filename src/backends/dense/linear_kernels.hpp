@@ -2,7 +2,7 @@
 // no inline code is shared with the ISA objects (kernels/<SET>/). Each kernel computes a
 // block of output rows for every token of a call; the driver splits the rows over the pool.
 //
-// Three numerics classes. Every kernel of a class gives the same bits for every (row, token)
+// Four numerics classes. Every kernel of a class gives the same bits for every (row, token)
 // whatever the tile, the batch, the rows it was handed or the thread; the portable kernels
 // here DEFINE the classes (linear_portable.cpp) and the ISA kernels follow them.
 //
@@ -33,6 +33,16 @@
 //   class: a kernel puts 16 rows in the lanes and spends one conversion, one multiply and one
 //   FMA per 16 rows and block, against 8 dot-product instructions (dense_int8_block32, its
 //   predecessor, spent them per row and pair of blocks: a third of the VNNI peak at most).
+//
+// dense_int4_rows16 (compact mode, 4 bits): W quantized at load per 32-block of a row: m is the
+//   block's element of largest magnitude (the first of equal ones; a NaN never), d = bf16(m /
+//   -8) (the f32 quotient rounded half to even to bf16); a block whose d is zero, subnormal or
+//   not finite is all zero codes with d = 0; otherwise q = round-half-even(v / d) (one f32
+//   division) clamped to [-8, 7], a NaN v giving -8. So m itself is code -8 exactly, and the
+//   step is m / 8 where a symmetric [-7, 7] code would step m / 7. Activations and the sums
+//   are dense_int8_rows16's, with these codes and scales: each block's exact integer sum
+//   (|q_b| <= 32 * 8 * 127), then acc = fma(float(q_b), dw[b] * dx[b], acc). Half the bytes
+//   of dense_int8_rows16 (4.5 bits a weight, GGUF Q4_0's), for a step 16x as coarse.
 #pragma once
 
 #include <cstddef>
@@ -75,11 +85,23 @@ struct CompactWeights {
   const std::uint8_t* packed = nullptr;
   std::int64_t blocks = 0;  // ceil(in / 32)
   std::int64_t rows = 0;    // the matrix's rows
+  std::int64_t block_bytes = kCompactGroupBlockBytes;  // kCompact4GroupBlockBytes for int4
   std::int64_t groups() const noexcept { return (rows + kCompactGroupRows - 1) / kCompactGroupRows; }
   const std::uint8_t* group(std::int64_t g) const noexcept {
-    return packed + g * blocks * kCompactGroupBlockBytes;
+    return packed + g * blocks * block_bytes;
   }
 };
+
+// dense_int4_rows16's weights, in the same groups of 16 rows: group G, block b is
+// kCompact4GroupBlockBytes at (G * blocks + b) * kCompact4GroupBlockBytes: 256 code bytes, byte
+// 64 c + 4 i + j (c < 4, i < 16, j < 4) holding row 16 G + i's code + 8 (in [0, 15]) of element
+// 32 b + 8 c + j in its low nibble and of element 32 b + 8 c + 4 + j in its high nibble (so the
+// low nibbles of 64 bytes are rows16's operand 2 c and the high nibbles its operand 2 c + 1),
+// then the 16 rows' bf16 scales. Every ISA reads this one layout: the codes are unsigned, and a
+// kernel removes the excess 8 * sum(x codes) of a block by starting the block's sum there.
+inline constexpr std::int64_t kCompact4GroupCodeBytes = 256;
+inline constexpr std::int64_t kCompact4GroupBlockBytes = 256 + 16 * 2;
+inline constexpr int kCompact4Bias = 8;
 
 // How a compact kernel wants the codes (the scales and the order are the same in both):
 //   rows16: the signed codes;
@@ -92,7 +114,7 @@ enum class CompactLayout : std::uint8_t { rows16, rows16_biased };
 inline constexpr int kCompactTokenTile = 8;
 inline constexpr std::int64_t kCompactMaxIn = 32768;
 
-struct LinearInt8Call {
+struct LinearCompactCall {
   CompactWeights w;
   std::int64_t in = 0;
   const float* x = nullptr;  // [tokens, in]
@@ -101,33 +123,40 @@ struct LinearInt8Call {
   std::int64_t y_stride = 0;
   const float* bias = nullptr;
 };
-using LinearInt8Fn = void (*)(const LinearInt8Call&, std::int64_t row0, std::int64_t rows) noexcept;
+using LinearCompactFn = void (*)(const LinearCompactCall&, std::int64_t row0, std::int64_t rows) noexcept;
 
 // One block of `count` (1..32) values: 32 codes (zero past count) and the scale, in the
 // class's rule. The definition, used for the weights at load time and by the portable kernel.
 float quantize_block32_portable(const float* v, int count, std::int8_t* codes) noexcept;
+// dense_int4_rows16's weight block: 32 codes in [-8, 7] (zero past count) and the bf16 bits of
+// its scale d. Load time only, so this one definition serves every ISA.
+std::uint16_t quantize_block32_int4(const float* v, int count, std::int8_t* codes) noexcept;
 
 // Compact kernels are handed rows [row0, row0 + rows) with row0 a multiple of 16 (whole groups).
 void linear_fp32_portable(const LinearF32Call&, std::int64_t row0, std::int64_t rows) noexcept;
 void linear_bf16_portable(const LinearF32Call&, std::int64_t row0, std::int64_t rows) noexcept;
 // x rounded in dense_bf16_pairs16's rule (the definition).
 std::uint16_t round_x_bf16_portable(float x) noexcept;
-void linear_int8_portable(const LinearInt8Call&, std::int64_t row0, std::int64_t rows) noexcept;
+void linear_int8_portable(const LinearCompactCall&, std::int64_t row0, std::int64_t rows) noexcept;
+void linear_int4_portable(const LinearCompactCall&, std::int64_t row0, std::int64_t rows) noexcept;
 
 // x86-64 only (kernels/avx2, kernels/avx512, kernels/avx512_vnni, kernels/avx512_bf16): call
 // them only when MXMOE_X86_KERNELS.
 void linear_fp32_avx2(const LinearF32Call&, std::int64_t row0, std::int64_t rows) noexcept;
 void linear_fp32_avx512(const LinearF32Call&, std::int64_t row0, std::int64_t rows) noexcept;
-void linear_int8_avx2(const LinearInt8Call&, std::int64_t row0, std::int64_t rows) noexcept;
+void linear_int8_avx2(const LinearCompactCall&, std::int64_t row0, std::int64_t rows) noexcept;
 // The activations of one token in the class's rule: codes [blocks * 32] (zero past in) and
 // scales [blocks] (kernels/avx2; the avx512_vnni kernel calls it too).
 void quantize_x_avx2(const float* x, std::int64_t in, std::int64_t blocks, std::int8_t* codes,
                      float* scales) noexcept;
-void linear_int8_avx512_vnni(const LinearInt8Call&, std::int64_t row0, std::int64_t rows) noexcept;
+void linear_int8_avx512_vnni(const LinearCompactCall&, std::int64_t row0, std::int64_t rows) noexcept;
+void linear_int4_avx2(const LinearCompactCall&, std::int64_t row0, std::int64_t rows) noexcept;
+void linear_int4_avx512_vnni(const LinearCompactCall&, std::int64_t row0, std::int64_t rows) noexcept;
 void linear_bf16_avx512_bf16(const LinearF32Call&, std::int64_t row0, std::int64_t rows) noexcept;
 
 // aarch64 only (kernels/neon, kernels/neon_dotprod): call them only when MXMOE_AARCH64_KERNELS.
 void linear_fp32_neon(const LinearF32Call&, std::int64_t row0, std::int64_t rows) noexcept;
-void linear_int8_neon_dotprod(const LinearInt8Call&, std::int64_t row0, std::int64_t rows) noexcept;
+void linear_int8_neon_dotprod(const LinearCompactCall&, std::int64_t row0, std::int64_t rows) noexcept;
+void linear_int4_neon_dotprod(const LinearCompactCall&, std::int64_t row0, std::int64_t rows) noexcept;
 
 }  // namespace mxmoe::dense

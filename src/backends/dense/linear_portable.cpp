@@ -1,4 +1,4 @@
-// The portable kernels of dense::Linear: they DEFINE the three numerics classes
+// The portable kernels of dense::Linear: they DEFINE the four numerics classes
 // (linear_kernels.hpp); the ISA kernels are checked against their bits (tests/dense).
 #include <algorithm>
 #include <climits>
@@ -41,6 +41,22 @@ float quantize_block32_portable(const float* v, int count, std::int8_t* codes) n
   const float inv = 127.0f / amax;
   for (int i = 0; i < count; ++i) codes[i] = code_of(v[i] * inv);
   return amax / 127.0f;
+}
+
+std::uint16_t quantize_block32_int4(const float* v, int count, std::int8_t* codes) noexcept {
+  float m = 0.0f;
+  for (int i = 0; i < count; ++i)
+    if (std::fabs(v[i]) > std::fabs(m)) m = v[i];  // the first of equal magnitudes; never a NaN
+  std::memset(codes, 0, kBlock);
+  const std::uint16_t d16 = f32_to_bf16(m / -8.0f);
+  const float d = bf16_to_f32(d16);
+  if (std::fpclassify(d) != FP_NORMAL) return 0;  // zero, subnormal, infinite (m never a NaN)
+  for (int i = 0; i < count; ++i) {
+    const float r = std::nearbyint(v[i] / d);
+    const int q = (r >= -2147483648.0f && r < 2147483648.0f) ? static_cast<int>(r) : INT_MIN;
+    codes[i] = static_cast<std::int8_t>(std::clamp(q, -8, 7));
+  }
+  return d16;
 }
 
 void linear_fp32_portable(const LinearF32Call& c, std::int64_t row0, std::int64_t rows) noexcept {
@@ -98,7 +114,14 @@ void linear_bf16_portable(const LinearF32Call& c, std::int64_t row0, std::int64_
   }
 }
 
-void linear_int8_portable(const LinearInt8Call& c, std::int64_t row0, std::int64_t rows) noexcept {
+namespace {
+
+// The compact classes' sums (dense_int8_rows16 and dense_int4_rows16): for each token, its
+// activations quantized per block, then per row the blocks' exact integer sums, one FMA each.
+// CODE(gb, i, k) is row i's code of element k of the group block at GB; SCALE(gb, i) its scale.
+template <class Code, class Scale>
+void compact_portable(const LinearCompactCall& c, std::int64_t row0, std::int64_t rows, Code code,
+                      Scale scale) noexcept {
   const std::int64_t blocks = c.w.blocks;
   std::int8_t xq[kCompactMaxIn + kBlock];
   float dx[kCompactMaxIn / kBlock + 1];
@@ -110,22 +133,47 @@ void linear_int8_portable(const LinearInt8Call& c, std::int64_t row0, std::int64
           xq + b * kBlock);
     for (std::int64_t o = row0; o < row0 + rows; ++o) {
       const std::uint8_t* group = c.w.group(o / kCompactGroupRows);
-      const std::int64_t i = o % kCompactGroupRows;
+      const int i = static_cast<int>(o % kCompactGroupRows);
       float acc = 0.0f;
       for (std::int64_t b = 0; b < blocks; ++b) {
-        const std::uint8_t* gb = group + b * kCompactGroupBlockBytes;
+        const std::uint8_t* gb = group + b * c.w.block_bytes;
         std::int32_t q = 0;
-        for (int k = 0; k < kBlock; ++k) {
-          const auto code = static_cast<std::int8_t>(gb[64 * (k / 4) + 4 * i + k % 4]);
-          q += std::int32_t{code} * std::int32_t{xq[b * kBlock + k]};
-        }
-        float dw;
-        std::memcpy(&dw, gb + kCompactGroupCodeBytes + 4 * i, sizeof dw);
-        acc = std::fma(static_cast<float>(q), dw * dx[b], acc);
+        for (int k = 0; k < kBlock; ++k)
+          q += std::int32_t{code(gb, i, k)} * std::int32_t{xq[b * kBlock + k]};
+        acc = std::fma(static_cast<float>(q), scale(gb, i) * dx[b], acc);
       }
       c.y[t * c.y_stride + o] = c.bias != nullptr ? acc + c.bias[o] : acc;
     }
   }
+}
+
+}  // namespace
+
+void linear_int8_portable(const LinearCompactCall& c, std::int64_t row0, std::int64_t rows) noexcept {
+  compact_portable(
+      c, row0, rows,
+      [](const std::uint8_t* gb, int i, int k) {
+        return static_cast<std::int8_t>(gb[64 * (k / 4) + 4 * i + k % 4]);
+      },
+      [](const std::uint8_t* gb, int i) {
+        float dw;
+        std::memcpy(&dw, gb + kCompactGroupCodeBytes + 4 * i, sizeof dw);
+        return dw;
+      });
+}
+
+void linear_int4_portable(const LinearCompactCall& c, std::int64_t row0, std::int64_t rows) noexcept {
+  compact_portable(
+      c, row0, rows,
+      [](const std::uint8_t* gb, int i, int k) {
+        const std::uint8_t byte = gb[64 * (k / 8) + 4 * i + k % 4];
+        return static_cast<std::int8_t>(((k % 8) < 4 ? byte & 0x0f : byte >> 4) - kCompact4Bias);
+      },
+      [](const std::uint8_t* gb, int i) {
+        std::uint16_t d;
+        std::memcpy(&d, gb + kCompact4GroupCodeBytes + 2 * i, sizeof d);
+        return bf16_to_f32(d);
+      });
 }
 
 }  // namespace mxmoe::dense

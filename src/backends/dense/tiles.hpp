@@ -73,8 +73,8 @@ void zmm_sum_tiles(std::int64_t tokens, Sweep&& sweep) noexcept {
 // on into L2 (the experts' int8 kernels measured 4 KiB best, docs/perf/BACKENDS_INT8.md).
 // Past the matrix's end this asks for nothing harmful: prefetches never fault.
 constexpr std::int64_t kCompactAheadBytes = 4096;
-inline void prefetch_group_block(const std::uint8_t* gb) noexcept {
-  for (std::int64_t o = 0; o < kCompactGroupBlockBytes; o += 64)
+inline void prefetch_group_block(const std::uint8_t* gb, std::int64_t block_bytes) noexcept {
+  for (std::int64_t o = 0; o < block_bytes; o += 64)
     __builtin_prefetch(gb + kCompactAheadBytes + o, 0, 2);
 }
 
@@ -82,19 +82,38 @@ inline void prefetch_group_block(const std::uint8_t* gb) noexcept {
 using QuantizeX = void (*)(const float*, std::int64_t in, std::int64_t blocks, std::int8_t*,
                            float*) noexcept;
 
+// corr[b] = -BIAS * (sum of block b's 32 codes), for BLOCKS blocks of one token: the excess of
+// unsigned weight codes (code + BIAS) against signed activation codes, removed by starting
+// each block's integer sum there.
+inline void code_corrections(const std::int8_t* codes, std::int64_t blocks, std::int64_t bias,
+                             std::int32_t* corr) noexcept {
+  for (std::int64_t b = 0; b < blocks; ++b) {
+    std::int32_t sum = 0;
+    for (int k = 0; k < kBlock; ++k) sum += codes[b * kBlock + k];
+    corr[b] = static_cast<std::int32_t>(-bias * sum);
+  }
+}
+
 // The compact kernels' outer loop: tiles of up to kCompactTokenTile tokens, each quantized
-// once on this stack by QUANTIZE, then tile(xq, dx, t0, n) over the task's rows, where token
-// t's codes are xq[t * blocks * 32 ...] and its scales dx[t * blocks ...].
-template <class Tile>
-void compact_token_tiles(const LinearInt8Call& c, QuantizeX quantize, Tile&& tile) noexcept {
+// once on this stack by QUANTIZE (with its blocks' corrections for weight codes biased by
+// BIAS; none when BIAS is 0), then tile(xq, dx, corr, t0, n) over the task's rows, where token
+// t's codes are xq[t * blocks * 32 ...], its scales dx[t * blocks ...] and its corrections
+// corr[t * blocks ...].
+template <std::int64_t Bias, class Tile>
+void compact_token_tiles(const LinearCompactCall& c, QuantizeX quantize, Tile&& tile) noexcept {
   const std::int64_t blocks = c.w.blocks;
   alignas(64) std::int8_t xq[kCompactTokenTile * (kCompactMaxIn + kBlock)];
   alignas(64) float dx[kCompactTokenTile * (kCompactMaxIn / kBlock + 1)];
+  alignas(64) std::int32_t corr[Bias == 0 ? 1 : kCompactTokenTile * (kCompactMaxIn / kBlock + 1)];
   for (std::int64_t t0 = 0; t0 < c.tokens; t0 += kCompactTokenTile) {
     const std::int64_t n = std::min<std::int64_t>(kCompactTokenTile, c.tokens - t0);
-    for (std::int64_t t = 0; t < n; ++t)
+    for (std::int64_t t = 0; t < n; ++t) {
       quantize(c.x + (t0 + t) * c.in, c.in, blocks, xq + t * blocks * kBlock, dx + t * blocks);
-    tile(static_cast<const std::int8_t*>(xq), static_cast<const float*>(dx), t0, n);
+      if constexpr (Bias != 0)
+        code_corrections(xq + t * blocks * kBlock, blocks, Bias, corr + t * blocks);
+    }
+    tile(static_cast<const std::int8_t*>(xq), static_cast<const float*>(dx),
+         static_cast<const std::int32_t*>(corr), t0, n);
   }
 }
 
@@ -107,19 +126,26 @@ void sweep_groups(std::int64_t row0, std::int64_t rows, Step&& step) noexcept {
     step(o / kCompactGroupRows, std::min<std::int64_t>(kCompactGroupRows, row0 + rows - o));
 }
 
-// sweep_groups for kernels whose registers hold two tokens: tile(T, group, o, valid, tt) for
-// tokens tt .. tt + T of a token tile of N, T = 2 (as std::integral_constant), then 1 for an
-// odd last token.
-template <class Tile>
-void sweep_groups_two_tokens(const CompactWeights& w, std::int64_t row0, std::int64_t rows,
-                             std::int64_t n, Tile&& tile) noexcept {
-  sweep_groups(row0, rows, [&](std::int64_t g, std::int64_t valid) {
-    const std::uint8_t* group = w.group(g);
-    const std::int64_t o = g * kCompactGroupRows;
-    const int v = static_cast<int>(valid);
-    std::int64_t tt = 0;
-    for (; tt + 2 <= n; tt += 2) tile(std::integral_constant<std::size_t, 2>{}, group, o, v, tt);
-    if (tt < n) tile(std::integral_constant<std::size_t, 1>{}, group, o, v, tt);
+// The whole compact kernel for those whose registers hold two tokens (avx2, neon_dotprod): the
+// token tiles of compact_token_tiles<BIAS>, each swept group by group, two tokens at a time and
+// one for an odd last token: group_tile(T, group, o, valid, xq, dx, corr, tt, t0) for tokens
+// tt .. tt + T of the tile (T as std::integral_constant), whose outputs go to tokens t0 + tt ...
+template <std::int64_t Bias, class GroupTile>
+void two_token_compact(const LinearCompactCall& c, std::int64_t row0, std::int64_t rows,
+                       QuantizeX quantize, GroupTile&& group_tile) noexcept {
+  compact_token_tiles<Bias>(c, quantize, [&](const std::int8_t* xq, const float* dx,
+                                             const std::int32_t* corr, std::int64_t t0,
+                                             std::int64_t n) {
+    sweep_groups(row0, rows, [&](std::int64_t g, std::int64_t valid) {
+      const std::uint8_t* group = c.w.group(g);
+      const std::int64_t o = g * kCompactGroupRows;
+      const int v = static_cast<int>(valid);
+      std::int64_t tt = 0;
+      for (; tt + 2 <= n; tt += 2)
+        group_tile(std::integral_constant<std::size_t, 2>{}, group, o, v, xq, dx, corr, tt, t0);
+      if (tt < n)
+        group_tile(std::integral_constant<std::size_t, 1>{}, group, o, v, xq, dx, corr, tt, t0);
+    });
   });
 }
 

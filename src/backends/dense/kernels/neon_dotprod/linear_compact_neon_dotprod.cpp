@@ -4,6 +4,9 @@
 // a block of 16 rows is 32 sdot per token. Two tokens share each weight load. Also the
 // activation quantizer in the class's rule (maxnm ignores a NaN as x86's max does here, and a
 // NaN code is -127 as x86's conversion makes it). Flags of the `neon_dotprod` set.
+// dense_int4_rows16 runs the same loop on its nibbles: the low and high nibbles of 16 code
+// bytes are two sdot operands (unsigned codes in [0, 15] are non-negative int8), and each
+// block's sum starts at -8 * sum(x codes).
 #include <arm_neon.h>
 
 #include <cstring>
@@ -56,44 +59,73 @@ void dot_step(const int8x16_t (&xv)[2], int32x4_t (&dot)[4], const int8x16_t (&w
   for (std::size_t q = 0; q < 4; ++q) dot[q] = vdotq_laneq_s32(dot[q], w[q], xv[K4 / 4], K4 % 4);
 }
 
+// How each compact class's group block reads: quarter Q (rows 4 Q .. 4 Q + 3) of the two sdot
+// operands of codes 8 c .. 8 c + 7, the 4 rows' scales, and the excess of unsigned codes.
+struct Int8Codes {  // dense_int8_rows16 on signed rows16 codes
+  static constexpr std::int64_t kBias = 0;
+  static void operands(const std::uint8_t* gb, int c, std::size_t q, int8x16_t (&w)[2]) noexcept {
+    for (int p = 0; p < 2; ++p) w[p] = vreinterpretq_s8_u8(vld1q_u8(gb + 64 * (2 * c + p) + 16 * I(q)));
+  }
+  static float32x4_t scales(const std::uint8_t* gb, std::size_t q) noexcept {
+    return vld1q_f32(reinterpret_cast<const float*>(gb + kCompactGroupCodeBytes) + 4 * I(q));
+  }
+};
+struct Int4Codes {  // dense_int4_rows16: unsigned nibbles
+  static constexpr std::int64_t kBias = kCompact4Bias;
+  static void operands(const std::uint8_t* gb, int c, std::size_t q, int8x16_t (&w)[2]) noexcept {
+    const uint8x16_t v = vld1q_u8(gb + 64 * c + 16 * I(q));
+    w[0] = vreinterpretq_s8_u8(vandq_u8(v, vdupq_n_u8(0x0f)));
+    w[1] = vreinterpretq_s8_u8(vshrq_n_u8(v, 4));
+  }
+  static float32x4_t scales(const std::uint8_t* gb, std::size_t q) noexcept {
+    const uint16x4_t d = vld1_u16(reinterpret_cast<const std::uint16_t*>(gb + kCompact4GroupCodeBytes) + 4 * I(q));
+    return vreinterpretq_f32_u32(vshll_n_u16(d, 16));
+  }
+};
+
 // Group GROUP (its first row O, VALID rows stored) for tokens tt .. tt + T of the tile, whose
-// outputs go to the call's tokens t0 + tt ...
-template <std::size_t T>
-void group_tile(const LinearInt8Call& c, const std::uint8_t* group, std::int64_t o, int valid,
-                const std::int8_t* xq, const float* dx, std::int64_t tt, std::int64_t t0) noexcept {
+// outputs go to the call's tokens t0 + tt ... CORR: each token's blocks' corrections (the
+// classes with unsigned codes).
+template <class Codes, std::size_t T>
+void group_tile(const LinearCompactCall& c, const std::uint8_t* group, std::int64_t o, int valid,
+                const std::int8_t* xq, const float* dx, const std::int32_t* corr, std::int64_t tt,
+                std::int64_t t0) noexcept {
   const std::int64_t blocks = c.w.blocks;
   float32x4_t acc[T][4];
   for (std::size_t t = 0; t < T; ++t)
     for (std::size_t q = 0; q < 4; ++q) acc[t][q] = vdupq_n_f32(0.0f);
   for (std::int64_t b = 0; b < blocks; ++b) {
-    const std::uint8_t* gb = group + b * kCompactGroupBlockBytes;
-    prefetch_group_block(gb);
+    const std::uint8_t* gb = group + b * c.w.block_bytes;
+    prefetch_group_block(gb, c.w.block_bytes);
     int8x16_t xv[T][2];
     int32x4_t dot[T][4];
     for (std::size_t t = 0; t < T; ++t) {
       const std::int8_t* xb = xq + ((tt + I(t)) * blocks + b) * kBlock;
       xv[t][0] = vld1q_s8(xb);
       xv[t][1] = vld1q_s8(xb + 16);
-      for (std::size_t q = 0; q < 4; ++q) dot[t][q] = vdupq_n_s32(0);
+      const std::int32_t start = Codes::kBias == 0 ? 0 : corr[(tt + I(t)) * blocks + b];
+      for (std::size_t q = 0; q < 4; ++q) dot[t][q] = vdupq_n_s32(start);
     }
-    auto k4_step = [&](auto k4) {
-      constexpr int K4 = decltype(k4)::value;
-      int8x16_t w[4];
-      for (std::size_t q = 0; q < 4; ++q)
-        w[q] = vreinterpretq_s8_u8(vld1q_u8(gb + 64 * K4 + 16 * I(q)));
-      for (std::size_t t = 0; t < T; ++t) dot_step<K4>(xv[t], dot[t], w);
+    auto k8_step = [&](auto k8) {
+      constexpr int K8 = decltype(k8)::value;
+      int8x16_t w[2][4];  // [operand][quarter]
+      for (std::size_t q = 0; q < 4; ++q) {
+        int8x16_t pair[2];
+        Codes::operands(gb, K8, q, pair);
+        w[0][q] = pair[0];
+        w[1][q] = pair[1];
+      }
+      for (std::size_t t = 0; t < T; ++t) {
+        dot_step<2 * K8>(xv[t], dot[t], w[0]);
+        dot_step<2 * K8 + 1>(xv[t], dot[t], w[1]);
+      }
     };
-    k4_step(std::integral_constant<int, 0>{});
-    k4_step(std::integral_constant<int, 1>{});
-    k4_step(std::integral_constant<int, 2>{});
-    k4_step(std::integral_constant<int, 3>{});
-    k4_step(std::integral_constant<int, 4>{});
-    k4_step(std::integral_constant<int, 5>{});
-    k4_step(std::integral_constant<int, 6>{});
-    k4_step(std::integral_constant<int, 7>{});
-    const auto* dw = reinterpret_cast<const float*>(gb + kCompactGroupCodeBytes);
+    k8_step(std::integral_constant<int, 0>{});
+    k8_step(std::integral_constant<int, 1>{});
+    k8_step(std::integral_constant<int, 2>{});
+    k8_step(std::integral_constant<int, 3>{});
     for (std::size_t q = 0; q < 4; ++q) {
-      const float32x4_t w = vld1q_f32(dw + 4 * I(q));
+      const float32x4_t w = Codes::scales(gb, q);
       for (std::size_t t = 0; t < T; ++t)
         acc[t][q] = vfmaq_f32(acc[t][q], vcvtq_f32_s32(dot[t][q]),
                               vmulq_n_f32(w, dx[(tt + I(t)) * blocks + b]));
@@ -107,19 +139,23 @@ void group_tile(const LinearInt8Call& c, const std::uint8_t* group, std::int64_t
   }
 }
 
+template <class Codes>
+void linear_compact(const LinearCompactCall& c, std::int64_t row0, std::int64_t rows) noexcept {
+  two_token_compact<Codes::kBias>(c, row0, rows, &quantize_x, [&](auto T, auto&&... tile) {
+    group_tile<Codes, decltype(T)::value>(c, tile...);
+  });
+}
+
 }  // namespace
 
-void linear_int8_neon_dotprod(const LinearInt8Call& c, std::int64_t row0,
+void linear_int8_neon_dotprod(const LinearCompactCall& c, std::int64_t row0,
                               std::int64_t rows) noexcept {
-  compact_token_tiles(c, &quantize_x,
-                      [&](const std::int8_t* xq, const float* dx, std::int64_t t0, std::int64_t n) {
-                        sweep_groups_two_tokens(
-                            c.w, row0, rows, n,
-                            [&](auto T, const std::uint8_t* group, std::int64_t o, int valid,
-                                std::int64_t tt) {
-                              group_tile<decltype(T)::value>(c, group, o, valid, xq, dx, tt, t0);
-                            });
-                      });
+  linear_compact<Int8Codes>(c, row0, rows);
+}
+
+void linear_int4_neon_dotprod(const LinearCompactCall& c, std::int64_t row0,
+                              std::int64_t rows) noexcept {
+  linear_compact<Int4Codes>(c, row0, rows);
 }
 
 }  // namespace mxmoe::dense
