@@ -15,6 +15,7 @@
 
 #include "backends/kernel_isa.hpp"
 #include "contract/cost.hpp"
+#include "base/huge_pages.hpp"
 #include "base/thread_pool.hpp"
 #include "mxmoe/build_info.hpp"
 #include "mxmoe/format.hpp"
@@ -344,7 +345,12 @@ Linear::Linear(const LinearWeights& w, const LinearSelection& judged, ThreadPool
   const std::int64_t block_bytes = group_block_bytes(op.mode);
   const bool int4 = op.mode == DenseMode::compact_int4;
   const std::uint8_t bias = int4 ? 0x88 : layout == CompactLayout::rows16_biased ? 0x80 : 0x00;
-  packed_.assign(static_cast<std::size_t>(groups * blocks * block_bytes), bias);
+  // 2 MB pages before the first touch: a decode step streams these bytes, and 4 KB pages would
+  // cost a page walk every 4 KB (as the packed experts, base/huge_pages.hpp).
+  const auto packed_bytes = static_cast<std::size_t>(groups * blocks * block_bytes);
+  packed_.reserve(packed_bytes);
+  advise_huge_pages(packed_.data(), packed_bytes);
+  packed_.assign(packed_bytes, bias);
   if (int4)  // the padding rows' scales: bf16 +0
     for (std::int64_t gb = 0; gb < groups * blocks; ++gb)
       std::memset(packed_.data() + gb * block_bytes + kCompact4GroupCodeBytes, 0,
