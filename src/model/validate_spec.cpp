@@ -1,4 +1,5 @@
-// validate(LayerSpec): every rule a layer must satisfy before any backend looks at it.
+// validate(LayerSpec): every rule a layer's spec must satisfy before any backend looks at it.
+// Its weights are checked against it by validate(spec, weights), in validate_weights.cpp.
 #include <cmath>
 #include <stdexcept>
 #include <string>

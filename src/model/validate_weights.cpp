@@ -1,5 +1,7 @@
 // validate(spec, weights): every LayerWeights view checked against its LayerSpec (shapes,
 // presence, values that are not finite, the hash routing table), naming the tensor at fault.
+// Declared in mxmoe/weights.hpp and, with the names the messages give the tensors,
+// validate_weights.hpp; the spec alone is validate_spec.cpp's.
 #include <fmt/core.h>
 
 #include <cmath>
