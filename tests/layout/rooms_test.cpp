@@ -34,7 +34,7 @@ const std::map<std::string, std::string>& header_owners() {
       {"layer_spec", "model"},   {"weights", "model"},
       {"placement", "model"},    {"layer_from_tensors", "model"},
       {"hardware", "hw"},        {"checkpoint", "io"},
-      {"generate", "io"},
+      {"generate", "produce"},
       {"deployment", "contract"}, {"oracle", "oracle"},
       {"reason_codes", "contract"},
       {"verdict", "contract"},

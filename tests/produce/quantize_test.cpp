@@ -9,13 +9,13 @@
 #include <fstream>
 #include <map>
 
+#include "io/io_fixtures.hpp"
 #include "io/mapped_file.hpp"
-#include "io/quantize_checkpoint.hpp"
 #include "io/tensor_set.hpp"
-#include "io_fixtures.hpp"
 #include "mxmoe/checkpoint.hpp"
 #include "mxmoe/hardware.hpp"
 #include "mxmoe/layer.hpp"
+#include "produce/quantize_checkpoint.hpp"
 #include "test_runtime.hpp"
 
 namespace mxmoe {
@@ -97,9 +97,9 @@ TEST(Quantize, Bf16MixtralRoundTripLoadsAndMatchesFloat64) {
 
   const std::string out = out_parent / "q";
   std::vector<std::string> progress;
-  io::QuantizeOptions options;
+  produce::QuantizeOptions options;
   options.progress = [&](const std::string& line) { progress.push_back(line); };
-  io::quantize_checkpoint(in.path(), out, options);
+  produce::quantize_checkpoint(in.path(), out, options);
   EXPECT_EQ(progress.size(), static_cast<std::size_t>(kLayers));
 
   const Checkpoint c = Checkpoint::open(out);
@@ -156,17 +156,17 @@ TEST(Quantize, RefusesAnExistingOutputWithoutForce) {
   EXPECT_THAT(
       [&] {
         try {
-          io::quantize_checkpoint(in.path(), out.path(), {});
+          produce::quantize_checkpoint(in.path(), out.path(), {});
         } catch (const LoadError& e) {
           return std::string(e.what());
         }
         return std::string();
       }(),
       HasSubstr("--force"));
-  io::QuantizeOptions force;
+  produce::QuantizeOptions force;
   force.force = true;
   force.scale_rule = ScaleRule::floor;
-  io::quantize_checkpoint(in.path(), out.path(), force);
+  produce::quantize_checkpoint(in.path(), out.path(), force);
   EXPECT_NO_THROW((void)Checkpoint::open(out.path()).layer_weights(0));
 }
 
@@ -190,10 +190,10 @@ TEST(Quantize, RejectsNanInAWeight) {
   }
   write_safetensors(in / "model2.safetensors", tensors);
   std::filesystem::rename(in / "model2.safetensors", in / "model.safetensors");
-  io::QuantizeOptions force;
+  produce::QuantizeOptions force;
   force.force = true;
   try {
-    io::quantize_checkpoint(in.path(), out.path(), force);
+    produce::quantize_checkpoint(in.path(), out.path(), force);
     FAIL() << "expected LoadError";
   } catch (const LoadError& e) {
     EXPECT_THAT(e.what(), HasSubstr("experts.2.up_proj.weight"));
@@ -218,7 +218,7 @@ struct QuantizeFixture : ::testing::Test {
   void SetUp() override {
     std::filesystem::create_directories(in);
     write_bf16_mixtral(in, keep, 3, 1);
-    io::quantize_checkpoint(in, out, {});
+    produce::quantize_checkpoint(in, out, {});
     testing_io::write_bytes(out + "/model.safetensors", "stale");
     std::ofstream(out + "/.mxmoe-checkpoint", std::ios::app) << "model.safetensors\n";
     previous = directory_snapshot(out);
@@ -230,9 +230,9 @@ struct QuantizeFixture : ::testing::Test {
 // model.safetensors beside new shards would win at load time and load silently).
 TEST_F(QuantizeFixture, ForceReplacesTheWholeDirectory) {
   write_bf16_mixtral(in, keep, 2, 2);
-  io::QuantizeOptions force;
+  produce::QuantizeOptions force;
   force.force = true;
-  io::quantize_checkpoint(in, out, force);
+  produce::quantize_checkpoint(in, out, force);
   const auto now = directory_snapshot(out);
   EXPECT_EQ(now.count("model.safetensors"), 0u);
   EXPECT_EQ(now.size(), 5u);  // 2 shards, index, config, the marker
@@ -242,7 +242,7 @@ TEST_F(QuantizeFixture, ForceReplacesTheWholeDirectory) {
 
 TEST_F(QuantizeFixture, ExistingOutputIsRefusedWithoutForce) {
   try {
-    io::quantize_checkpoint(in, out, {});
+    produce::quantize_checkpoint(in, out, {});
     FAIL();
   } catch (const LoadError& e) {
     EXPECT_THAT(e.what(), HasSubstr("--force"));
@@ -254,11 +254,11 @@ TEST_F(QuantizeFixture, ExistingOutputIsRefusedWithoutForce) {
 // as it was, and nothing is left beside it.
 TEST_F(QuantizeFixture, FailureMidwayLeavesThePreviousOutputIntact) {
   write_bf16_mixtral(in, keep, 3, 2, /*nan_layer=*/2);
-  io::QuantizeOptions force;
+  produce::QuantizeOptions force;
   force.force = true;
   int layers_done = 0;
   force.progress = [&](const std::string&) { ++layers_done; };
-  EXPECT_THROW(io::quantize_checkpoint(in, out, force), LoadError);
+  EXPECT_THROW(produce::quantize_checkpoint(in, out, force), LoadError);
   EXPECT_EQ(layers_done, 2);
   EXPECT_EQ(directory_snapshot(out), previous);
   EXPECT_EQ(temporaries_in(root.path()), 0);
@@ -267,12 +267,12 @@ TEST_F(QuantizeFixture, FailureMidwayLeavesThePreviousOutputIntact) {
 // Cancelled (what SIGINT does in the CLI) after the first layer: the same.
 TEST_F(QuantizeFixture, CancellationLeavesThePreviousOutputIntact) {
   write_bf16_mixtral(in, keep, 3, 2);
-  io::QuantizeOptions force;
+  produce::QuantizeOptions force;
   force.force = true;
   int layers_done = 0;
   force.progress = [&](const std::string&) { ++layers_done; };
   force.cancelled = [&] { return layers_done >= 1; };
-  EXPECT_THROW(io::quantize_checkpoint(in, out, force), io::QuantizeCancelled);
+  EXPECT_THROW(produce::quantize_checkpoint(in, out, force), produce::QuantizeCancelled);
   EXPECT_EQ(layers_done, 1);
   EXPECT_EQ(directory_snapshot(out), previous);
   EXPECT_EQ(temporaries_in(root.path()), 0);
@@ -283,7 +283,7 @@ TEST_F(QuantizeFixture, CancellationLeavesThePreviousOutputIntact) {
 // exactly as it was.
 TEST_F(QuantizeFixture, AnInputTruncatedWhileReadIsALoadErrorNamingIt) {
   write_bf16_mixtral(in, keep, 3, 2);
-  io::QuantizeOptions force;
+  produce::QuantizeOptions force;
   force.force = true;
   int layers_done = 0;
   force.progress = [&](const std::string&) {
@@ -292,7 +292,7 @@ TEST_F(QuantizeFixture, AnInputTruncatedWhileReadIsALoadErrorNamingIt) {
       if (entry.path().extension() == ".safetensors") std::filesystem::resize_file(entry, 0);
   };
   try {
-    io::quantize_checkpoint(in, out, force);
+    produce::quantize_checkpoint(in, out, force);
     FAIL() << "quantized a truncated input";
   } catch (const LoadError& e) {
     EXPECT_THAT(e.what(), HasSubstr(".safetensors: the file changed on disk"));
@@ -307,10 +307,10 @@ TEST_F(QuantizeFixture, OutputContainingTheInputIsRefused) {
   const std::string nested_in = out + "/src";
   std::filesystem::create_directories(nested_in);
   write_bf16_mixtral(nested_in, keep, 1, 3);
-  io::QuantizeOptions force;
+  produce::QuantizeOptions force;
   force.force = true;
   try {
-    io::quantize_checkpoint(nested_in, out, force);
+    produce::quantize_checkpoint(nested_in, out, force);
     FAIL();
   } catch (const LoadError& e) {
     EXPECT_THAT(e.what(), HasSubstr("contains the input"));
@@ -441,9 +441,9 @@ struct QuantizeCompleteModel : ::testing::Test {
 
 TEST_F(QuantizeCompleteModel, EveryNonExpertTensorAndFileIsCopiedUnchanged) {
   std::vector<std::string> progress;
-  io::QuantizeOptions options;
+  produce::QuantizeOptions options;
   options.progress = [&](const std::string& line) { progress.push_back(line); };
-  io::quantize_checkpoint(in, out, options);
+  produce::quantize_checkpoint(in, out, options);
 
   // The index covers every tensor of every shard exactly once (TensorSet checks each shard
   // against it), and its total_size is their bytes.
@@ -506,7 +506,7 @@ TEST_F(QuantizeCompleteModel, EveryNonExpertTensorAndFileIsCopiedUnchanged) {
       moe_tensors.push_back(t);
   write_safetensors(moe_in + "/model.safetensors", moe_tensors);
   testing_io::write_config(moe_in, model.config);
-  io::quantize_checkpoint(moe_in, moe_out, {});
+  produce::quantize_checkpoint(moe_in, moe_out, {});
   const Checkpoint full = Checkpoint::open(out), alone = Checkpoint::open(moe_out);
   EXPECT_EQ(full.non_moe_reason(0), alone.non_moe_reason(0));
   EXPECT_NE(full.non_moe_reason(0), "");
@@ -533,13 +533,13 @@ TEST_F(QuantizeCompleteModel, EveryNonExpertTensorAndFileIsCopiedUnchanged) {
 // A file of IN that cannot be copied (a FIFO, a dangling link, one over the size cap) stops
 // the conversion before any tensor is written, naming it; OUT is left as it was.
 TEST_F(QuantizeCompleteModel, AnUncopyableFileLeavesTheOutputAsItWas) {
-  io::quantize_checkpoint(in, out, {});
+  produce::quantize_checkpoint(in, out, {});
   const auto before = directory_snapshot(out);
-  io::QuantizeOptions force;
+  produce::QuantizeOptions force;
   force.force = true;
   const auto expect_refused = [&](const std::string& name, const std::string& why) {
     try {
-      io::quantize_checkpoint(in, out, force);
+      produce::quantize_checkpoint(in, out, force);
       ADD_FAILURE() << "copied " << name;
     } catch (const LoadError& e) {
       EXPECT_THAT(e.what(), HasSubstr(name));
@@ -554,7 +554,7 @@ TEST_F(QuantizeCompleteModel, AnUncopyableFileLeavesTheOutputAsItWas) {
   std::filesystem::create_symlink(root / "nowhere", in + "/merges.txt");
   expect_refused("merges.txt", "cannot open");
   { std::ofstream big(in + "/big.txt"); }
-  std::filesystem::resize_file(in + "/big.txt", io::kMaxExtraFileBytes + 1);  // sparse
+  std::filesystem::resize_file(in + "/big.txt", produce::kMaxExtraFileBytes + 1);  // sparse
   expect_refused("big.txt", "more than the");
 }
 
@@ -565,7 +565,7 @@ TEST_F(QuantizeCompleteModel, TensorsOfLayersPastTheConfigsAreRefusedUnlessMtp) 
   model.config["num_nextn_predict_layers"] = 0;
   testing_io::write_config(in, model.config);
   try {
-    io::quantize_checkpoint(in, out, {});
+    produce::quantize_checkpoint(in, out, {});
     ADD_FAILURE() << "a layer past num_hidden_layers was accepted";
   } catch (const LoadError& e) {
     EXPECT_THAT(e.what(), AllOf(HasSubstr("\"model.layers.3.embed_tokens.weight\""),
@@ -576,7 +576,7 @@ TEST_F(QuantizeCompleteModel, TensorsOfLayersPastTheConfigsAreRefusedUnlessMtp) 
   model.config["num_hidden_layers"] = 2;  // layer 2 is MoE, layer 3 past the MTP layer
   testing_io::write_config(in, model.config);
   try {
-    io::quantize_checkpoint(in, out, {});
+    produce::quantize_checkpoint(in, out, {});
     ADD_FAILURE() << "a layer past num_hidden_layers + MTP was accepted";
   } catch (const LoadError& e) {
     EXPECT_THAT(e.what(), AllOf(HasSubstr("is of layer 3"), HasSubstr("num_hidden_layers 2"),
@@ -599,9 +599,9 @@ TEST_F(QuantizeCompleteModel, LinksOutOfTheModelDirectoryAreNotCopied) {
   fs::create_symlink("original/inside.txt", in + "/inside.json");
   testing_io::write_bytes(in + "/two\nlines.txt", "split");
   std::vector<std::string> progress;
-  io::QuantizeOptions options;
+  produce::QuantizeOptions options;
   options.progress = [&](const std::string& line) { progress.push_back(line); };
-  io::quantize_checkpoint(in, out, options);
+  produce::quantize_checkpoint(in, out, options);
   const auto files = directory_snapshot(out);
   for (const char* name : {"notes.txt", "env.txt", "relative.txt"})
     EXPECT_EQ(files.count(name), 0u) << name;
@@ -636,7 +636,7 @@ TEST_F(QuantizeCompleteModel, LinksOutOfTheModelDirectoryAreNotCopied) {
   }
   ASSERT_FALSE(expected.empty());
   const std::string hub_out = root / "hub_out";
-  io::quantize_checkpoint(snapshot.string(), hub_out, {});
+  produce::quantize_checkpoint(snapshot.string(), hub_out, {});
   const auto hub_files = directory_snapshot(hub_out);
   for (const auto& [name, bytes] : expected) EXPECT_EQ(hub_files.at(name), bytes) << name;
 }
@@ -645,16 +645,16 @@ TEST_F(QuantizeCompleteModel, LinksOutOfTheModelDirectoryAreNotCopied) {
 // conversion in turn: OUT never appears and nothing is left beside it.
 TEST_F(QuantizeCompleteModel, CancellationAtAnyPollLeavesNoOutput) {
   int polls = 0;
-  io::QuantizeOptions counting;
+  produce::QuantizeOptions counting;
   counting.cancelled = [&] { return ++polls < 0; };
-  io::quantize_checkpoint(in, root / "counted", counting);
+  produce::quantize_checkpoint(in, root / "counted", counting);
   ASSERT_GT(polls, 40);  // experts, every tensor copied, each file
   for (int stop_at = 1; stop_at < polls; stop_at += 7) {
     SCOPED_TRACE(stop_at);
     int n = 0;
-    io::QuantizeOptions options;
+    produce::QuantizeOptions options;
     options.cancelled = [&] { return ++n >= stop_at; };
-    EXPECT_THROW(io::quantize_checkpoint(in, out, options), io::QuantizeCancelled);
+    EXPECT_THROW(produce::quantize_checkpoint(in, out, options), produce::QuantizeCancelled);
     EXPECT_FALSE(std::filesystem::exists(out));
     EXPECT_EQ(temporaries_in(root.path()), 0);
   }

@@ -1,4 +1,4 @@
-#include "io/checkpoint_writer.hpp"
+#include "produce/checkpoint_writer.hpp"
 
 #include <fmt/core.h>
 
@@ -17,14 +17,14 @@
 
 #include "base/file.hpp"
 #include "base/json.hpp"
-#include "io/full_checkpoint.hpp"
-#include "model/config_writer.hpp"
 #include "model/generation_poll.hpp"
 #include "model/model_config.hpp"
 #include "mxmoe/checkpoint.hpp"
 #include "mxmoe/format.hpp"
+#include "produce/config_writer.hpp"
+#include "produce/full_checkpoint.hpp"
 
-namespace mxmoe::io {
+namespace mxmoe::produce {
 namespace {
 
 namespace fs = std::filesystem;
@@ -193,7 +193,7 @@ LayerTensors deepseek_v4_layer_tensors(const LayerSpec& spec, const LayerWeights
   return out;
 }
 
-PlannedTensor planned_copy(TensorHeader header, std::span<const std::uint8_t> data,
+PlannedTensor planned_copy(io::TensorHeader header, std::span<const std::uint8_t> data,
                            std::function<void(std::span<const std::uint8_t>)> after_piece) {
   if (tensor_byte_size(header) != data.size())
     throw std::invalid_argument(fmt::format("tensor \"{}\" has {} bytes, its shape x {} needs {}",
@@ -350,7 +350,7 @@ CheckpointDirectoryWriter::CheckpointDirectoryWriter(const std::string& out, boo
 void CheckpointDirectoryWriter::add_shard(const std::string& file,
                                           std::span<const PlannedTensor> tensors) {
   poll();
-  std::vector<TensorHeader> headers;
+  std::vector<io::TensorHeader> headers;
   headers.reserve(tensors.size());
   for (const PlannedTensor& t : tensors) {
     if (weight_map_.contains(t.header.name))
@@ -359,14 +359,14 @@ void CheckpointDirectoryWriter::add_shard(const std::string& file,
                                               weight_map_[t.header.name].get<std::string>(), file));
     headers.push_back(t.header);
   }
-  SafetensorsStreamWriter out(staging_.path() + "/" + file, headers, {{"format", "pt"}});
+  io::SafetensorsStreamWriter out(staging_.path() + "/" + file, headers, {{"format", "pt"}});
   const ByteSink emit = [&](std::span<const std::uint8_t> piece) {
     poll();
     out.write(piece);
   };
   for (const PlannedTensor& t : tensors) t.fill(emit);
   out.commit();
-  for (const TensorHeader& t : headers) weight_map_[t.name] = file;
+  for (const io::TensorHeader& t : headers) weight_map_[t.name] = file;
   total_ += out.data_bytes();
 }
 
@@ -409,7 +409,7 @@ void CheckpointDirectoryWriter::finish(const std::string& config_json, bool with
   staging_.commit(/*replace_existing=*/force_);
 }
 
-}  // namespace mxmoe::io
+}  // namespace mxmoe::produce
 
 namespace mxmoe {
 namespace {
@@ -508,27 +508,27 @@ std::uint64_t plan_bytes(const LayersPlan& plan) {
 }  // namespace
 
 std::uint64_t generated_tensor_bytes(const LayerSpec& spec, const GenerateOptions& options) {
-  if (options.full) return io::full_checkpoint_bytes(spec, options);
+  if (options.full) return produce::full_checkpoint_bytes(spec, options);
   return plan_bytes(plan_layers(spec, options));
 }
 
 void generate_checkpoint(const std::string& out, const LayerSpec& spec,
                          const GenerateOptions& options) {
   if (options.full) {
-    io::write_full_checkpoint(out, spec, options);
+    produce::write_full_checkpoint(out, spec, options);
     return;
   }
-  using io::deepseek_v4_layer_tensors;
-  using io::gpt_oss_layer_tensors;
-  using io::LayerTensors;
+  using produce::deepseek_v4_layer_tensors;
+  using produce::gpt_oss_layer_tensors;
+  using produce::LayerTensors;
   const LayersPlan plan = plan_layers(spec, options);
   const bool v4 = spec.family == Family::deepseek_v4;
-  io::ProgressMeter meter("generate", plan_bytes(plan), {});  // for the per-layer lines only
+  produce::ProgressMeter meter("generate", plan_bytes(plan), {});  // for the per-layer lines only
 
   // One shard per layer (a layer at a time in memory), or one file for a single layer.
-  io::CheckpointDirectoryWriter writer(out, options.force);
+  produce::CheckpointDirectoryWriter writer(out, options.force);
   const std::function<void()> poll =
-      io::generate_poll(options.cancelled, out, writer.replaces_existing());
+      produce::generate_poll(options.cancelled, out, writer.replaces_existing());
   writer.set_poll(poll);
   const model::GenerationPoll while_making_weights(poll);  // Ctrl-C within a layer too
   for (int n = 0; n < plan.layers; ++n) {
@@ -539,7 +539,7 @@ void generate_checkpoint(const std::string& out, const LayerSpec& spec,
                                     : gpt_oss_layer_tensors(spec, storage.weights(), n);
     const std::string file = plan.layers == 1
                                  ? "model.safetensors"
-                                 : io::shard_file_name(static_cast<std::size_t>(n + 1),
+                                 : produce::shard_file_name(static_cast<std::size_t>(n + 1),
                                                        static_cast<std::size_t>(plan.layers));
     writer.add_shard(file, tensors.tensors);
     for (const TensorToWrite& t : tensors.tensors) meter.add(t.data.size());

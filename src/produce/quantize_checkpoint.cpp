@@ -1,4 +1,4 @@
-#include "io/quantize_checkpoint.hpp"
+#include "produce/quantize_checkpoint.hpp"
 
 #include <fmt/core.h>
 #include <fmt/ranges.h>
@@ -17,7 +17,6 @@
 #include "base/json.hpp"
 #include "base/mapped_reads.hpp"
 #include "io/checkpoint_file.hpp"
-#include "io/checkpoint_writer.hpp"
 #include "io/layer_reader.hpp"
 #include "io/mapped_file.hpp"
 #include "io/model_dir.hpp"
@@ -25,8 +24,19 @@
 #include "io/tensor_set.hpp"
 #include "model/model_config.hpp"
 #include "mxmoe/checkpoint.hpp"
+#include "produce/checkpoint_writer.hpp"
 
-namespace mxmoe::io {
+namespace mxmoe::produce {
+
+// The read path (src/io) that the input checkpoint is read through.
+using io::checkpoint_file;
+using io::dims;
+using io::layer_of;
+using io::LayerReader;
+using io::read_text_file;
+using io::require_tensors_within_layers;
+using io::TensorRef;
+using io::TensorSet;
 
 namespace {
 
@@ -636,4 +646,4 @@ void quantize_checkpoint(const std::string& in_dir, const std::string& out_dir,
   writer.finish(cfg.dump(2) + "\n", /*with_index=*/true);
 }
 
-}  // namespace mxmoe::io
+}  // namespace mxmoe::produce

@@ -1,4 +1,4 @@
-// Writing MXFP4 checkpoints in the gpt-oss layout (gpt_oss_layout.hpp), which every mxmoe
+// Writing MXFP4 checkpoints in the gpt-oss layout (io/gpt_oss_layout.hpp), which every mxmoe
 // reader binds: one layer's tensors from LayerWeights, and whole generated checkpoints.
 #pragma once
 
@@ -17,7 +17,7 @@
 #include "mxmoe/layer_spec.hpp"
 #include "mxmoe/weights.hpp"
 
-namespace mxmoe::io {
+namespace mxmoe::produce {
 
 // Layer N's tensors (names of gpt_oss_layout.hpp), with their bytes owned here.
 struct LayerTensors {
@@ -37,12 +37,12 @@ LayerTensors deepseek_v4_layer_tensors(const LayerSpec& spec, const LayerWeights
 inline constexpr std::size_t kWritePieceBytes = std::size_t{32} << 20;
 using ByteSink = std::function<void(std::span<const std::uint8_t>)>;
 struct PlannedTensor {
-  TensorHeader header;
+  io::TensorHeader header;
   std::function<void(const ByteSink& emit)> fill;
 };
 // A tensor whose bytes are DATA (in memory or mapped), handed out in pieces; after each piece,
 // `after_piece` (when set) is called with the piece (to count it, or to release its pages).
-PlannedTensor planned_copy(TensorHeader header, std::span<const std::uint8_t> data,
+PlannedTensor planned_copy(io::TensorHeader header, std::span<const std::uint8_t> data,
                            std::function<void(std::span<const std::uint8_t>)> after_piece = {});
 
 // Groups tensors of SIZES, in order, into consecutive shards of at most MAX_BYTES each (a tensor
@@ -114,4 +114,4 @@ class CheckpointDirectoryWriter {
 using ::mxmoe::generate_checkpoint;
 using ::mxmoe::GenerateOptions;
 
-}  // namespace mxmoe::io
+}  // namespace mxmoe::produce

@@ -1,4 +1,4 @@
-#include "io/full_model.hpp"
+#include "produce/full_model.hpp"
 
 #include <fmt/core.h>
 
@@ -10,7 +10,7 @@
 
 #include "base/byte_level.hpp"
 #include "base/json.hpp"
-#include "model/config_writer.hpp"
+#include "produce/config_writer.hpp"
 
 namespace mxmoe {
 namespace {

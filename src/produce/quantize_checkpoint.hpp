@@ -9,7 +9,7 @@
 
 #include "mxmoe/format.hpp"
 
-namespace mxmoe::io {
+namespace mxmoe::produce {
 
 // The most bytes a file of IN other than its weights may have (tokenizer.json of a 200 k
 // vocabulary is ~30 MB): anything larger is refused, naming it.
@@ -50,4 +50,4 @@ class QuantizeCancelled : public std::runtime_error {
 void quantize_checkpoint(const std::string& in_dir, const std::string& out_dir,
                          const QuantizeOptions& options);
 
-}  // namespace mxmoe::io
+}  // namespace mxmoe::produce

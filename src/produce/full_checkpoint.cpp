@@ -1,17 +1,17 @@
-#include "io/full_checkpoint.hpp"
+#include "produce/full_checkpoint.hpp"
 
 #include <fmt/core.h>
 
 #include <cstring>
 #include <vector>
 
-#include "io/checkpoint_writer.hpp"
-#include "io/full_model.hpp"
 #include "model/model_config.hpp"
 #include "model/random_weights.hpp"
 #include "mxmoe/format.hpp"
+#include "produce/checkpoint_writer.hpp"
+#include "produce/full_model.hpp"
 
-namespace mxmoe::io {
+namespace mxmoe::produce {
 namespace {
 
 constexpr std::uint64_t kDefaultShardBytes = 4'000'000'000;
@@ -145,4 +145,4 @@ void write_full_checkpoint(const std::string& out, const LayerSpec& spec,
   writer.finish(m.config_json, /*with_index=*/true);
 }
 
-}  // namespace mxmoe::io
+}  // namespace mxmoe::produce

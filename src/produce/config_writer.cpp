@@ -1,4 +1,4 @@
-#include "model/config_writer.hpp"
+#include "produce/config_writer.hpp"
 
 #include <stdexcept>
 

@@ -9,14 +9,14 @@
 #include <filesystem>
 #include <set>
 
-#include "io/checkpoint_writer.hpp"
+#include "io/io_fixtures.hpp"
 #include "io/mapped_file.hpp"
-#include "io/quantize_checkpoint.hpp"
 #include "io/tensor_set.hpp"
-#include "io_fixtures.hpp"
-#include "model/config_writer.hpp"
 #include "model/model_config.hpp"
 #include "mxmoe/model.hpp"
+#include "produce/checkpoint_writer.hpp"
+#include "produce/config_writer.hpp"
+#include "produce/quantize_checkpoint.hpp"
 #include "test_runtime.hpp"
 
 namespace mxmoe {
@@ -69,10 +69,10 @@ TEST(Generate, CheckpointComputesWhatItsWeightsCompute) {
     TempDir dir;
     const std::string out = dir / "model";
     const LayerSpec spec = small(name);
-    io::GenerateOptions o;
+    GenerateOptions o;
     o.layers = 2;
     o.seed = 40;
-    io::generate_checkpoint(out, spec, o);
+    generate_checkpoint(out, spec, o);
     Request r;
     r.activation = ActivationFormat::f32;
     r.forced_backend = "reference";
@@ -95,28 +95,28 @@ TEST(Generate, CheckpointComputesWhatItsWeightsCompute) {
 TEST(Generate, WritesWholeOrNothing) {
   TempDir dir;
   const std::string out = dir / "model";
-  io::GenerateOptions o;
+  GenerateOptions o;
   o.layers = 2;
-  io::generate_checkpoint(out, small("mixtral-8x7b"), o);
+  generate_checkpoint(out, small("mixtral-8x7b"), o);
   // A stale file of an earlier mxmoe output (listed in the marker; a file the marker does not
   // list is a user's, which --force refuses: CliLostData).
   std::ofstream(out + "/stale.safetensors") << "x";
   std::ofstream(out + "/.mxmoe-checkpoint", std::ios::app) << "stale.safetensors\n";
   // Without --force an existing directory is refused and left as it was.
-  EXPECT_THROW(io::generate_checkpoint(out, small("mixtral-8x7b"), o), LoadError);
+  EXPECT_THROW(generate_checkpoint(out, small("mixtral-8x7b"), o), LoadError);
   EXPECT_TRUE(fs::exists(out + "/stale.safetensors"));
   // With --force it is replaced as a whole: nothing of the old one stays.
   o.force = true;
   o.layers = 1;
-  io::generate_checkpoint(out, small("mixtral-8x7b"), o);
+  generate_checkpoint(out, small("mixtral-8x7b"), o);
   EXPECT_FALSE(fs::exists(out + "/stale.safetensors"));
   EXPECT_FALSE(fs::exists(out + "/model.safetensors.index.json"));
   EXPECT_TRUE(fs::exists(out + "/model.safetensors"));
   // --force replaces a directory only: a file in the way is refused and kept (generate and
-  // quantize share the rule, io::CheckpointDirectoryWriter).
+  // quantize share the rule, produce::CheckpointDirectoryWriter).
   const std::string file = dir / "a_file";
   std::ofstream(file) << "keep me";
-  EXPECT_THROW(io::generate_checkpoint(file, small("mixtral-8x7b"), o), LoadError);
+  EXPECT_THROW(generate_checkpoint(file, small("mixtral-8x7b"), o), LoadError);
   std::ifstream kept(file);
   std::string text;
   std::getline(kept, text);
@@ -124,7 +124,7 @@ TEST(Generate, WritesWholeOrNothing) {
   // A spec the config cannot express fails before anything is written.
   LayerSpec bad = small("mixtral-8x7b");
   bad.expert_bias = true;
-  EXPECT_THROW(io::generate_checkpoint(dir / "other", bad, o), std::invalid_argument);
+  EXPECT_THROW(generate_checkpoint(dir / "other", bad, o), std::invalid_argument);
   EXPECT_FALSE(fs::exists(dir / "other"));
   for (const auto& entry : fs::directory_iterator(dir.path()))
     EXPECT_THAT(entry.path().filename().string(), ::testing::Not(::testing::HasSubstr(".tmp-")));
@@ -135,7 +135,7 @@ TEST(Generate, AnnouncedBytesAreTheIndexTotal) {
   for (const std::string& name : preset_names()) {
     SCOPED_TRACE(name);
     TempDir dir;
-    io::GenerateOptions o;
+    GenerateOptions o;
     o.layers = 2;
     if (name == "deepseek-v4-flash") {
       o.hash_layers = 1;
@@ -143,7 +143,7 @@ TEST(Generate, AnnouncedBytesAreTheIndexTotal) {
     }
     LayerSpec spec = small(name);
     if (spec.routing == RoutingMethod::hash) spec.vocab = 50;
-    io::generate_checkpoint(dir / "m", spec, o);
+    generate_checkpoint(dir / "m", spec, o);
     const auto index = parse_safetensors_index(
         io::read_text_file(dir / "m/model.safetensors.index.json"), "index");
     EXPECT_EQ(generated_tensor_bytes(spec, o), index.total_size.value());
@@ -170,8 +170,8 @@ std::vector<std::uint64_t> u(std::initializer_list<std::uint64_t> v) {
 constexpr std::uint64_t kLayers = 2, kH = 64, kI = 32, kE = 4, kHeads = 4, kKv = 2, kHd = 16,
                         kVocab = 300;
 
-io::GenerateOptions tiny_full() {
-  io::GenerateOptions o;
+GenerateOptions tiny_full() {
+  GenerateOptions o;
   o.full = true;
   o.layers = kLayers;
   o.vocab = kVocab;
@@ -315,10 +315,10 @@ TEST(GenerateFull, GptOssHasEveryTensorOfTheTransformersModel) {
   TempDir dir;
   const std::string out = dir / "oss";
   const LayerSpec spec = tiny_spec("gpt-oss-20b");
-  io::GenerateOptions o = tiny_full();
+  GenerateOptions o = tiny_full();
   std::vector<std::string> progress;
   o.progress = [&](const std::string& line) { progress.push_back(line); };
-  io::generate_checkpoint(out, spec, o);
+  generate_checkpoint(out, spec, o);
   const io::TensorSet set = io::TensorSet::open_dir(out);
   std::vector<Expected> want = gpt_oss_expected(), got = written(set);
   std::sort(want.begin(), want.end());
@@ -368,8 +368,8 @@ TEST(GenerateFull, Qwen3IsBf16PerExpertAndQuantizes) {
   TempDir dir;
   const std::string out = dir / "qwen", quantized = dir / "q";
   const LayerSpec spec = tiny_spec("qwen3-30b-a3b");
-  const io::GenerateOptions o = tiny_full();
-  io::generate_checkpoint(out, spec, o);
+  const GenerateOptions o = tiny_full();
+  generate_checkpoint(out, spec, o);
   const io::TensorSet set = io::TensorSet::open_dir(out);
   std::vector<Expected> want = qwen3_expected(), got = written(set);
   std::sort(want.begin(), want.end());
@@ -379,7 +379,7 @@ TEST(GenerateFull, Qwen3IsBf16PerExpertAndQuantizes) {
   EXPECT_FALSE(config.contains("quantization_config"));  // BF16, as published
   EXPECT_THROW((void)Checkpoint::open(out), LoadError);  // mxmoe runs MXFP4: quantize first
 
-  io::quantize_checkpoint(out, quantized, {});
+  produce::quantize_checkpoint(out, quantized, {});
   const Checkpoint c = Checkpoint::open(quantized);
   LayerSpec read = c.layer_spec(1);
   read.name = spec.name;
@@ -402,12 +402,12 @@ TEST(GenerateFull, Qwen3IsBf16PerExpertAndQuantizes) {
 TEST(GenerateFull, ShardsAreBoundedAndTheBytesDoNotDependOnThem) {
   TempDir dir;
   const LayerSpec spec = tiny_spec("gpt-oss-20b");
-  io::GenerateOptions whole = tiny_full(), cut = tiny_full(), other = tiny_full();
+  GenerateOptions whole = tiny_full(), cut = tiny_full(), other = tiny_full();
   cut.max_shard_bytes = 20000;
   other.seed = 12;
-  io::generate_checkpoint(dir / "whole", spec, whole);
-  io::generate_checkpoint(dir / "cut", spec, cut);
-  io::generate_checkpoint(dir / "other", spec, other);
+  generate_checkpoint(dir / "whole", spec, whole);
+  generate_checkpoint(dir / "cut", spec, cut);
+  generate_checkpoint(dir / "other", spec, other);
   const io::TensorSet a = io::TensorSet::open_dir(dir / "whole"),
                       b = io::TensorSet::open_dir(dir / "cut"),
                       c = io::TensorSet::open_dir(dir / "other");
@@ -429,11 +429,11 @@ TEST(GenerateFull, ShardsAreBoundedAndTheBytesDoNotDependOnThem) {
 
 TEST(GenerateFull, CancellationLeavesNothing) {
   TempDir dir;
-  io::GenerateOptions o = tiny_full();
+  GenerateOptions o = tiny_full();
   o.max_shard_bytes = 20000;
   int polls = 0;
   o.cancelled = [&] { return ++polls >= 12; };
-  EXPECT_THROW(io::generate_checkpoint(dir / "m", tiny_spec("gpt-oss-20b"), o), GenerateCancelled);
+  EXPECT_THROW(generate_checkpoint(dir / "m", tiny_spec("gpt-oss-20b"), o), GenerateCancelled);
   EXPECT_EQ(polls, 12);
   EXPECT_FALSE(fs::exists(dir / "m"));
   EXPECT_EQ(testing_io::temporaries_in(dir.path()), 0);
@@ -441,18 +441,18 @@ TEST(GenerateFull, CancellationLeavesNothing) {
 
 TEST(GenerateFull, RefusesWhatItCannotWriteNamingIt) {
   TempDir dir;
-  const auto refused = [&](const LayerSpec& spec, const io::GenerateOptions& o) {
+  const auto refused = [&](const LayerSpec& spec, const GenerateOptions& o) {
     try {
       (void)generated_tensor_bytes(spec, o);
     } catch (const std::invalid_argument& e) {
-      EXPECT_THROW(io::generate_checkpoint(dir / "x", spec, o), std::invalid_argument);
+      EXPECT_THROW(generate_checkpoint(dir / "x", spec, o), std::invalid_argument);
       EXPECT_FALSE(fs::exists(dir / "x"));
       return std::string(e.what());
     }
     return std::string("accepted");
   };
   const LayerSpec oss = tiny_spec("gpt-oss-20b");
-  io::GenerateOptions o = tiny_full();
+  GenerateOptions o = tiny_full();
   EXPECT_THAT(refused(small("mixtral-8x7b"), o), HasSubstr("gpt-oss and Qwen3-MoE"));
   o.kv_heads = 3;
   EXPECT_THAT(refused(oss, o), HasSubstr("4 attention heads do not divide into 3"));
