@@ -42,7 +42,7 @@ const std::map<std::string, std::string>& header_owners() {
       {"no_backend_error", "oracle"}, {"reports", "oracle"},
       {"registry", "backends"},
       {"runtime", "runtime"},    {"layer", "runtime"},
-      {"model", "runtime"},      {"config", "runtime"},
+      {"model", "runtime"},      {"environment", "runtime"},
       {"edge_checks", "runtime"}, {"dense", "runtime"},
       {"communicator", "dist"},
       {"expert_parallel", "dist"},
