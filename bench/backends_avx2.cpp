@@ -31,11 +31,11 @@
 #include <vector>
 
 #include "backends/expert_batch.hpp"
-#include "backends/int8/int16_kernels.hpp"
-#include "backends/int8/int8_kernels.hpp"
+#include "backends/float/avx2_ops.hpp"
+#include "backends/integer/int16_kernels.hpp"
+#include "backends/integer/int8_kernels.hpp"
 #include "backends/kernel.hpp"
 #include "backends/registry.hpp"
-#include "backends/strip/avx2_ops.hpp"
 #include "base/huge_pages.hpp"
 #include "base/thread_pool.hpp"
 #include "mxmoe/hardware.hpp"

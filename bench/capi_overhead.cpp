@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "io/checkpoint_writer.hpp"
 #include "mxmoe/mxmoe.h"
 #include "mxmoe/mxmoe.hpp"
+#include "produce/checkpoint_writer.hpp"
 
 namespace {
 
@@ -38,9 +38,9 @@ struct Fixture {
         (std::filesystem::temp_directory_path() /
          ("mxmoe_capi_bench_" + std::to_string(::getpid()) + (tiny ? "_t" : "_g")))
             .string();
-    mxmoe::io::GenerateOptions o;
+    mxmoe::GenerateOptions o;
     o.force = true;
-    mxmoe::io::generate_checkpoint(d, spec(tiny), o);
+    mxmoe::generate_checkpoint(d, spec(tiny), o);
     return d;
   }
   explicit Fixture(bool tiny)

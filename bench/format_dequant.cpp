@@ -9,7 +9,7 @@
 #include <span>
 #include <vector>
 
-#include "mxmoe/config.hpp"
+#include "mxmoe/environment.hpp"
 #include "mxmoe/format.hpp"
 #include "mxmoe/hardware.hpp"
 

@@ -31,8 +31,8 @@
 #include <string_view>
 #include <vector>
 
-#include "io/full_model.hpp"
 #include "mxmoe/layer_spec.hpp"
+#include "produce/full_model.hpp"
 #include "text/tokenizer.hpp"
 #include "text/utf8.hpp"
 

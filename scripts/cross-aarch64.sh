@@ -35,7 +35,7 @@ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "${launcher[@]}
   -DCMAKE_TOOLCHAIN_FILE="$root/cmake/aarch64-linux-gnu.cmake" -DMXMOE_BUILD_BENCH=OFF >/dev/null
 # Only what the core rooms' tests run (the CLI, the C example, their test programs).
 cmake --build "$build" -j "$(nproc)" --target mxmoe_cli example_c_moe_layer test_format test_model \
-  test_hw test_io test_routing test_oracle test_layout test_capi test_cli test_conformance \
+  test_hw test_io test_produce test_routing test_oracle test_layout test_capi test_cli test_conformance \
   test_invariance test_dense
 file "$build/mxmoe" | grep -q "ARM aarch64"
 # The oracle on an Arm machine: the NEON backends, every x86 one refused as not compiled.
@@ -54,7 +54,7 @@ QEMU_CPU=neoverse-n1 qemu-aarch64 -L / "$build/mxmoe" run --preset tiny --tokens
 # conformance, invariance, perf) run natively on x86 only: under qemu their float64 loops
 # would take most of the CI budget and test no Arm-specific code (there is none).
 ctest --test-dir "$build" --output-on-failure -j "$(nproc)" \
-  -L "^(format|model|hw|io|routing|oracle|layout|capi|cli)$"
+  -L "^(format|model|hw|io|produce|routing|oracle|layout|capi|cli)$"
 
 # The Arm backends at each feature level qemu emulates: cortex-a57 (Armv8.0, Advanced SIMD
 # only: neon_int16 and neon_fp32 run, the int8 backends are refused for asimddp), neoverse-n1

@@ -26,7 +26,7 @@ inline constexpr int kMaxTokensPerCall = 1 << 20;
 inline constexpr ActivationFormat kDefaultActivation = ActivationFormat::bf16;
 
 // What the user asks for. Built at the edge from flags and environment variables
-// (flags win over MXMOE_* variables; see config.hpp); pure data afterwards.
+// (flags win over MXMOE_* variables; see environment.hpp); pure data afterwards.
 struct MXMOE_API Request {
   std::optional<ActivationFormat> activation;  // unset: the family preference decides
   bool batch_invariant = false;

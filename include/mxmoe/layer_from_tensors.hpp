@@ -26,7 +26,17 @@
 
 namespace mxmoe {
 
-// The element type of a tensor handed over.
+// The element type of a tensor handed over: its storage, as the host's array library names it
+// (torch.uint8, float32, bfloat16; the C API's mxmoe_dtype, value for value), which messages
+// name that way ("uint8", "float32", "bfloat16"). It is not ElementType, and deliberately not
+// folded into it: ElementType (mxmoe/element_type.hpp) names what a layer's weights are stored
+// as (mxfp4 = E2M1 codes with their E8M0 scales), and a tensor here holds only half of such a
+// pair, as bytes: an MXFP4 layer's blocks and its scales are two u8 tensors, neither of which
+// is an ElementType; an ElementType `u8` would be one no weight has, and every switch, name
+// list and count of ElementType would grow by it. Nor is it the safetensors file's dtype list
+// (StDtype, internal to src/io): that one is a file format's, with integer and float8 types no
+// host hands over. A bias or router tensor's f32 / bf16 becomes the ElementType of the view made
+// of it (DenseView).
 enum class TensorDtype : std::uint8_t { u8, f32, bf16 };
 
 // A row-major, dense tensor in the caller's memory: data holds every element of shape in order

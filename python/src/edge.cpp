@@ -19,8 +19,8 @@
 #include <thread>
 #include <vector>
 
-#include "mxmoe/config.hpp"
 #include "mxmoe/edge_checks.hpp"
+#include "mxmoe/environment.hpp"
 #include "mxmoe/mxmoe.hpp"
 #include "mxmoe/tokenizer.hpp"
 
@@ -110,7 +110,7 @@ Hardware probe() {
 Request make_request(const std::optional<std::string>& activation, bool batch_invariant,
                      int threads, const std::optional<std::string>& backend,
                      const std::vector<std::string>& exclude, int tokens) {
-  // The MXMOE_* variables through the library's one parser (config.hpp), and the arguments
+  // The MXMOE_* variables through the library's one parser (environment.hpp), and the arguments
   // through the edges' one override function, as the command and the C API do: an argument
   // left at its default takes the variable, one given wins. MXMOE_VERBOSE=dispatch turns the
   // dispatch log on for the judgement that follows.

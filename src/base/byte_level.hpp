@@ -1,6 +1,6 @@
 // GPT-2's byte-level alphabet: each of the 256 bytes as one printable Unicode character, the
 // form byte-level BPE vocabularies are written in (space is "Ġ", U+0120). Shared by the
-// tokenizer (src/text/) and the tokenizer a generated checkpoint carries (src/io/full_model).
+// tokenizer (src/text/) and the tokenizer a generated checkpoint carries (src/produce/full_model).
 #pragma once
 
 #include <array>

@@ -24,8 +24,8 @@
 #include "mxmoe/build_info.hpp"
 #include "mxmoe/checkpoint.hpp"
 #include "mxmoe/communicator.hpp"
-#include "mxmoe/config.hpp"
 #include "mxmoe/edge_checks.hpp"
+#include "mxmoe/environment.hpp"
 #include "mxmoe/expert_parallel.hpp"
 #include "mxmoe/hardware.hpp"
 #include "mxmoe/layer.hpp"
@@ -54,7 +54,7 @@ struct Machine {
   std::pair<mxmoe::Hardware, std::shared_ptr<mxmoe::Runtime>> get(int threads) {
     const std::lock_guard lock(mutex);
     // The C API is an edge of the flow: the probe is capped by MXMOE_MAX_ISA, read by the
-    // library's one parser of the MXMOE_* variables (config.hpp), as in the CLI.
+    // library's one parser of the MXMOE_* variables (environment.hpp), as in the CLI.
     if (!hardware) hardware = mxmoe::probe_hardware_from_environment();
     return {*hardware, runtimes.get(threads)};
   }

@@ -18,7 +18,7 @@
 #include "cli/llm_common.hpp"
 #include "model/model_config.hpp"
 #include "mxmoe/checkpoint.hpp"
-#include "mxmoe/config.hpp"
+#include "mxmoe/environment.hpp"
 #include "mxmoe/hardware.hpp"
 #include "mxmoe/model.hpp"
 #include "mxmoe/runtime.hpp"

@@ -22,9 +22,9 @@
 #include <vector>
 
 #include "base/file.hpp"
-#include "mxmoe/config.hpp"
 #include "mxmoe/deployment.hpp"
 #include "mxmoe/edge_checks.hpp"
+#include "mxmoe/environment.hpp"
 #include "mxmoe/oracle.hpp"
 
 namespace mxmoe::cli {
@@ -70,7 +70,7 @@ struct HardwareOptions {
   static Hardware live();    // this machine's probe, capped by MXMOE_MAX_ISA
 };
 
-// The Request's flags. Flags win over the environment variables (config.hpp).
+// The Request's flags. Flags win over the environment variables (environment.hpp).
 struct RequestOptions {
   std::string backend;
   std::vector<std::string> exclude;

@@ -24,7 +24,7 @@
 namespace mxmoe::cli {
 namespace {
 
-// The launcher's variables (not MXMOE_* settings, which config.hpp parses).
+// The launcher's variables (not MXMOE_* settings, which environment.hpp parses).
 std::string env(const char* name) {
   const char* v = std::getenv(name);
   return v == nullptr ? std::string() : std::string(v);

@@ -20,7 +20,7 @@
 #include "cli/ep.hpp"
 #include "mxmoe/build_info.hpp"
 #include "mxmoe/communicator.hpp"
-#include "mxmoe/config.hpp"
+#include "mxmoe/environment.hpp"
 #include "mxmoe/oracle.hpp"
 
 namespace {

@@ -1,12 +1,12 @@
 // `mxmoe quantize --model IN --out OUT [--scale-rule floor|round_up] [--force]`. Transactional
-// (io/quantize_checkpoint.hpp): Ctrl-C or a failure leaves OUT as it was.
+// (produce/quantize_checkpoint.hpp): Ctrl-C or a failure leaves OUT as it was.
 #include <fmt/core.h>
 
 #include <cstdio>
 
 #include "cli/command.hpp"
 #include "cli/common.hpp"
-#include "io/quantize_checkpoint.hpp"
+#include "produce/quantize_checkpoint.hpp"
 
 namespace mxmoe::cli {
 
@@ -21,7 +21,7 @@ int quantize(const QuantizeArgs& args) {
   check_output("--out", args.out,
                CommandInputs().checkpoint("--model", args.in).current_directory(),
                /*directory=*/true);
-  io::QuantizeOptions options;
+  produce::QuantizeOptions options;
   options.scale_rule = args.rule == "floor" ? ScaleRule::floor : ScaleRule::round_up;
   options.force = args.force;
   // Progress is best effort: a full or closed stderr never stops the conversion.
@@ -32,8 +32,8 @@ int quantize(const QuantizeArgs& args) {
   const StopOnSignal stop;
   options.cancelled = &StopOnSignal::stop_requested;
   try {
-    io::quantize_checkpoint(args.in, args.out, options);
-  } catch (const io::QuantizeCancelled& e) {
+    produce::quantize_checkpoint(args.in, args.out, options);
+  } catch (const produce::QuantizeCancelled& e) {
     cli::print(stderr, "mxmoe: {} (signal {})\n", e.what(), StopOnSignal::signal());
     return kExitInterrupted;
   }

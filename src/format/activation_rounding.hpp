@@ -21,7 +21,7 @@ std::size_t rounding_scratch_bytes(std::size_t n) noexcept;
 void round_activations(ActivationFormat f, std::span<const float> in, std::span<float> out,
                        std::byte* scratch);
 
-// avx2_int16's GEMM inputs, portably (the definition is src/backends/int8/int16_kernels.hpp):
+// avx2_int16's GEMM inputs, portably (the definition is src/backends/integer/int16_kernels.hpp):
 // bf16(x) (f32_to_bf16), then per 32-block with M = max |bf16(x_i)| > 0 finite and
 // e = floor(log2 M): q_i = RNE(bf16(x_i) * 2^(14-e)), out_i = q_i * 2^(e-14) (exact); an all-zero
 // block stays zero, a block holding Inf or NaN becomes NaN. n % 32 == 0; in and out may alias.

@@ -1,6 +1,6 @@
 // The LayerWeights views: reading a DenseView or DenseMatrixView element (and refusing an
 // element type the view cannot hold), building and slicing MXFP4 segment tables, and narrowing
-// a layer to a range of experts. The checks are in weights_validation.cpp, the in-memory
+// a layer to a range of experts. The checks are in validate_weights.cpp, the in-memory
 // random layer in random_weights.cpp.
 #include "mxmoe/weights.hpp"
 

@@ -1,4 +1,4 @@
-// MXMOE_* environment variables -> EnvironmentConfig (include/mxmoe/config.hpp).
+// MXMOE_* environment variables -> EnvironmentConfig (include/mxmoe/environment.hpp).
 #include <fmt/core.h>
 
 #include <charconv>
@@ -6,7 +6,7 @@
 
 #include "backends/registry.hpp"
 #include "base/printable.hpp"
-#include "mxmoe/config.hpp"
+#include "mxmoe/environment.hpp"
 #include "mxmoe/log.hpp"
 #include "mxmoe/oracle.hpp"
 #include "mxmoe/runtime.hpp"

@@ -1,12 +1,12 @@
-// The parsers behind the MXMOE_* variables (mxmoe/config.hpp), which the C API and the
-// command's flags share: the library's own, a host reads settings through config.hpp.
+// The parsers behind the MXMOE_* variables (mxmoe/environment.hpp), which the C API and the
+// command's flags share: the library's own, a host reads settings through environment.hpp.
 #pragma once
 
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "mxmoe/config.hpp"
+#include "mxmoe/environment.hpp"
 
 namespace mxmoe {
 

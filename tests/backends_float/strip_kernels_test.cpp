@@ -8,9 +8,9 @@
 #include <random>
 #include <vector>
 
-#include "backends/strip/avx2_ops.hpp"
-#include "backends/strip/avx512_bf16_ops.hpp"
-#include "backends/strip/strip_kernel.hpp"
+#include "backends/float/avx2_ops.hpp"
+#include "backends/float/avx512_bf16_ops.hpp"
+#include "backends/float/strip_kernel.hpp"
 #include "backends_float/test_layer.hpp"
 #include "mxmoe/format.hpp"
 

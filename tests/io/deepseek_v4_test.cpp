@@ -9,11 +9,11 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "io/quantize_checkpoint.hpp"
 #include "io_fixtures.hpp"
 #include "model/model_config.hpp"
 #include "mxmoe/checkpoint.hpp"
 #include "mxmoe/layer.hpp"
+#include "produce/quantize_checkpoint.hpp"
 #include "test_platform.hpp"
 #include "test_runtime.hpp"
 #include "v4_fixtures.hpp"
@@ -216,7 +216,7 @@ TEST(DeepSeekV4Checkpoint, TransformersNamingQuantizesLosslesslyAndMatchesFloat6
     EXPECT_THAT(e.what(), HasSubstr("model.layers.0.ffn.experts.0.w1.weight (BF16"));
     EXPECT_THAT(e.what(), HasSubstr("mxmoe quantize"));
   }
-  io::quantize_checkpoint(in.path(), out.path() + "/q", {});
+  produce::quantize_checkpoint(in.path(), out.path() + "/q", {});
   const Checkpoint c = Checkpoint::open(out.path() + "/q");
   EXPECT_EQ(c.layer_spec(0).routing, RoutingMethod::hash);
   EXPECT_EQ(c.layer_spec(1).shared_weight_format, ElementType::bf16);  // kept as it was
@@ -224,7 +224,7 @@ TEST(DeepSeekV4Checkpoint, TransformersNamingQuantizesLosslesslyAndMatchesFloat6
   // The release's FP4 experts need no quantization.
   TempDir release;
   testing_io::write_v4_checkpoint(release.path(), d, true);
-  EXPECT_THROW(io::quantize_checkpoint(release.path(), out.path() + "/r", {}), LoadError);
+  EXPECT_THROW(produce::quantize_checkpoint(release.path(), out.path() + "/r", {}), LoadError);
 }
 
 // transformers' module names (what a model saved without its conversion mapping holds):
@@ -274,7 +274,7 @@ TEST(DeepSeekV4Checkpoint, TransformersModuleNamesQuantizeToo) {
   }
   std::ofstream(in.path() + "/model.safetensors.index.json")
       << nlohmann::json{{"metadata", {{"total_size", 0}}}, {"weight_map", map}}.dump();
-  io::quantize_checkpoint(in.path(), out.path() + "/q", {});
+  produce::quantize_checkpoint(in.path(), out.path() + "/q", {});
   expect_matches(out.path() + "/q", d, layers);
 }
 

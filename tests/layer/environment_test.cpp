@@ -1,4 +1,4 @@
-// The MXMOE_* variables through the library's one parser (include/mxmoe/config.hpp), with an
+// The MXMOE_* variables through the library's one parser (include/mxmoe/environment.hpp), with an
 // environment supplied by the test: every variable lands in its field, every bad value is a
 // ConfigError naming the variable and what is accepted, and unset variables leave defaults.
 #include <gmock/gmock.h>
@@ -6,7 +6,7 @@
 
 #include <map>
 
-#include "mxmoe/config.hpp"
+#include "mxmoe/environment.hpp"
 #include "mxmoe/runtime.hpp"
 #include "runtime/setting_parsers.hpp"
 

@@ -112,9 +112,9 @@ std::string describe(const LinkEdge& v) {
 TEST(Links, ObjectPathsNameTheirSources) {
   EXPECT_EQ(source_of_object("/b/CMakeFiles/mxmoe_objects.dir/src/oracle/report.cpp.o"),
             "oracle/report.cpp");
-  EXPECT_EQ(source_of_object("CMakeFiles/mxmoe_isa_int8_avx2.dir/src/backends/int8/kernels/"
+  EXPECT_EQ(source_of_object("CMakeFiles/mxmoe_isa_integer_avx2.dir/src/backends/integer/kernels/"
                              "avx2/gemm.cpp.o"),
-            "backends/int8/kernels/avx2/gemm.cpp");
+            "backends/integer/kernels/avx2/gemm.cpp");
   EXPECT_EQ(source_of_object("/b/CMakeFiles/mxmoe_objects.dir/./src/base/log.cpp.o"), "base/log.cpp");
   EXPECT_EQ(source_of_object("/b/tests/CMakeFiles/test_base.dir/base/json_test.cpp.o"), "");
 }

@@ -10,10 +10,10 @@ namespace mxmoe::layout {
 
 inline const std::map<std::string, int>& layers() {
   static const std::map<std::string, int> kLayers = {
-      {"base", 0},    {"format", 1}, {"model", 2},  {"hw", 2},      {"io", 3},
-      {"routing", 3}, {"contract", 4}, {"backends", 5}, {"oracle", 6}, {"runtime", 7},
-      {"verify", 8},  {"dist", 8},   {"text", 8},   {"llm", 9},     {"perf", 10}, {"serve", 10},
-      {"capi", 11},   {"cli", 12},
+      {"base", 0},    {"format", 1},   {"model", 2},   {"hw", 2},       {"io", 3},
+      {"routing", 3}, {"contract", 4}, {"produce", 4}, {"backends", 5}, {"oracle", 6},
+      {"runtime", 7}, {"verify", 8},   {"dist", 8},    {"text", 8},     {"llm", 9},
+      {"perf", 10},   {"serve", 10},   {"capi", 11},   {"cli", 12},
   };
   return kLayers;
 }

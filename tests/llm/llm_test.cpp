@@ -15,7 +15,6 @@
 #include <set>
 
 #include "base/json.hpp"
-#include "io/quantize_checkpoint.hpp"
 #include "llm/decoder.hpp"
 #include "llm/sampler.hpp"
 #include "mxmoe/checkpoint.hpp"
@@ -23,6 +22,7 @@
 #include "mxmoe/hardware.hpp"
 #include "mxmoe/llm.hpp"
 #include "mxmoe/oracle.hpp"
+#include "produce/quantize_checkpoint.hpp"
 #include "test_runtime.hpp"
 
 namespace mxmoe {
@@ -60,9 +60,9 @@ const std::string& tiny_model(const std::string& preset) {
   o.force = true;
   if (preset == "qwen3-30b-a3b") {
     generate_checkpoint(dir + "-bf16", tiny_spec(preset), o);
-    io::QuantizeOptions q;
+    produce::QuantizeOptions q;
     q.force = true;
-    io::quantize_checkpoint(dir + "-bf16", dir, q);
+    produce::quantize_checkpoint(dir + "-bf16", dir, q);
     fs::remove_all(dir + "-bf16");
   } else {
     generate_checkpoint(dir, tiny_spec(preset), o);

@@ -1,7 +1,7 @@
 // Generated checkpoints of three families for the expert-parallel tests, written the way
 // users get them: gpt-oss in its MXFP4 release layout (tests/io's writer), DeepSeek-V3 (a
 // shared expert, grouped sigmoid routing, selection bias) and Qwen3-MoE as BF16 per-expert
-// Hugging Face checkpoints converted by `mxmoe quantize` (io::quantize_checkpoint).
+// Hugging Face checkpoints converted by `mxmoe quantize` (produce::quantize_checkpoint).
 #pragma once
 
 #include <random>
@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "io/io_fixtures.hpp"
-#include "io/quantize_checkpoint.hpp"
 #include "io/safetensors.hpp"
+#include "produce/quantize_checkpoint.hpp"
 
 namespace mpi_test {
 
@@ -60,7 +60,7 @@ inline void write_bf16_family(const std::string& in_dir, const std::string& out_
   }
   mxmoe::write_safetensors(in_dir + "/model.safetensors", tensors);
   mxmoe::testing_io::write_config(in_dir, config);
-  mxmoe::io::quantize_checkpoint(in_dir, out_dir, {});
+  mxmoe::produce::quantize_checkpoint(in_dir, out_dir, {});
 }
 
 // The three families under root (which must exist), E experts of width H x I, top-4.

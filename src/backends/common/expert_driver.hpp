@@ -1,4 +1,4 @@
-// The skeleton the MXFP4 expert drivers (int8/, amx_bf16/, strip/) are built on (dense_expert
+// The skeleton the MXFP4 expert drivers (integer/, amx_bf16/, float/) are built on (dense_expert
 // takes only its alignment). A driver is portable code: it packs the weights once, and
 // ExpertKernel::run() is phases of ThreadPool tasks that call the family's ISA kernels through
 // the table of plain functions its backend bound (docs/ARCHITECTURE.md, "Binding kernels").
