@@ -73,10 +73,11 @@ void bench_linear(benchmark::State& state, const Machine& machine, std::int64_t 
                   std::int64_t in, dense::DenseMode mode, bool streamed) {
   const auto m = static_cast<std::int64_t>(state.range(0));
   ThreadPool pool(machine.hw.logical_cpus);
-  const double bytes_one = static_cast<double>(out * in) *
-                           (mode == dense::DenseMode::compact_int8   ? 1.125
-                            : mode == dense::DenseMode::compact_int4 ? 0.5625
-                                                                     : 2.0);
+  const double bytes_one =
+      static_cast<double>(out * in) *
+      (dense::is_compact(mode) ? static_cast<double>(dense::compact_group_block_bytes(mode)) /
+                                     (dense::kCompactGroupRows * dense::kBlock)
+                               : 2.0);
   const int copies =
       streamed ? std::max(1, static_cast<int>(std::ceil(
                                  2.0 * static_cast<double>(machine.hw.l3_bytes) / bytes_one)) +

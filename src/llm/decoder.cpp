@@ -213,11 +213,19 @@ void Decoder::Impl::bind(const std::string& directory) {
       dense_elements += ref.info->shape[0] * ref.info->shape[1];
     }
   }
-  // The compact copy: an int8 code a weight and a float32 scale a 32-block (9 bits a weight),
-  // or a 4-bit code and a bf16 scale (4.5 bits).
-  const std::uint64_t compact_bytes = opt.compact == CompactFormat::int8   ? dense_elements * 9 / 8
-                                      : opt.compact == CompactFormat::int4 ? dense_elements * 9 / 16
-                                                                           : 0;
+  // The dense matrices' mode: compact as asked; otherwise as published, with bf16 activations
+  // where the request names them and they are fast (bind_linear_bf16_where_fast), else f32.
+  const dense::DenseMode mode =
+      opt.compact == CompactFormat::int8   ? dense::DenseMode::compact_int8
+      : opt.compact == CompactFormat::int4 ? dense::DenseMode::compact_int4
+      : opt.request.activation == ActivationFormat::bf16 ? dense::DenseMode::as_published_bf16
+                                                         : dense::DenseMode::as_published;
+  // The compact copy: the packed groups' bytes per weight (dense::compact_group_block_bytes).
+  const std::uint64_t compact_bytes =
+      dense::is_compact(mode)
+          ? dense_elements * static_cast<std::uint64_t>(dense::compact_group_block_bytes(mode)) /
+                (dense::kCompactGroupRows * dense::kBlock)
+          : 0;
   const std::uint64_t kv = KvCache::bytes_for(cfg.layers, opt.max_slots, opt.max_context,
                                               cfg.kv_heads, hd);
   const std::uint64_t step = step_buffer_bytes(cfg, opt, runtime->threads());
@@ -235,14 +243,6 @@ void Decoder::Impl::bind(const std::string& directory) {
   if (opt.memory_limit != 0 && needed > opt.memory_limit) refuse(0);
 
   const Binder b(tensors, dir);
-  // A request that names bf16 activations gets them in the dense matrices too where they are
-  // fast (bind_linear_bf16_where_fast); otherwise they run f32 activations as published.
-  const dense::DenseMode published = opt.request.activation == ActivationFormat::bf16
-                                         ? dense::DenseMode::as_published_bf16
-                                         : dense::DenseMode::as_published;
-  const dense::DenseMode mode = opt.compact == CompactFormat::int8   ? dense::DenseMode::compact_int8
-                                : opt.compact == CompactFormat::int4 ? dense::DenseMode::compact_int4
-                                                                     : published;
   const DenseOptions lo{.mode = mode,
                         .pack_pool = &pool_of(*runtime)};
   embed = b.need("model.embed_tokens.weight",

@@ -101,11 +101,6 @@ constexpr std::array<KernelEntry, 14> kKernels = {{
      {0.5, 2.0}, "4-bit codes + bf16 scale per 32-block, portable C++ (the class's definition)"},
 }};
 
-// The bytes a compact mode stores per group block (16 rows x 32 codes and their scales).
-constexpr std::int64_t group_block_bytes(DenseMode mode) noexcept {
-  return mode == DenseMode::compact_int4 ? kCompact4GroupBlockBytes : kCompactGroupBlockBytes;
-}
-
 bool listed(const std::vector<std::string>& names, std::string_view name) {
   return std::find(names.begin(), names.end(), name) != names.end();
 }
@@ -162,7 +157,7 @@ class DenseKernel final : public Candidate<DenseOp> {
     const double weights = static_cast<double>(op.out) * static_cast<double>(op.in);
     const double bytes_per_weight =
         is_compact(op.mode)
-            ? static_cast<double>(group_block_bytes(op.mode)) / (kCompactGroupRows * kBlock)
+            ? static_cast<double>(compact_group_block_bytes(op.mode)) / (kCompactGroupRows * kBlock)
             : (op.element == ElementType::f32 ? 4.0 : 2.0);
     const CallWork work{.weight_bytes = weights * bytes_per_weight,
                         .flops = 2.0 * weights,
@@ -342,7 +337,7 @@ Linear::Linear(const LinearWeights& w, const LinearSelection& judged, ThreadPool
   // (code 0 stored as 0x88), with scale 0.
   const std::int64_t blocks = (w.in + kBlock - 1) / kBlock;
   const std::int64_t groups = (w.out + kCompactGroupRows - 1) / kCompactGroupRows;
-  const std::int64_t block_bytes = group_block_bytes(op.mode);
+  const std::int64_t block_bytes = compact_group_block_bytes(op.mode);
   const bool int4 = op.mode == DenseMode::compact_int4;
   const std::uint8_t bias = int4 ? 0x88 : layout == CompactLayout::rows16_biased ? 0x80 : 0x00;
   // 2 MB pages before the first touch: a decode step streams these bytes, and 4 KB pages would
@@ -428,7 +423,7 @@ void Linear::forward(const float* x, std::int64_t m, float* y, ThreadPool& pool)
     return;
   }
   const LinearCompactCall call{{packed_.data(), (w_.in + kBlock - 1) / kBlock, w_.out,
-                                group_block_bytes(selection_.op.mode)},
+                                compact_group_block_bytes(selection_.op.mode)},
                             w_.in,
                             x,
                             m,

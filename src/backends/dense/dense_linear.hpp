@@ -60,6 +60,11 @@ struct LinearWeights {
   ElementType bias_element = ElementType::f32;
 };
 
+// The bytes a compact MODE stores per group block (16 rows x 32 codes and their scales).
+constexpr std::int64_t compact_group_block_bytes(DenseMode mode) noexcept {
+  return mode == DenseMode::compact_int4 ? kCompact4GroupBlockBytes : kCompactGroupBlockBytes;
+}
+
 // The op of layer W in MODE on HARDWARE, as the candidates are judged on it.
 inline DenseOp dense_op(const LinearWeights& w, DenseMode mode, const Hardware& hardware) {
   return {.out = w.out, .in = w.in, .element = w.element, .mode = mode, .hardware = hardware};
