@@ -266,10 +266,12 @@ std::optional<std::string> bench_whole_model(const WholeBenchOptions& o) {
     text = j.dump(2) + "\n";
   } else {
     text += fmt::format(
-        "# mxmoe bench --whole: {} ({})\n\n{}, {} threads; activation {}{}; {} reps (median, "
-        "min-max)\n\n",
-        printable(o.model), model.family(), limits.cpu, threads, activation,
-        o.request.batch_invariant ? ", batch-invariant" : "", o.reps);
+        "# mxmoe bench --whole: {} ({})\n\n{}, {} threads; dense matrices {}; activation {}{}; {} "
+        "reps (median, min-max)\n\n",
+        printable(o.model), model.family(), limits.cpu, threads,
+        options.compact == CompactFormat::off ? std::string("as published")
+                                              : fmt::format("compact {}", to_string(options.compact)),
+        activation, o.request.batch_invariant ? ", batch-invariant" : "", o.reps);
     text += "| test | batch | tok/s (all sequences) | min-max | weight GB/s | % of DRAM |\n";
     text += "|---|---:|---:|---:|---:|---:|\n";
     for (const Json& row : results) {

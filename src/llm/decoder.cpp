@@ -4,6 +4,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -335,9 +336,11 @@ void Decoder::Impl::run_layer(int l, std::int64_t m) {
   pool.parallel_for(m, [&](std::int64_t r, int) {
     rms_norm(h.data() + r * H, L.in_norm.data(), H, cfg.rms_eps, xn.data() + r * H);
   });
-  L.q.forward(xn.data(), m, q.data(), pool);
-  L.k.forward(xn.data(), m, k.data(), pool);
-  L.v.forward(xn.data(), m, v.data(), pool);
+  {
+    const std::array<const dense::Linear*, 3> qkv{&L.q, &L.k, &L.v};
+    const std::array<float*, 3> out{q.data(), k.data(), v.data()};
+    dense::Linear::forward_together(qkv, xn.data(), m, out, pool);
+  }
   pool.parallel_for(m, [&](std::int64_t r, int) {
     float* qr = q.data() + r * qd;
     float* kr = k.data() + r * kvd;
@@ -369,8 +372,9 @@ void Decoder::Impl::run_layer(int l, std::int64_t m) {
     L.moe->forward({.tokens = m, .x = xn.data(), .y = y.data(), .token_ids = ids.data()});
   } else {
     const std::int64_t I = cfg.dense_intermediate;
-    L.gate.forward(xn.data(), m, g.data(), pool);
-    L.up.forward(xn.data(), m, u.data(), pool);
+    const std::array<const dense::Linear*, 2> gate_up{&L.gate, &L.up};
+    const std::array<float*, 2> out{g.data(), u.data()};
+    dense::Linear::forward_together(gate_up, xn.data(), m, out, pool);
     pool.parallel_for(m, [&](std::int64_t r, int) {
       float* gr = g.data() + r * I;
       const float* ur = u.data() + r * I;

@@ -365,6 +365,43 @@ TEST(DenseLinear, BatchInvariant) {
     }
 }
 
+// One job for several layers of one input (the decoder's q, k and v): each output has the bits
+// of its layer's own forward, whichever layer a task falls in, at 1 and 2 threads, and at token
+// counts that take each split of rows_per_task (1 token, a decode batch, a prefill).
+TEST(DenseLinear, ForwardTogetherGivesEachLayerItsOwnBits) {
+  const std::int64_t in = 160;
+  // Six layers: more than one job takes (kMaxTogether), so the second job's numbering counts.
+  const std::vector<Layer> layers{make_layer(45, in, 31), make_layer(16, in, 32),
+                                  make_layer(300, in, 33), make_layer(17, in, 34),
+                                  make_layer(64, in, 35), make_layer(33, in, 36)};
+  static_assert(Linear::kMaxTogether < 6);
+  for (const DenseMode mode : kModes)
+    for (const Hardware& hw : hardware_variants()) {
+      std::vector<Linear> lins;
+      for (const Layer& l : layers)
+        lins.push_back(bound(l.weights(ElementType::bf16, true), hw, {mode, nullptr}));
+      std::vector<const Linear*> ptrs;
+      for (const Linear& l : lins) ptrs.push_back(&l);
+      for (const std::int64_t m : {1, 5, 40})
+        for (const int threads : {1, 2}) {
+          const std::vector<float> x = make_x(m, in, 7);
+          std::vector<std::vector<float>> ys;
+          for (const Linear& l : lins)
+            ys.emplace_back(static_cast<std::size_t>(m * l.out()), std::nanf(""));
+          std::vector<float*> outs;
+          for (std::vector<float>& y : ys) outs.push_back(y.data());
+          ThreadPool pool(threads);
+          Linear::forward_together(ptrs, x.data(), m, outs, pool);
+          for (std::size_t i = 0; i < lins.size(); ++i) {
+            const std::vector<float> alone = run(lins[i], x, m, threads);
+            ASSERT_EQ(std::memcmp(ys[i].data(), alone.data(), alone.size() * sizeof(float)), 0)
+                << lins[i].kernel_name() << " layer " << i << ", " << m << " tokens, " << threads
+                << " threads";
+          }
+        }
+    }
+}
+
 TEST(DenseLinear, BiasIsAddedOnceInF32OrBf16) {
   const Layer layer = make_layer(21, 48, 8);
   const std::vector<float> x = make_x(3, 48, 2);

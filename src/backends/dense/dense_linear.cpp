@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <array>
+#include <array>
 #include <cstring>
 #include <optional>
 #include <span>
@@ -409,30 +410,47 @@ std::int64_t Linear::rows_per_task(std::int64_t m, int threads) const noexcept {
   return std::clamp<std::int64_t>((target + 15) / 16 * 16, 16, 256);
 }
 
-void Linear::forward(const float* x, std::int64_t m, float* y, ThreadPool& pool) const noexcept {
-  if (m <= 0) return;
-  const std::int64_t rows = rows_per_task(m, pool.size());
-  const std::int64_t tasks = (w_.out + rows - 1) / rows;
+void Linear::run_rows(const float* x, std::int64_t m, float* y, std::int64_t first,
+                      std::int64_t rows) const noexcept {
   const float* bias = bias_.empty() ? nullptr : bias_.data();
   if (f32_ != nullptr) {
-    const LinearF32Call call{w_.data, w_.element == ElementType::bf16, w_.in, x, m, y, w_.out,
-                             bias};
-    pool.parallel_for(tasks, [&](std::int64_t task, int) {
-      f32_(call, task * rows, std::min(rows, w_.out - task * rows));
-    });
+    f32_({w_.data, w_.element == ElementType::bf16, w_.in, x, m, y, w_.out, bias}, first, rows);
     return;
   }
-  const LinearCompactCall call{{packed_.data(), (w_.in + kBlock - 1) / kBlock, w_.out,
-                                compact_group_block_bytes(selection_.op.mode)},
-                            w_.in,
-                            x,
-                            m,
-                            y,
-                            w_.out,
-                            bias};
-  pool.parallel_for(tasks, [&](std::int64_t task, int) {
-    compact_(call, task * rows, std::min(rows, w_.out - task * rows));
-  });
+  compact_({{packed_.data(), (w_.in + kBlock - 1) / kBlock, w_.out,
+             compact_group_block_bytes(selection_.op.mode)},
+            w_.in, x, m, y, w_.out, bias},
+           first, rows);
+}
+
+void Linear::forward(const float* x, std::int64_t m, float* y, ThreadPool& pool) const noexcept {
+  const Linear* self = this;
+  forward_together({&self, 1}, x, m, {&y, 1}, pool);
+}
+
+void Linear::forward_together(std::span<const Linear* const> layers, const float* x,
+                              std::int64_t m, std::span<float* const> ys,
+                              ThreadPool& pool) noexcept {
+  if (m <= 0) return;
+  // kMaxTogether layers a job (no allocation): each layer's own split (rows_per_task), its
+  // tasks numbered after the layers before it.
+  for (std::size_t at = 0; at < layers.size(); at += kMaxTogether) {
+    const std::size_t n = std::min(layers.size() - at, kMaxTogether);
+    std::array<std::int64_t, kMaxTogether> rows{}, first_task{};
+    std::int64_t tasks = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      rows[i] = layers[at + i]->rows_per_task(m, pool.size());
+      first_task[i] = tasks;
+      tasks += (layers[at + i]->w_.out + rows[i] - 1) / rows[i];
+    }
+    pool.parallel_for(tasks, [&](std::int64_t task, int) {
+      std::size_t i = n - 1;
+      while (first_task[i] > task) --i;
+      const Linear& l = *layers[at + i];
+      const std::int64_t first = (task - first_task[i]) * rows[i];
+      l.run_rows(x, m, ys[at + i], first, std::min(rows[i], l.w_.out - first));
+    });
+  }
 }
 
 }  // namespace mxmoe::dense

@@ -110,6 +110,14 @@ class Linear {
   // y[m, out] = x[m, in] . W^T + bias, on POOL. x and y must not overlap. noexcept: every
   // check happened at construction. Allocates nothing.
   void forward(const float* x, std::int64_t m, float* y, ThreadPool& pool) const noexcept;
+  // One pool job for several layers that read the same x (an attention's q, k and v): their
+  // tasks in one list, so the workers meet once instead of once a layer (once per
+  // kMaxTogether layers). ys[i] (one per layer, none overlapping x) gets exactly
+  // layers[i]->forward's bits; every layer's in() is x's width.
+  static constexpr std::size_t kMaxTogether = 4;
+  static void forward_together(std::span<const Linear* const> layers, const float* x,
+                               std::int64_t m, std::span<float* const> ys,
+                               ThreadPool& pool) noexcept;
 
   std::int64_t in() const noexcept { return w_.in; }
   std::int64_t out() const noexcept { return w_.out; }
@@ -123,6 +131,9 @@ class Linear {
 
  private:
   std::int64_t rows_per_task(std::int64_t m, int threads) const noexcept;
+  // Output rows [first, first + rows) of y for x's m rows: one task of forward's job.
+  void run_rows(const float* x, std::int64_t m, float* y, std::int64_t first,
+                std::int64_t rows) const noexcept;
 
   LinearWeights w_;
   LinearSelection selection_;
