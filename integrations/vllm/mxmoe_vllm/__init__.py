@@ -28,7 +28,10 @@ from vLLM's own ``is_supported_config`` (:mod:`mxmoe_vllm.reasons`).
 ``MXMOE_VLLM=0`` turns the plugin off (vLLM's own path then runs). ``MXMOE_VLLM_MOE_TIMES=PATH``
 (for bench/python/vllm_generate.py, with or without the plugin) times every call of the
 experts' ``apply`` in the process that runs it and keeps the totals in ``PATH.<pid>.json``
-(rewritten whole, at most every 0.1 s). docs/VLLM.md has the rest.
+(rewritten whole, at most every 0.1 s); ``MXMOE_VLLM_DENSE_TIMES=PATH`` does the same for
+vLLM's ``cpu_unquantized_gemm``, which every linear layer and the LM head call on the CPU
+(vLLM's kernels, or the plugin's under ``VLLM_BATCH_INVARIANT=1``); :func:`read_times` sums
+them. Unset, nothing is wrapped. docs/VLLM.md has the rest.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ import os
 import threading
 from typing import Any, Optional
 
-__all__ = ["TESTED_VLLM", "register"]
+__all__ = ["TESTED_VLLM", "read_times", "register"]
 
 # The vLLM version this plugin is tested with. Another version is patched only where every
 # attribute it replaces exists (and a warning says it is untested); otherwise nothing is.
@@ -57,6 +60,7 @@ def register() -> None:
     """vLLM's general-plugin hook (idempotent: vLLM may call it more than once)."""
     if os.environ.get("MXMOE_VLLM", "1") == "0":
         _time_experts_apply()  # vLLM's own path, timed when asked
+        _time_dense()
         return
     import vllm  # noqa: PLC0415
     from vllm.platforms import current_platform  # noqa: PLC0415
@@ -106,18 +110,22 @@ def register() -> None:
 
         invariance.install()  # the rest of the engine's rows made independent
     _time_experts_apply()
+    _time_dense()
 
 
 class _ApplyTimes:
-    """The totals of the timed ``apply`` calls of this process, written to PATH.<pid>.json by a
-    daemon thread whenever they changed (at most every 0.1 s), so a benchmark in another process
-    reads them between its timed regions without stopping the engine."""
+    """The totals of the timed calls of this process, written to PATH.<pid>.json by a daemon
+    thread whenever they changed (at most every 0.1 s), so a benchmark in another process
+    reads them between its timed regions (:func:`read_times`) without stopping the engine.
+    VARIABLE names the environment variable that asked for them, in its error messages."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, variable: str):
         self.path = f"{path}.{os.getpid()}.json"
+        self.variable = variable
         self.calls = 0
         self.tokens = 0
         self.seconds = 0.0
+        self.dropped = False
         self._written = -1
         threading.Thread(target=self._write_loop, name="mxmoe-vllm-times", daemon=True).start()
 
@@ -127,11 +135,18 @@ class _ApplyTimes:
             self.tokens += tokens
             self.seconds += seconds
 
+    def drop(self, error: BaseException) -> None:
+        """The timing stops (the engine goes on): a call whose rows could not be read."""
+        if not self.dropped:
+            self.dropped = True
+            logger.error("mxmoe-vllm: %s: %r; these times are no longer kept", self.variable,
+                         error)
+
     def _write_loop(self) -> None:
         import json  # noqa: PLC0415
         import time  # noqa: PLC0415
 
-        while True:
+        while not self.dropped:
             time.sleep(0.1)
             with _lock:
                 if self.calls == self._written:
@@ -145,16 +160,45 @@ class _ApplyTimes:
                     f.write(text)
                 os.replace(tmp, self.path)
             except OSError as error:  # the engine goes on; only the timing is lost
-                logger.error("mxmoe-vllm: MXMOE_VLLM_MOE_TIMES: cannot write %s (%s); the "
-                             "MoE times are no longer kept", self.path, error)
-                return
+                self.dropped = True
+                logger.error("mxmoe-vllm: %s: cannot write %s (%s); these times are no longer "
+                             "kept", self.variable, self.path, error)
+
+
+def _time_calls(variable: str, owner: Any, attribute: str, rows_name: str,
+                rows_index: int) -> None:
+    """With VARIABLE=PATH in the environment, wraps OWNER.ATTRIBUTE (a class's method or a
+    module's function) in a timer kept by :class:`_ApplyTimes`; a call's tokens are the rows
+    of its argument ROWS_NAME (positional ROWS_INDEX). Without VARIABLE nothing is wrapped."""
+    path = os.environ.get(variable)
+    marker = f"_mxmoe_timed_{attribute}"
+    if not path or owner is None or getattr(owner, marker, False):
+        return
+    import time  # noqa: PLC0415
+
+    times = _ApplyTimes(path, variable)
+    inner = getattr(owner, attribute)
+
+    def timed(*args, **kwargs):
+        t0 = time.perf_counter()
+        result = inner(*args, **kwargs)
+        seconds = time.perf_counter() - t0
+        if not times.dropped:
+            try:
+                x = kwargs[rows_name] if rows_name in kwargs else args[rows_index]
+                times.add(x.numel() // max(int(x.shape[-1]), 1), seconds)
+            except Exception as error:  # noqa: BLE001  (the timer never fails the engine)
+                times.drop(error)
+        return result
+
+    setattr(owner, attribute, timed)
+    setattr(owner, marker, True)
 
 
 def _time_experts_apply() -> None:
     """With MXMOE_VLLM_MOE_TIMES=PATH, wraps the experts' ``apply`` (mxmoe's or vLLM's own) in
     a timer: the MoE share of a step inside the running engine."""
-    path = os.environ.get("MXMOE_VLLM_MOE_TIMES")
-    if not path:
+    if not os.environ.get("MXMOE_VLLM_MOE_TIMES"):
         return
     from vllm.platforms import current_platform  # noqa: PLC0415
 
@@ -164,22 +208,65 @@ def _time_experts_apply() -> None:
         from vllm.model_executor.layers.fused_moe.experts import cpu_moe  # noqa: PLC0415
     except ImportError:
         return
-    experts = getattr(cpu_moe, "CPUExpertsMxfp4", None)
-    if experts is None or getattr(experts, "_mxmoe_timed", False):
+    # apply(self, output, hidden_states, ...): the tokens are hidden_states' rows.
+    _time_calls("MXMOE_VLLM_MOE_TIMES", getattr(cpu_moe, "CPUExpertsMxfp4", None), "apply",
+                "hidden_states", 2)
+
+
+def _time_dense() -> None:
+    """With MXMOE_VLLM_DENSE_TIMES=PATH, wraps vLLM's ``cpu_unquantized_gemm``
+    (``vllm/model_executor/layers/utils.py``) in a timer: every unquantized matmul of vLLM's
+    CPU engine calls it (``layer.cpu_linear(x, weight, bias)``): the linear layers (gpt-oss's
+    QKV and output projections and router, through ``UnquantizedLinearMethod.apply``) and the
+    LM head (``UnquantizedEmbeddingMethod.apply``), whether ``cpu_linear`` is vLLM's (oneDNN,
+    the sgl kernel, F.linear) or, under ``VLLM_BATCH_INVARIANT=1``, the plugin's mxmoe dense
+    layer (:mod:`mxmoe_vllm.invariance`), so one timer counts both modes alike. Installed
+    before the model is built: ``UnquantizedLinearMethod`` takes the function at construction."""
+    if not os.environ.get("MXMOE_VLLM_DENSE_TIMES"):
         return
+    from vllm.platforms import current_platform  # noqa: PLC0415
+
+    if not current_platform.is_cpu():
+        return
+    from vllm.model_executor.layers import utils  # noqa: PLC0415
+
+    if not hasattr(utils, "cpu_unquantized_gemm"):
+        logger.error("mxmoe-vllm: MXMOE_VLLM_DENSE_TIMES: this vLLM has no "
+                     "layers.utils.cpu_unquantized_gemm; the dense matmuls are not timed")
+        return
+    # cpu_unquantized_gemm(layer, x, weight, bias): the tokens are x's rows.
+    _time_calls("MXMOE_VLLM_DENSE_TIMES", utils, "cpu_unquantized_gemm", "x", 1)
+
+
+def read_times(path: str, settle_s: float = 0.2, limit_s: float = 5.0) -> dict:
+    """The totals of MXMOE_VLLM_MOE_TIMES=PATH or MXMOE_VLLM_DENSE_TIMES=PATH over every engine
+    process ({"calls", "tokens", "seconds"}), read when two reads SETTLE_S apart agree (the
+    files are rewritten within 0.1 s of a change; at most LIMIT_S of waiting): for a benchmark
+    or a test between its engine's calls."""
+    import glob  # noqa: PLC0415
+    import json  # noqa: PLC0415
     import time  # noqa: PLC0415
 
-    times = _ApplyTimes(path)
-    inner = experts.apply
+    def totals() -> dict:
+        total = {"calls": 0, "tokens": 0, "seconds": 0.0}
+        for name in sorted(glob.glob(f"{glob.escape(path)}.*.json")):
+            try:
+                with open(name, encoding="utf-8") as f:
+                    one = json.load(f)
+            except (OSError, ValueError):
+                continue
+            for key in total:
+                total[key] += one[key]
+        return total
 
-    def timed_apply(self, output, hidden_states, *args, **kwargs):
-        t0 = time.perf_counter()
-        result = inner(self, output, hidden_states, *args, **kwargs)
-        times.add(int(hidden_states.shape[0]), time.perf_counter() - t0)
-        return result
-
-    experts.apply = timed_apply
-    experts._mxmoe_timed = True
+    deadline = time.monotonic() + limit_s
+    last = totals()
+    while True:
+        time.sleep(settle_s)
+        now = totals()
+        if now == last or time.monotonic() > deadline:
+            return now
+        last = now
 
 
 def _supports_current_device() -> bool:

@@ -8,7 +8,9 @@ environment of their case).
 
 Per call: "tokens" (greedy, per prompt), "logprobs" (float.hex of each chosen token's
 logprob), "prompt_logprobs" (per prompt position after the first, the logprob of the prompt's
-own next token and the top-1 token there), "seconds" (the generate call's wall time).
+own next token and the top-1 token there), "seconds" (the generate call's wall time), and
+with MXMOE_VLLM_MOE_TIMES / MXMOE_VLLM_DENSE_TIMES set, "times": {"moe"/"dense": the calls,
+tokens and seconds the plugin's timers counted during the call, in every engine process}.
 """
 
 import gc
@@ -27,6 +29,13 @@ def main() -> None:
               max_model_len=128, max_num_seqs=8, gpu_memory_utilization=0.15, seed=0,
               **job.get("llm", {}))
     results = {"startup_s": time.perf_counter() - start, "calls": []}
+    timers = {key: os.environ[variable] for key, variable in
+              (("moe", "MXMOE_VLLM_MOE_TIMES"), ("dense", "MXMOE_VLLM_DENSE_TIMES"))
+              if os.environ.get(variable)}
+    if timers:
+        from mxmoe_vllm import read_times  # noqa: PLC0415
+
+        before = {key: read_times(path) for key, path in timers.items()}
     for call in job["calls"]:
         params = SamplingParams(max_tokens=call.get("max_tokens", 8), temperature=0.0,
                                 detokenize=False, logprobs=1 if call.get("logprobs") else None,
@@ -48,6 +57,11 @@ def main() -> None:
                     top = max(step.items(), key=lambda kv: kv[1].logprob)
                     steps.append([float(own), int(top[0])])
                 r["prompt_logprobs"].append(steps)
+        if timers:
+            after = {key: read_times(path) for key, path in timers.items()}
+            r["times"] = {key: {k: after[key][k] - before[key][k] for k in after[key]}
+                          for key in timers}
+            before = after
         results["calls"].append(r)
     print("MXMOE_RESULT " + json.dumps(results), flush=True)  # vLLM prints to stdout too
     del llm

@@ -120,3 +120,29 @@ def test_batch_invariant_request_gives_the_same_bits_alone_and_in_a_batch(monkey
     batch = run(list(range(6)))
     for t in range(6):
         assert torch.equal(run([t])[0].view(torch.int16), batch[t].view(torch.int16))
+
+
+def test_a_timer_counts_rows_and_never_fails_the_call(tmp_path, monkeypatch):
+    """MXMOE_VLLM_DENSE_TIMES' wrapper (the one of MXMOE_VLLM_MOE_TIMES too): a timed call
+    returns what the call returns, its rows (positional or keyword, any leading dimensions)
+    are counted and read back by read_times; a call whose rows cannot be read stops the timing,
+    logged, and still returns its result."""
+    path = str(tmp_path / "dense")
+    monkeypatch.setenv("MXMOE_VLLM_DENSE_TIMES", path)
+    errors = []
+    monkeypatch.setattr(mxmoe_vllm.logger, "error", lambda *args: errors.append(args))
+    owner = SimpleNamespace(gemm=lambda layer, x, weight, bias=None: ("out", x))
+    mxmoe_vllm._time_calls("MXMOE_VLLM_DENSE_TIMES", owner, "gemm", "x", 1)
+    timed = owner.gemm
+    mxmoe_vllm._time_calls("MXMOE_VLLM_DENSE_TIMES", owner, "gemm", "x", 1)
+    assert owner.gemm is timed  # wrapped once
+    x = torch.ones(5, 4)
+    assert owner.gemm(None, x, None)[1] is x
+    assert owner.gemm(None, x=torch.ones(2, 3, 4), weight=None)[0] == "out"
+    totals = mxmoe_vllm.read_times(path)
+    assert totals["calls"] == 2 and totals["tokens"] == 11 and totals["seconds"] > 0, totals
+    assert not errors
+    assert owner.gemm(None, "no rows", None) == ("out", "no rows")
+    assert len(errors) == 1 and "MXMOE_VLLM_DENSE_TIMES" in errors[0]
+    owner.gemm(None, x, None)
+    assert mxmoe_vllm.read_times(path) == totals  # no longer counted

@@ -114,9 +114,34 @@ def _check_against_reference(c, calls):
             assert abs(got - want) <= LOGPROB_TOLERANCE, (i, got, want)
 
 
+def _timers(directory):
+    """The plugin's timers on (bench/python/vllm_generate.py's): run_llm.py reports what they
+    counted during each call."""
+    return {"MXMOE_VLLM_MOE_TIMES": os.path.join(str(directory), "moe"),
+            "MXMOE_VLLM_DENSE_TIMES": os.path.join(str(directory), "dense")}
+
+
+def _check_timers(c, call):
+    """CALL generated from c.prompts: every token that went through the model (each prompt
+    token and each new token but the last) is a row of each layer's three linear layers
+    (gpt-oss's QKV and output projections and router) and of its experts, and each new token
+    a row of the LM head; the timers counted exactly those rows, in calls that took time."""
+    with open(os.path.join(c.directory, "config.json"), encoding="utf-8") as f:
+        layers = json.load(f)["num_hidden_layers"]
+    new = sum(len(t) for t in call["tokens"])
+    forward = sum(len(p) for p in c.prompts) + new - len(c.prompts)
+    dense, moe = call["times"]["dense"], call["times"]["moe"]
+    assert dense["calls"] > 0 and dense["seconds"] > 0, dense
+    assert dense["tokens"] == 3 * layers * forward + new, (dense, layers, forward, new)
+    assert moe["calls"] > 0 and moe["seconds"] > 0, moe
+    assert moe["tokens"] == layers * forward, (moe, layers, forward)
+    assert dense["seconds"] + moe["seconds"] < call["seconds"]
+
+
 @pytest.fixture(scope="module")
-def with_plugin(checkpoint):
-    return _engine(checkpoint.directory, _calls(checkpoint))
+def with_plugin(checkpoint, tmp_path_factory):
+    return _engine(checkpoint.directory, _calls(checkpoint),
+                   _timers(tmp_path_factory.mktemp("times")))
 
 
 def test_plugin_follows_the_float32_reference(checkpoint, with_plugin):
@@ -125,6 +150,16 @@ def test_plugin_follows_the_float32_reference(checkpoint, with_plugin):
     calls, log = with_plugin
     _check_against_reference(checkpoint, calls)
     assert "mxmoe-vllm: MoE layers" in log  # the oracle's choice, logged once per shape
+
+
+def test_timers_count_the_dense_and_expert_rows(checkpoint, with_plugin):
+    """MXMOE_VLLM_DENSE_TIMES and MXMOE_VLLM_MOE_TIMES (on in with_plugin's engine, which
+    still follows the reference above) count every row of vLLM's own linear layers and LM
+    head and of mxmoe's experts (with VLLM_BATCH_INVARIANT=1, the plugin's linear layers:
+    the batch-invariant test below)."""
+    calls, log = with_plugin
+    _check_timers(checkpoint, calls[0])
+    assert "these times are no longer kept" not in log
 
 
 def test_plugin_agrees_with_vllms_own_path_on_amx(checkpoint, with_plugin):
@@ -186,15 +221,19 @@ def _alone_and_in_a_batch(c):
     return [{**one, "prompts": [p]} for p in c.prompts] + [{**one, "prompts": batch}], [1, 3, 4]
 
 
-def test_batch_invariant_engine_gives_a_prompt_the_same_bits_alone_and_in_a_batch(checkpoint):
+def test_batch_invariant_engine_gives_a_prompt_the_same_bits_alone_and_in_a_batch(checkpoint,
+                                                                                  tmp_path):
     """VLLM_BATCH_INVARIANT=1 with the plugin: the MoE layers bound batch invariant, the ops vLLM
     would give to Triton and the linear layers computed row by row by mxmoe
     (mxmoe_vllm.invariance); each prompt alone and inside a batch of six gives the same tokens,
-    the same logprob bits and the same prompt logprobs; and the engine still follows the
-    float32 reference as the plugin does without the request."""
+    the same logprob bits and the same prompt logprobs; the engine still follows the
+    float32 reference as the plugin does without the request; and the timers count the
+    plugin's linear layers as they count vLLM's (_check_timers)."""
     invariant, where = _alone_and_in_a_batch(checkpoint)
     calls, log = _engine(checkpoint.directory, _calls(checkpoint) + invariant,
-                         {"VLLM_BATCH_INVARIANT": "1"})
+                         {"VLLM_BATCH_INVARIANT": "1", **_timers(tmp_path)})
+    _check_timers(checkpoint, calls[0])  # the plugin's linear layers, timed as vLLM's are
+    assert "these times are no longer kept" not in log
     assert "batch invariant)" in log  # mxmoe-vllm's line for the bound MoE layers
     assert "mxmoe-vllm: VLLM_BATCH_INVARIANT=1 on the CPU" in log  # the ops, row by row
     assert "mxmoe-vllm: linear layers run on mxmoe's" in log  # and the linear layers
