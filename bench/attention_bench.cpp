@@ -1,15 +1,17 @@
 // A decoder's attention (llm::attend over a KV cache) with each kernel this CPU runs
 // (avx512_attention, avx2_attention, portable_attention: one numerics class, the same bits):
 // the prefill of 512 rows of one sequence (positions 0..511) and one decode row at position
-// 511, on 1 thread, for gpt-oss-20b's shape (64 heads, 8 kv heads of 64, full and a window of
-// 128, sinks) and Qwen3-30B-A3B's (32 heads, 4 kv heads of 128). CPU time is the figure to
-// read on a shared machine. Counter GFLOP/s: 4 head_dim flops per (head, key) (q.k and w.v).
+// 511 or 4095 (a long chat's context: the softmax's exponentials grow with it), on 1 thread, for
+// gpt-oss-20b's shape (64 heads, 8 kv heads of 64, full and a window of 128, sinks) and
+// Qwen3-30B-A3B's (32 heads, 4 kv heads of 128). CPU time is the figure to read on a shared
+// machine. Counter GFLOP/s: 4 head_dim flops per (head, key) (q.k and w.v).
 #include <benchmark/benchmark.h>
 
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backends/dense/dense_attention.hpp"
@@ -25,10 +27,9 @@ struct Shape {
   int heads, kv_heads, head_dim, window;
 };
 
-void run(benchmark::State& state, const Shape& s, const char* cap, int rows) {
+void run(benchmark::State& state, const Shape& s, const char* cap, int rows, int context) {
   const dense::AttentionSelection sel =
       dense::judge_attention_kernels(s.head_dim, probe_hardware(cap));
-  const int context = 512;
   llm::KvCache cache(1, 1, context, s.kv_heads, s.head_dim);
   std::mt19937 rng(1);
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -76,11 +77,13 @@ const Shape kShapes[] = {{"gpt_oss_full", 64, 8, 64, 0},
 const bool kRegistered = [] {
   for (const Shape& s : kShapes)
     for (const char* cap : {"", "avx2", "none"})
-      for (const int rows : {512, 1}) {
-        const std::string name = std::string(s.name) + (rows == 1 ? "/decode" : "/prefill512") +
-                                 "/cap:" + (*cap ? cap : "probe");
+      for (const auto& [rows, context] : {std::pair{512, 512}, {1, 512}, {1, 4096}}) {
+        const std::string name =
+            std::string(s.name) +
+            (rows == 1 ? "/decode_at_" + std::to_string(context) : std::string("/prefill512")) +
+            "/cap:" + (*cap ? cap : "probe");
         benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) {
-          run(st, s, cap, rows);
+          run(st, s, cap, rows, context);
         })->Unit(benchmark::kMillisecond);
       }
   return true;

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -132,20 +131,8 @@ void attend(const AttentionShape& shape, const dense::AttentionKernels& kernels,
                     .head_dim = hd, .k = cache.key(layer, row.slot, first) + kv_offset,
                     .k_stride = kv_row, .keys = keys, .scale = shape.scale, .scores = scores,
                     .scores_stride = keys});
-    for (int i = 0; i < per_task; ++i) {  // softmax, in key order; scores become the weights
-      float* s = scores + i * keys;
-      const int h = h0 + i;
-      float max_score = shape.sinks ? shape.sinks[h] : -std::numeric_limits<float>::infinity();
-      for (std::int64_t p = 0; p < keys; ++p) max_score = std::max(max_score, s[p]);
-      float total = shape.sinks ? std::exp(shape.sinks[h] - max_score) : 0.0f;
-      for (std::int64_t p = 0; p < keys; ++p) {
-        const float e = std::exp(s[p] - max_score);
-        s[p] = e;
-        total += e;
-      }
-      const float inv = 1.0f / total;
-      for (std::int64_t p = 0; p < keys; ++p) s[p] *= inv;
-    }
+    kernels.softmax({.s = scores, .stride = keys, .heads = per_task, .keys = keys,
+                     .sinks = shape.sinks != nullptr ? shape.sinks + h0 : nullptr});
     kernels.values({.w = scores, .w_stride = keys, .heads = per_task, .head_dim = hd,
                     .v = cache.value(layer, row.slot, first) + kv_offset, .v_stride = kv_row,
                     .keys = keys, .out = out + r * q_row + static_cast<std::int64_t>(h0) * hd});

@@ -14,8 +14,22 @@
 //     need a head_dim that is a positive multiple of 8);
 //   values: out[h][d] = +0, then out[h][d] = out[h][d] + (w[h][p] * v[p][d]) for p in
 //     increasing order (each d on its own, so any vector width gives the same bits).
-// The softmax between them (max, std::exp, the total, w = e / total) is the caller's, in
-// portable code, so the exponentials are the C library's on every path.
+//   softmax, per head row s[0..n) of scores, with an optional sink logit z:
+//     m = the largest of z (or -inf) and every s[p] (NaN scores never win; the order does not
+//       matter: only the sign of a zero m can differ, and x - m then gives the same exp);
+//     e[p] = attention_exp(s[p] - m), the function below (each element on its own);
+//     16 lanes: lane l = +0, then lane l + e[p] for p = l, l + 16, ... in increasing p; then
+//       a[i] = l[i] + l[i + 8], b[i] = a[i] + a[i + 4], c[i] = b[i] + b[i + 2] (i < 8, 4, 2),
+//       total = c[0] + c[1]; then total + attention_exp(z - m) with a sink;
+//     w[p] = e[p] * (1 / total), written over s.
+//   attention_exp(x), for x <= 0 (a softmax's s - m) or NaN: NaN gives x itself; x < -87 gives
+//     +0 (e^-87 = 1.6e-38 of the largest weight: below it 2^n would leave the normal range);
+//     otherwise n = fma(x, kExpLog2e, kExpRound) - kExpRound (x / ln 2 to the nearest integer,
+//     ties to even), r = fma(n, -kExpLn2Lo, fma(n, -kExpLn2Hi, x)) (Cody and Waite), the
+//     Taylor polynomial of degree 7 by Horner with fma, p = fma(..fma(fma(1/7!, r, 1/6!), r,
+//     1/5!).., r, 1), and p * 2^n (2^n made from its bits). Every step is one correctly
+//     rounded operation, so a vector lane and the portable C++ agree bit for bit; within 1
+//     ulp of e^x (0.90 at worst on every 61st float of [-87, 0]: tests/llm).
 #pragma once
 
 #include <cstdint>
@@ -47,8 +61,29 @@ struct AttentionValuesCall {
 };
 using AttentionValuesFn = void (*)(const AttentionValuesCall&) noexcept;
 
+struct AttentionSoftmaxCall {
+  float* s = nullptr;  // s[h][p] at s + h * stride + p: the scores in, the weights out
+  std::int64_t stride = 0;
+  int heads = 0;
+  std::int64_t keys = 0;         // at least 1
+  const float* sinks = nullptr;  // sinks[h], head h's sink logit, or nullptr (none)
+};
+using AttentionSoftmaxFn = void (*)(const AttentionSoftmaxCall&) noexcept;
+
+// attention_exp's constants (plain data: every kernel reads the same values).
+inline constexpr float kExpLog2e = 1.44269504088896341f;
+inline constexpr float kExpRound = 12582912.0f;      // 1.5 * 2^23: fma rounds to an integer here
+inline constexpr float kExpLn2Hi = 0.693359375f;     // 355 / 512: n * kExpLn2Hi is exact
+inline constexpr float kExpLn2Lo = -2.12194440e-4f;  // ln 2 - kExpLn2Hi
+inline constexpr float kExpMin = -87.0f;
+inline constexpr float kExpTaylor[8] = {1.0f,      1.0f,       1.0f / 2,   1.0f / 6,
+                                        1.0f / 24, 1.0f / 120, 1.0f / 720, 1.0f / 5040};
+
 void attention_scores_portable(const AttentionScoresCall&) noexcept;
 void attention_values_portable(const AttentionValuesCall&) noexcept;
+void attention_softmax_portable(const AttentionSoftmaxCall&) noexcept;
+// The class's exponential (above), the definition every kernel's lanes follow.
+float attention_exp(float x) noexcept;
 
 // x86-64 only (kernels/avx2, kernels/avx512): call them only when MXMOE_X86_KERNELS, with
 // head_dim a positive multiple of 8. The avx512 scores kernel calls the avx2 one for an odd head
@@ -57,5 +92,7 @@ void attention_scores_avx2(const AttentionScoresCall&) noexcept;
 void attention_values_avx2(const AttentionValuesCall&) noexcept;
 void attention_scores_avx512(const AttentionScoresCall&) noexcept;
 void attention_values_avx512(const AttentionValuesCall&) noexcept;
+void attention_softmax_avx2(const AttentionSoftmaxCall&) noexcept;
+void attention_softmax_avx512(const AttentionSoftmaxCall&) noexcept;
 
 }  // namespace mxmoe::dense

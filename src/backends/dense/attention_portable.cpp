@@ -1,6 +1,10 @@
 // The portable attention kernels: they DEFINE the numerics class attention_dot8
 // (attention_kernels.hpp); the ISA kernels are checked against their bits (tests/llm).
 #include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
 
 #include "backends/dense/attention_kernels.hpp"
 
@@ -19,6 +23,36 @@ float dot8(const float* a, const float* b, std::int64_t n) noexcept {
 }
 
 }  // namespace
+
+float attention_exp(float x) noexcept {
+  if (std::isnan(x)) return x;
+  if (x < kExpMin) return 0.0f;
+  const float n = std::fma(x, kExpLog2e, kExpRound) - kExpRound;
+  const float r = std::fma(n, -kExpLn2Lo, std::fma(n, -kExpLn2Hi, x));
+  float p = kExpTaylor[7];
+  for (int i = 6; i >= 0; --i) p = std::fma(p, r, kExpTaylor[i]);
+  const auto bits = static_cast<std::uint32_t>(static_cast<int>(n) + 127) << 23;
+  return p * std::bit_cast<float>(bits);
+}
+
+void attention_softmax_portable(const AttentionSoftmaxCall& c) noexcept {
+  for (int h = 0; h < c.heads; ++h) {
+    float* s = c.s + h * c.stride;
+    float m = c.sinks != nullptr ? c.sinks[h] : -std::numeric_limits<float>::infinity();
+    for (std::int64_t p = 0; p < c.keys; ++p) m = s[p] > m ? s[p] : m;
+    float lane[16] = {};
+    for (std::int64_t p = 0; p < c.keys; ++p) {
+      s[p] = attention_exp(s[p] - m);
+      lane[p % 16] += s[p];
+    }
+    for (int w = 8; w >= 1; w /= 2)
+      for (int i = 0; i < w; ++i) lane[i] += lane[i + w];
+    float total = lane[0];
+    if (c.sinks != nullptr) total += attention_exp(c.sinks[h] - m);
+    const float inv = 1.0f / total;
+    for (std::int64_t p = 0; p < c.keys; ++p) s[p] *= inv;
+  }
+}
 
 void attention_scores_portable(const AttentionScoresCall& c) noexcept {
   for (int h = 0; h < c.heads; ++h) {

@@ -1,4 +1,5 @@
-// The lane trees of attention_dot8 (attention_kernels.hpp) for 8 keys at once, on x86
+// The lane trees of attention_dot8 (attention_kernels.hpp) for 8 keys at once, and its softmax's
+// exponential on every lane, on x86
 // (kernels/avx2, kernels/avx512). Include ONLY from kernels/*.cpp compiled with AVX2 flags or
 // more; everything here has internal linkage (an unnamed namespace), so objects built with
 // different ISA flags never share a body through the linker.
@@ -19,6 +20,21 @@ namespace {
 struct Ymm {
   using V = __m256;
   static V add(V a, V b) noexcept { return _mm256_add_ps(a, b); }
+  static V sub(V a, V b) noexcept { return _mm256_sub_ps(a, b); }
+  static V mul(V a, V b) noexcept { return _mm256_mul_ps(a, b); }
+  static V set1(float v) noexcept { return _mm256_set1_ps(v); }
+  static V fmadd(V a, V b, V c) noexcept { return _mm256_fmadd_ps(a, b, c); }
+  static V fnmadd(V a, V b, V c) noexcept { return _mm256_fnmadd_ps(a, b, c); }
+  // 2^n for whole n in [-126, 127], from its bits.
+  static V pow2(V n) noexcept {
+    return _mm256_castsi256_ps(
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
+  }
+  // E where x >= LO, +0 where x < LO, and x itself where it is NaN.
+  static V exp_edges(V x, V e, V lo) noexcept {
+    e = _mm256_andnot_ps(_mm256_cmp_ps(x, lo, _CMP_LT_OQ), e);
+    return _mm256_blendv_ps(e, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+  }
   static V halves(V a, V b) noexcept {
     return add(_mm256_permute2f128_ps(a, b, 0x20), _mm256_permute2f128_ps(a, b, 0x31));
   }
@@ -34,6 +50,19 @@ struct Ymm {
 struct Zmm {
   using V = __m512;
   static V add(V a, V b) noexcept { return _mm512_add_ps(a, b); }
+  static V sub(V a, V b) noexcept { return _mm512_sub_ps(a, b); }
+  static V mul(V a, V b) noexcept { return _mm512_mul_ps(a, b); }
+  static V set1(float v) noexcept { return _mm512_set1_ps(v); }
+  static V fmadd(V a, V b, V c) noexcept { return _mm512_fmadd_ps(a, b, c); }
+  static V fnmadd(V a, V b, V c) noexcept { return _mm512_fnmadd_ps(a, b, c); }
+  static V pow2(V n) noexcept {
+    return _mm512_castsi512_ps(
+        _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23));
+  }
+  static V exp_edges(V x, V e, V lo) noexcept {
+    e = _mm512_mask_mov_ps(e, _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ), _mm512_setzero_ps());
+    return _mm512_mask_mov_ps(e, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
+  }
   static V halves(V a, V b) noexcept {
     return add(_mm512_shuffle_f32x4(a, b, 0x88), _mm512_shuffle_f32x4(a, b, 0xDD));
   }
@@ -43,6 +72,18 @@ struct Zmm {
   }
 };
 #endif
+
+// attention_exp (attention_kernels.hpp) on every lane: the same correctly rounded steps, the
+// class's fma written as FMA instructions.
+template <class S>
+typename S::V exp_lanes(typename S::V x) noexcept {
+  const auto round = S::set1(kExpRound);
+  const auto n = S::sub(S::fmadd(x, S::set1(kExpLog2e), round), round);
+  const auto r = S::fnmadd(n, S::set1(kExpLn2Lo), S::fnmadd(n, S::set1(kExpLn2Hi), x));
+  auto p = S::set1(kExpTaylor[7]);
+  for (int i = 6; i >= 0; --i) p = S::fmadd(p, r, S::set1(kExpTaylor[i]));
+  return S::exp_edges(x, S::mul(p, S::pow2(n)), S::set1(kExpMin));
+}
 
 // ACC[j] holds key j's 8 lanes (per head); every 128-bit block of the result holds 4 keys'
 // sums ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)), the operands of dot8's tree in every

@@ -21,11 +21,12 @@ struct Candidate {
 
 #if MXMOE_X86_KERNELS
 constexpr AttentionKernels kAvx512{"avx512_attention", &attention_scores_avx512,
-                                   &attention_values_avx512};
-constexpr AttentionKernels kAvx2{"avx2_attention", &attention_scores_avx2, &attention_values_avx2};
+                                   &attention_values_avx512, &attention_softmax_avx512};
+constexpr AttentionKernels kAvx2{"avx2_attention", &attention_scores_avx2, &attention_values_avx2,
+                                 &attention_softmax_avx2};
 #else
-constexpr AttentionKernels kAvx512{"avx512_attention", nullptr, nullptr};
-constexpr AttentionKernels kAvx2{"avx2_attention", nullptr, nullptr};
+constexpr AttentionKernels kAvx512{"avx512_attention", nullptr, nullptr, nullptr};
+constexpr AttentionKernels kAvx2{"avx2_attention", nullptr, nullptr, nullptr};
 #endif
 
 // Best first. The avx512 kernel calls the avx2 one too (an odd head, the last keys), and the

@@ -18,12 +18,13 @@ struct AttentionKernels {
   const char* name = "portable_attention";
   AttentionScoresFn scores = &attention_scores_portable;
   AttentionValuesFn values = &attention_values_portable;
+  AttentionSoftmaxFn softmax = &attention_softmax_portable;
 };
 
 struct AttentionSelection {
   std::string chosen;
   std::vector<Verdict> candidates;  // best first (mxmoe::Verdict, no estimate: the first runs)
-  AttentionKernels kernels;               // the chosen one's entries
+  AttentionKernels kernels;         // the chosen one's entries
 };
 
 // The candidates for heads of HEAD_DIM floats on HARDWARE (pure: a capped or replayed Hardware

@@ -2,7 +2,8 @@
 // attention_dot8). The scores put two heads in a zmm (head h in the low 8 lanes, h + 1 in the
 // high 8) against a key broadcast to both halves, so each lane is still one of dot8's 8 lanes;
 // an odd last head and the last keys (fewer than 8) go to the AVX2 kernel. Separate multiplies
-// and adds only. Only plain functions and file-local helpers live here.
+// and adds only, but for the softmax's exponential (the FMAs its class defines). Only plain
+// functions and file-local helpers live here.
 // GCC 12's AVX-512 intrinsics build "undefined" vectors by self-initialization, which
 // -Wuninitialized reports inside the intrinsic headers; the values are never read.
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -11,6 +12,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "backends/dense/attention_kernels.hpp"
 #include "backends/dense/attention_x86.hpp"
@@ -75,7 +77,50 @@ void values_heads(const AttentionValuesCall& c, int h0, std::int64_t p0, std::in
     values_block<H, 1>(c, h0, d, c.head_dim - d >= 16 ? 0xFFFF : 0x00FF, p0, p1);
 }
 
+// One head's row: lane l of a zmm is the class's lane l (p = 16 k + l), the tail masked.
+void softmax_row(float* s, std::int64_t keys, const float* sink) noexcept {
+  const float lowest = -std::numeric_limits<float>::infinity();
+  const std::int64_t full = keys / 16 * 16;
+  const auto tail = static_cast<__mmask16>((1u << (keys - full)) - 1);
+  __m512 mv = _mm512_set1_ps(sink != nullptr ? *sink : lowest);
+  for (std::int64_t p = 0; p < full; p += 16) mv = _mm512_max_ps(_mm512_loadu_ps(s + p), mv);
+  if (tail != 0)
+    mv = _mm512_max_ps(_mm512_mask_loadu_ps(_mm512_set1_ps(lowest), tail, s + full), mv);
+  const float m = _mm512_reduce_max_ps(mv);
+  const __m512 mm = _mm512_set1_ps(m);
+  __m512 lanes = _mm512_setzero_ps();
+  for (std::int64_t p = 0; p < full; p += 16) {
+    const __m512 e = exp_lanes<Zmm>(_mm512_sub_ps(_mm512_loadu_ps(s + p), mm));
+    _mm512_storeu_ps(s + p, e);
+    lanes = _mm512_add_ps(lanes, e);
+  }
+  if (tail != 0) {  // the missing lanes add +0: the same bits
+    const __m512 e = _mm512_maskz_mov_ps(
+        tail, exp_lanes<Zmm>(_mm512_sub_ps(_mm512_maskz_loadu_ps(tail, s + full), mm)));
+    _mm512_mask_storeu_ps(s + full, tail, e);
+    lanes = _mm512_add_ps(lanes, e);
+  }
+  const __m256 a =
+      _mm256_add_ps(_mm512_castps512_ps256(lanes),
+                    _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(lanes), 1)));
+  const __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+  const __m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b));
+  float total = _mm_cvtss_f32(_mm_add_ss(c, _mm_shuffle_ps(c, c, 1)));
+  if (sink != nullptr) total += attention_exp(*sink - m);
+  const __m512 inv = _mm512_set1_ps(1.0f / total);
+  for (std::int64_t p = 0; p < full; p += 16)
+    _mm512_storeu_ps(s + p, _mm512_mul_ps(_mm512_loadu_ps(s + p), inv));
+  if (tail != 0)
+    _mm512_mask_storeu_ps(s + full, tail,
+                          _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, s + full), inv));
+}
+
 }  // namespace
+
+void attention_softmax_avx512(const AttentionSoftmaxCall& c) noexcept {
+  for (int h = 0; h < c.heads; ++h)
+    softmax_row(c.s + h * c.stride, c.keys, c.sinks != nullptr ? c.sinks + h : nullptr);
+}
 
 void attention_scores_avx512(const AttentionScoresCall& c) noexcept {
   const __m512 scale = _mm512_set1_ps(c.scale);
