@@ -8,11 +8,12 @@
 # The settings travel inside the launcher (`env CCACHE_BASEDIR=ROOT CCACHE_NOHASHDIR=1 ccache`),
 # so a later `cmake --build` or `ninja` run by hand caches the same way as the script: a build
 # without them once filled the cache with objects keyed by absolute paths, which no other clone
-# could reuse. The sloppiness is what ccache's manual asks for objects compiled with a
-# precompiled header (the mxmoe command's, CMakeLists.txt); without it they are compiled each
-# time.
+# could reuse. The sloppiness (pch_defines, time_macros: no source uses __DATE__ or __TIME__)
+# is what ccache's manual asks for objects compiled with a precompiled header (the mxmoe
+# command's, CMakeLists.txt); without it they are compiled each time. The check that skips a
+# header modified during the compile stays on.
 launcher=()
 if command -v ccache >/dev/null 2>&1 && [ "${MXMOE_NO_CCACHE:-0}" != 1 ]; then
-  ccache_launcher="env;CCACHE_BASEDIR=$1;CCACHE_NOHASHDIR=1;CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime;ccache"
+  ccache_launcher="env;CCACHE_BASEDIR=$1;CCACHE_NOHASHDIR=1;CCACHE_SLOPPINESS=pch_defines,time_macros;ccache"
   launcher=(-DCMAKE_C_COMPILER_LAUNCHER="$ccache_launcher" -DCMAKE_CXX_COMPILER_LAUNCHER="$ccache_launcher")
 fi

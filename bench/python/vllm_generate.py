@@ -141,7 +141,8 @@ MODES = {"plugin": {"MXMOE_VLLM": "1", "VLLM_BATCH_INVARIANT": "0"},
 
 def _tests(res):
     """(name, the test's result) for each test of one engine's result."""
-    return [(f"prefill {res['prefill']['tokens']}", res["prefill"])] + [(f"decode b{d['batch']}", d) for d in res["decode"]]
+    return ([(f"prefill {res['prefill']['tokens']}", res["prefill"])]
+            + [(f"decode b{d['batch']}", d) for d in res["decode"]])
 
 
 def _split(t):
@@ -212,13 +213,19 @@ def _summary(results, rounds):
     if "plugin" in results and "plugin-bi" in results:
         base, bi = results["plugin"], results["plugin-bi"]
         for i, (name, _) in enumerate(_tests(base[0])):
-            a = [_tests(r)[i][1]["step_s"] for r in base]
-            b = [_tests(r)[i][1]["step_s"] for r in bi]
-            paired = [y / x for x, y in zip(a, b) if x > 0]
-            print(f"cost of invariance, {name}: plugin-bi {statistics.median(b) * 1e3:.1f} ms / "
-                  f"plugin {statistics.median(a) * 1e3:.1f} ms = "
-                  f"{statistics.median(b) / statistics.median(a):.2f}x (rounds "
-                  f"{min(paired):.2f}-{max(paired):.2f}x)", flush=True)
+            a = {r["round"]: _tests(r)[i][1]["step_s"] for r in base}
+            b = {r["round"]: _tests(r)[i][1]["step_s"] for r in bi}
+            # A round's ratio needs both modes of that round (a failed run leaves a gap) and
+            # positive steps (a decode step is a difference of medians: noise can make it <= 0).
+            paired = [b[k] / a[k] for k in a if k in b and a[k] > 0 and b[k] > 0]
+            ma, mb = statistics.median(a.values()), statistics.median(b.values())
+            if ma <= 0 or mb <= 0 or not paired:
+                print(f"cost of invariance, {name}: not measured (a step of {ma * 1e3:.1f} ms "
+                      f"against {mb * 1e3:.1f} ms; rerun with more --reps)", flush=True)
+                continue
+            print(f"cost of invariance, {name}: plugin-bi {mb * 1e3:.1f} ms / plugin "
+                  f"{ma * 1e3:.1f} ms = {mb / ma:.2f}x (rounds {min(paired):.2f}-"
+                  f"{max(paired):.2f}x)", flush=True)
     if "plugin" in results and "own" in results:
         for i, (name, _) in enumerate(_tests(results["plugin"][0])):
             a = statistics.median(_tests(r)[i][1]["step_s"] for r in results["plugin"])
@@ -227,7 +234,8 @@ def _summary(results, rounds):
             moe_b = statistics.median(_tests(r)[i][1]["moe_s"] for r in results["own"])
             moe = (f", {moe_b / moe_a:.2f}x its MoE experts" if moe_a > 0 and moe_b > 0 else
                    " (the MoE experts were not timed)")
-            print(f"{name}: plugin {b / a:.2f}x vLLM's own step" + moe, flush=True)
+            print(f"{name}: plugin {b / a:.2f}x vLLM's own step" + moe if a > 0 and b > 0 else
+                  f"{name}: not compared (a step <= 0; rerun with more --reps)", flush=True)
 
 
 def main() -> int:
@@ -258,6 +266,7 @@ def main() -> int:
         for mode in modes:
             res = _run(mode, job, os.path.join(times_dir, f"{mode}-{r}"), args.cpus)
             if res is not None:
+                res["round"] = r
                 results.setdefault(mode, []).append(res)
     if results:
         _summary(results, args.rounds)

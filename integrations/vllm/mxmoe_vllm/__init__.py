@@ -180,6 +180,10 @@ def _time_calls(variable: str, owner: Any, attribute: str, rows_name: str,
     inner = getattr(owner, attribute)
 
     def timed(*args, **kwargs):
+        # Inside a torch.compile trace (vLLM's compiled mode) a wall clock means nothing and
+        # would break the graph: the call is left as it is, untimed (the bench runs eager).
+        if _compiling():
+            return inner(*args, **kwargs)
         t0 = time.perf_counter()
         result = inner(*args, **kwargs)
         seconds = time.perf_counter() - t0
@@ -193,6 +197,16 @@ def _time_calls(variable: str, owner: Any, attribute: str, rows_name: str,
 
     setattr(owner, attribute, timed)
     setattr(owner, marker, True)
+
+
+def _compiling() -> bool:
+    """Whether torch.compile is tracing the caller (False where torch cannot say)."""
+    try:
+        import torch  # noqa: PLC0415
+
+        return bool(torch.compiler.is_compiling())
+    except (ImportError, AttributeError):
+        return False
 
 
 def _time_experts_apply() -> None:

@@ -146,3 +146,24 @@ def test_a_timer_counts_rows_and_never_fails_the_call(tmp_path, monkeypatch):
     assert len(errors) == 1 and "MXMOE_VLLM_DENSE_TIMES" in errors[0]
     owner.gemm(None, x, None)
     assert mxmoe_vllm.read_times(path) == totals  # no longer counted
+
+
+def test_a_timer_inside_torch_compile_is_left_out_of_the_graph(tmp_path, monkeypatch):
+    """vLLM compiles the model's forward unless told to run eager: the dense timer's wrapper
+    sits inside it. Traced with fullgraph=True (any graph break an error), the wrapped call
+    compiles, computes what it computes, and only eager calls are counted."""
+    path = str(tmp_path / "dense")
+    monkeypatch.setenv("MXMOE_VLLM_DENSE_TIMES", path)
+    owner = SimpleNamespace(gemm=lambda layer, x, weight, bias=None: x @ weight)
+    mxmoe_vllm._time_calls("MXMOE_VLLM_DENSE_TIMES", owner, "gemm", "x", 1)
+    w = torch.randn(4, 3)
+
+    def forward(x):
+        return torch.relu(owner.gemm(None, x, w))
+
+    compiled = torch.compile(forward, backend="eager", fullgraph=True)
+    x = torch.randn(5, 4)
+    assert torch.equal(compiled(x), torch.relu(x @ w))
+    owner.gemm(None, x, w)  # eager: counted
+    totals = mxmoe_vllm.read_times(path)
+    assert totals["calls"] == 1 and totals["tokens"] == 5, totals

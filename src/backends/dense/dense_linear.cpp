@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <array>
-#include <array>
 #include <cstring>
 #include <optional>
 #include <span>
