@@ -88,8 +88,8 @@ struct AttentionShape {
 // out[r, h * head_dim ...] = softmax over keys (and the sink) of q . k * scale, times the
 // values; q[r] is [heads, head_dim]. A task is one row and one kv head's group of query heads
 // (or a part of the group when there are few rows for the pool), so each key and value row is
-// read once for the group; KERNELS compute the scores and the weighted values, the softmax
-// between them is portable (max, std::exp and the total in key order). SCRATCH: per-thread float
+// read once for the group; KERNELS compute the scores, their softmax (the class's own
+// exponential, a 16-lane total) and the weighted values. SCRATCH: per-thread float
 // buffers of at least attention_scratch_floats(context, heads / kv_heads) each, pool.size() of
 // them.
 void attend(const AttentionShape& shape, const dense::AttentionKernels& kernels,
