@@ -255,7 +255,18 @@ def main() -> int:
     unknown = [m for m in modes if m not in MODES]
     if unknown:
         ap.error(f"unknown mode(s) {', '.join(unknown)} (of {', '.join(MODES)})")
-    job = {"model": args.model, "batches": [int(b) for b in args.batch.split(",")],
+    for name in ("prompt_tokens", "decode_tokens", "reps", "rounds"):
+        if getattr(args, name) < 1:
+            ap.error(f"--{name.replace('_', '-')} must be at least 1")
+    try:
+        batches = [int(b) for b in args.batch.split(",")]
+    except ValueError:
+        ap.error(f"--batch {args.batch!r}: a comma list of whole numbers")
+    if any(b < 1 for b in batches):
+        ap.error(f"--batch {args.batch!r}: every batch must be at least 1")
+    if not os.path.isfile(os.path.join(args.model, "config.json")):
+        ap.error(f"--model {args.model!r}: no config.json there (a checkpoint directory)")
+    job = {"model": args.model, "batches": batches,
            "prompt_tokens": args.prompt_tokens, "decode_tokens": args.decode_tokens,
            "reps": args.reps}
     results = {}
