@@ -8,126 +8,94 @@
 namespace mxmoe {
 namespace {
 
-LayerSpec gpt_oss(std::string name, int experts) {
-  LayerSpec s;
-  s.name = std::move(name);
-  s.family = Family::gpt_oss;
-  s.num_experts = experts;
-  s.top_k = 4;
-  s.hidden = 2880;
-  s.intermediate = 2880;
-  s.routing = RoutingMethod::topk_softmax;
-  s.activation = ActivationFn::swiglu_oai;
-  s.activation_params = {.alpha = 1.702f, .limit = 7.0f};
-  s.expert_bias = true;
-  s.router_bias = true;
-  s.gate_up_layout = GateUpLayout::interleaved;
-  return s;
-}
+struct PresetRow {
+  const char* name;
+  Family family;
+  LayerResize shape;  // E, top-k, H, I
+  LayerSpec math;     // the routing and expert math, LayerSpec's fields but name and shape
+};
 
-LayerSpec softmax_family(std::string name, Family family, int experts, int top_k, int hidden,
-                         int intermediate) {
-  LayerSpec s;
-  s.name = std::move(name);
-  s.family = family;
-  s.num_experts = experts;
-  s.top_k = top_k;
-  s.hidden = hidden;
-  s.intermediate = intermediate;
-  s.routing = RoutingMethod::softmax_topk;
-  s.routing_params.renormalize = true;  // Mixtral always; Qwen3-30B-A3B: norm_topk_prob=true
-  s.activation = ActivationFn::silu_glu;
-  s.gate_up_layout = GateUpLayout::halves;
-  return s;
-}
-
-LayerSpec deepseek_v3() {
-  LayerSpec s;
-  s.name = "deepseek-v3";
-  s.family = Family::deepseek_v3;
-  s.num_experts = 256;
-  s.top_k = 8;
-  s.hidden = 7168;
-  s.intermediate = 2048;
-  s.routing = RoutingMethod::sigmoid_group_topk;
-  s.routing_params = {.renormalize = true,
-                      .selection_bias = true,
-                      .n_group = 8,
-                      .topk_group = 4,
-                      .routed_scaling_factor = 2.5f};
-  s.activation = ActivationFn::silu_glu;
-  s.gate_up_layout = GateUpLayout::halves;
-  s.shared_experts = 1;
-  s.shared_intermediate = 2048;
-  return s;
-}
-
-LayerSpec deepseek_v4_flash() {
-  LayerSpec s;
-  s.name = "deepseek-v4-flash";
-  s.family = Family::deepseek_v4;
-  s.num_experts = 256;
-  s.top_k = 6;
-  s.hidden = 4096;
-  s.intermediate = 2048;
-  s.routing = RoutingMethod::sqrtsoftplus_topk;
-  s.routing_params = {.renormalize = true,
-                      .selection_bias = true,
-                      .n_group = 1,
-                      .topk_group = 1,
-                      .routed_scaling_factor = 1.5f};
-  s.activation = ActivationFn::silu_glu_clamp;
-  s.activation_params.limit = 10.0f;
-  s.gate_up_layout = GateUpLayout::halves;
-  s.shared_experts = 1;
-  s.shared_intermediate = 2048;
+// The presets, one row each, in the order preset_names() lists them.
+std::array<PresetRow, 8> preset_rows() {
+  const LayerSpec gpt_oss{.name = {},
+                          .routing = RoutingMethod::topk_softmax,
+                          .routing_params = {},
+                          .activation = ActivationFn::swiglu_oai,
+                          .activation_params = {.alpha = 1.702f, .limit = 7.0f},
+                          .expert_bias = true,
+                          .router_bias = true,
+                          .gate_up_layout = GateUpLayout::interleaved};
+  // Mixtral always renormalises; Qwen3-30B-A3B has norm_topk_prob=true.
+  const LayerSpec softmax_topk{.name = {},
+                               .routing = RoutingMethod::softmax_topk,
+                               .routing_params = {.renormalize = true},
+                               .activation = ActivationFn::silu_glu,
+                               .activation_params = {},
+                               .gate_up_layout = GateUpLayout::halves};
+  // DeepSeek's shared expert is as wide as a routed one (resize() sets shared_intermediate).
+  const LayerSpec deepseek_v3{.name = {},
+                              .routing = RoutingMethod::sigmoid_group_topk,
+                              .routing_params = {.renormalize = true,
+                                                 .selection_bias = true,
+                                                 .n_group = 8,
+                                                 .topk_group = 4,
+                                                 .routed_scaling_factor = 2.5f},
+                              .activation = ActivationFn::silu_glu,
+                              .activation_params = {},
+                              .gate_up_layout = GateUpLayout::halves,
+                              .shared_experts = 1};
   // The release stores the shared expert in FP8 E4M3 with 128 x 128 E8M0 block scales.
-  s.shared_weight_format = ElementType::fp8_e4m3;
-  return s;
+  const LayerSpec deepseek_v4{.name = {},
+                              .routing = RoutingMethod::sqrtsoftplus_topk,
+                              .routing_params = {.renormalize = true,
+                                                 .selection_bias = true,
+                                                 .n_group = 1,
+                                                 .topk_group = 1,
+                                                 .routed_scaling_factor = 1.5f},
+                              .activation = ActivationFn::silu_glu_clamp,
+                              .activation_params = {.limit = 10.0f},
+                              .gate_up_layout = GateUpLayout::halves,
+                              .shared_experts = 1,
+                              .shared_weight_format = ElementType::fp8_e4m3};
+  // The first num_hash_layers (3) layers of V4-Flash: experts by token id (tid2eid), weights
+  // from the same sqrt(softplus) scores, no selection bias.
+  LayerSpec deepseek_v4_hash = deepseek_v4;
+  deepseek_v4_hash.routing = RoutingMethod::hash;
+  deepseek_v4_hash.routing_params.selection_bias = false;
+  deepseek_v4_hash.routing_params.score_function = ScoreFunction::sqrtsoftplus;
+  deepseek_v4_hash.vocab = 129280;
+  // "tiny" is for quick tries: the gpt-oss math (biases, clamped swiglu) at E=8, top-2, H=I=256.
+  return {{
+      {"gpt-oss-20b", Family::gpt_oss, {32, 4, 2880, 2880}, gpt_oss},
+      {"gpt-oss-120b", Family::gpt_oss, {128, 4, 2880, 2880}, gpt_oss},
+      {"deepseek-v4-flash", Family::deepseek_v4, {256, 6, 4096, 2048}, deepseek_v4},
+      {"deepseek-v4-flash-hash", Family::deepseek_v4, {256, 6, 4096, 2048}, deepseek_v4_hash},
+      {"deepseek-v3", Family::deepseek_v3, {256, 8, 7168, 2048}, deepseek_v3},
+      {"qwen3-30b-a3b", Family::qwen3_moe, {128, 8, 2048, 768}, softmax_topk},
+      {"mixtral-8x7b", Family::mixtral, {8, 2, 4096, 14336}, softmax_topk},
+      {"tiny", Family::gpt_oss, {8, 2, 256, 256}, gpt_oss},
+  }};
 }
-
-// The first num_hash_layers (3) layers of V4-Flash: experts by token id (tid2eid), weights
-// from the same sqrt(softplus) scores, no selection bias.
-LayerSpec deepseek_v4_flash_hash() {
-  LayerSpec s = deepseek_v4_flash();
-  s.name = "deepseek-v4-flash-hash";
-  s.routing = RoutingMethod::hash;
-  s.routing_params.selection_bias = false;
-  s.routing_params.score_function = ScoreFunction::sqrtsoftplus;
-  s.vocab = 129280;
-  return s;
-}
-
-constexpr std::array<const char*, 8> kPresetNames = {
-    "gpt-oss-20b", "gpt-oss-120b",  "deepseek-v4-flash", "deepseek-v4-flash-hash",
-    "deepseek-v3", "qwen3-30b-a3b", "mixtral-8x7b",      "tiny"};
 
 }  // namespace
 
 std::vector<std::string> preset_names() {
-  return std::vector<std::string>(kPresetNames.begin(), kPresetNames.end());
+  std::vector<std::string> names;
+  for (const PresetRow& row : preset_rows()) names.emplace_back(row.name);
+  return names;
 }
 
 LayerSpec preset(std::string_view name) {
-  if (name == "gpt-oss-20b") return gpt_oss("gpt-oss-20b", 32);
-  if (name == "gpt-oss-120b") return gpt_oss("gpt-oss-120b", 128);
-  if (name == "deepseek-v4-flash") return deepseek_v4_flash();
-  if (name == "deepseek-v4-flash-hash") return deepseek_v4_flash_hash();
-  if (name == "deepseek-v3") return deepseek_v3();
-  if (name == "qwen3-30b-a3b")
-    return softmax_family("qwen3-30b-a3b", Family::qwen3_moe, 128, 8, 2048, 768);
-  if (name == "mixtral-8x7b")
-    return softmax_family("mixtral-8x7b", Family::mixtral, 8, 2, 4096, 14336);
-  if (name == "tiny") {
-    // For quick tries: the gpt-oss math (biases, clamped swiglu) at E=8, top-2, H=I=256.
-    LayerSpec s = gpt_oss("tiny", 8);
-    s.top_k = 2;
-    s.hidden = 256;
-    s.intermediate = 256;
-    return s;
-  }
   std::string valid;
-  for (const char* n : kPresetNames) valid += std::string(valid.empty() ? "" : ", ") + n;
+  for (const PresetRow& row : preset_rows()) {
+    if (name == row.name) {
+      LayerSpec s = row.math;
+      s.name = row.name;
+      s.family = row.family;
+      return resize(std::move(s), row.shape);
+    }
+    valid += std::string(valid.empty() ? "" : ", ") + row.name;
+  }
   throw std::invalid_argument("unknown preset '" + std::string(name) + "'; valid: " + valid);
 }
 
