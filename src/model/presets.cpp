@@ -44,19 +44,16 @@ std::array<PresetRow, 8> preset_rows() {
                               .activation_params = {},
                               .gate_up_layout = GateUpLayout::halves,
                               .shared_experts = 1};
-  // The release stores the shared expert in FP8 E4M3 with 128 x 128 E8M0 block scales.
-  const LayerSpec deepseek_v4{.name = {},
-                              .routing = RoutingMethod::sqrtsoftplus_topk,
-                              .routing_params = {.renormalize = true,
-                                                 .selection_bias = true,
-                                                 .n_group = 1,
-                                                 .topk_group = 1,
-                                                 .routed_scaling_factor = 1.5f},
-                              .activation = ActivationFn::silu_glu_clamp,
-                              .activation_params = {.limit = 10.0f},
-                              .gate_up_layout = GateUpLayout::halves,
-                              .shared_experts = 1,
-                              .shared_weight_format = ElementType::fp8_e4m3};
+  // DeepSeek-V4: V3's math with sqrt(softplus) scores in one group, clamped silu, and the
+  // shared expert stored (by the release) in FP8 E4M3 with 128 x 128 E8M0 block scales.
+  LayerSpec deepseek_v4 = deepseek_v3;
+  deepseek_v4.routing = RoutingMethod::sqrtsoftplus_topk;
+  deepseek_v4.routing_params.n_group = 1;
+  deepseek_v4.routing_params.topk_group = 1;
+  deepseek_v4.routing_params.routed_scaling_factor = 1.5f;
+  deepseek_v4.activation = ActivationFn::silu_glu_clamp;
+  deepseek_v4.activation_params.limit = 10.0f;
+  deepseek_v4.shared_weight_format = ElementType::fp8_e4m3;
   // The first num_hash_layers (3) layers of V4-Flash: experts by token id (tid2eid), weights
   // from the same sqrt(softplus) scores, no selection bias.
   LayerSpec deepseek_v4_hash = deepseek_v4;
