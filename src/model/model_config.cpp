@@ -179,16 +179,38 @@ void require_silu(const Fields& f) {
   f.require_string_in("hidden_act", {"silu", "swish"});
 }
 
-void check_shapes(const Fields& f, const LayerSpec& s, const char* experts_key,
-                  const char* intermediate_key) {
+// The keys of a family's layer shape (hidden_size and num_experts_per_tok are every family's).
+struct ShapeKeys {
+  const char* experts;
+  const char* intermediate;
+};
+
+// The family and the shape (E, top-k, H, I) of the MoE layer.
+void read_shape(const Fields& f, LayerSpec& s, Family family, ShapeKeys keys) {
+  s.family = family;
+  s.num_experts = read_experts(f, keys.experts);
+  s.top_k = read_top_k(f);
+  s.hidden = read_dim(f, "hidden_size");
+  s.intermediate = read_dim(f, keys.intermediate);
+}
+
+void check_shapes(const Fields& f, const LayerSpec& s, ShapeKeys keys) {
   if (s.hidden % 32 != 0)
     f.bad("hidden_size", fmt::format("{} is not a multiple of the MX block (32)", s.hidden));
   if (s.intermediate % 32 != 0)
-    f.bad(intermediate_key,
+    f.bad(keys.intermediate,
           fmt::format("{} is not a multiple of the MX block (32)", s.intermediate));
   if (s.top_k > s.num_experts)
     f.bad("num_experts_per_tok", fmt::format("top-k {} exceeds the {} experts ('{}')", s.top_k,
-                                             s.num_experts, f.path(experts_key)));
+                                             s.num_experts, f.path(keys.experts)));
+}
+
+// Mixtral's and Qwen3-MoE's math: softmax over all experts, top-k, silu GLU, halves.
+void use_softmax_topk(LayerSpec& s, bool renormalize) {
+  s.routing = RoutingMethod::softmax_topk;
+  s.routing_params.renormalize = renormalize;
+  s.activation = ActivationFn::silu_glu;
+  s.gate_up_layout = GateUpLayout::halves;
 }
 
 std::vector<std::string> all_moe(int layers) {
@@ -213,11 +235,8 @@ void mark_dense_layers(const Fields& f, ModelConfig& c) {
 // num_experts_per_tok, hidden_size, intermediate_size, hidden_act, swiglu_alpha, swiglu_limit.
 void parse_gpt_oss(const Fields& f, ModelConfig& c) {
   LayerSpec& s = c.moe;
-  s.family = Family::gpt_oss;
-  s.num_experts = read_experts(f, "num_local_experts");
-  s.top_k = read_top_k(f);
-  s.hidden = read_dim(f, "hidden_size");
-  s.intermediate = read_dim(f, "intermediate_size");
+  const ShapeKeys keys{"num_local_experts", "intermediate_size"};
+  read_shape(f, s, Family::gpt_oss, keys);
   require_silu(f);  // gpt-oss writes "silu" for its clamped swiglu
   s.routing = RoutingMethod::topk_softmax;
   s.activation = ActivationFn::swiglu_oai;
@@ -226,7 +245,7 @@ void parse_gpt_oss(const Fields& f, ModelConfig& c) {
   s.expert_bias = true;
   s.router_bias = true;
   s.gate_up_layout = GateUpLayout::interleaved;
-  check_shapes(f, s, "num_local_experts", "intermediate_size");
+  check_shapes(f, s, keys);
   c.non_moe_reason = all_moe(c.num_layers);
 }
 
@@ -235,17 +254,11 @@ void parse_gpt_oss(const Fields& f, ModelConfig& c) {
 // module is training), so it does not change inference.
 void parse_mixtral(const Fields& f, ModelConfig& c) {
   LayerSpec& s = c.moe;
-  s.family = Family::mixtral;
-  s.num_experts = read_experts(f, "num_local_experts");
-  s.top_k = read_top_k(f);
-  s.hidden = read_dim(f, "hidden_size");
-  s.intermediate = read_dim(f, "intermediate_size");
+  const ShapeKeys keys{"num_local_experts", "intermediate_size"};
+  read_shape(f, s, Family::mixtral, keys);
   require_silu(f);
-  s.routing = RoutingMethod::softmax_topk;
-  s.routing_params.renormalize = true;
-  s.activation = ActivationFn::silu_glu;
-  s.gate_up_layout = GateUpLayout::halves;
-  check_shapes(f, s, "num_local_experts", "intermediate_size");
+  use_softmax_topk(s, true);
+  check_shapes(f, s, keys);
   c.non_moe_reason = all_moe(c.num_layers);
 }
 
@@ -267,21 +280,15 @@ std::set<int> layer_list(const Fields& f, const char* key, int layers) {
 // hidden_act, norm_topk_prob, decoder_sparse_step, mlp_only_layers.
 void parse_qwen3_moe(const Fields& f, ModelConfig& c) {
   LayerSpec& s = c.moe;
-  s.family = Family::qwen3_moe;
-  s.num_experts = read_experts(f, "num_experts");
-  s.top_k = read_top_k(f);
-  s.hidden = read_dim(f, "hidden_size");
-  s.intermediate = read_dim(f, "moe_intermediate_size");
+  const ShapeKeys keys{"num_experts", "moe_intermediate_size"};
+  read_shape(f, s, Family::qwen3_moe, keys);
   require_silu(f);
-  s.routing = RoutingMethod::softmax_topk;
-  s.routing_params.renormalize = f.boolean_or("norm_topk_prob", false);  // HF default
-  s.activation = ActivationFn::silu_glu;
-  s.gate_up_layout = GateUpLayout::halves;
+  use_softmax_topk(s, f.boolean_or("norm_topk_prob", false));  // HF default
   if (f.has("shared_expert_intermediate_size") &&
       f.integer("shared_expert_intermediate_size", 0) != 0)
     f.bad("shared_expert_intermediate_size",
           "a gated shared expert (Qwen2-MoE style) is not supported by mxmoe");
-  check_shapes(f, s, "num_experts", "moe_intermediate_size");
+  check_shapes(f, s, keys);
 
   const int step = f.integer_or("decoder_sparse_step", 1, 1);
   const std::set<int> dense = layer_list(f, "mlp_only_layers", c.num_layers);
@@ -294,6 +301,8 @@ void parse_qwen3_moe(const Fields& f, ModelConfig& c) {
           fmt::format("dense MLP (decoder_sparse_step {})", step);
   }
 }
+
+constexpr ShapeKeys kDeepSeekShape{"n_routed_experts", "moe_intermediate_size"};
 
 // DeepSeek's n_shared_experts (FALLBACK when absent): their intermediate size is
 // n_shared_experts x moe_intermediate_size, bounded like every layer dimension.
@@ -312,11 +321,7 @@ void read_shared_experts(const Fields& f, LayerSpec& s, int fallback) {
 // first_k_dense_replace, moe_layer_freq.
 void parse_deepseek_v3(const Fields& f, ModelConfig& c) {
   LayerSpec& s = c.moe;
-  s.family = Family::deepseek_v3;
-  s.num_experts = read_experts(f, "n_routed_experts");
-  s.top_k = read_top_k(f);
-  s.hidden = read_dim(f, "hidden_size");
-  s.intermediate = read_dim(f, "moe_intermediate_size");
+  read_shape(f, s, Family::deepseek_v3, kDeepSeekShape);
   require_silu(f);
   s.routing_params.selection_bias = true;
   s.routing_params.routed_scaling_factor = f.positive_number_or("routed_scaling_factor", 1.0f);
@@ -336,7 +341,7 @@ void parse_deepseek_v3(const Fields& f, ModelConfig& c) {
   if (s.routing_params.topk_group > s.routing_params.n_group)
     f.bad("topk_group", fmt::format("keeps {} of only {} groups", s.routing_params.topk_group,
                                     s.routing_params.n_group));
-  check_shapes(f, s, "n_routed_experts", "moe_intermediate_size");
+  check_shapes(f, s, kDeepSeekShape);
   mark_dense_layers(f, c);
 }
 
@@ -346,11 +351,7 @@ void parse_deepseek_v3(const Fields& f, ModelConfig& c) {
 // vocab_size 129280, three hash layers.
 void parse_deepseek_v4(const Fields& f, ModelConfig& c) {
   LayerSpec& s = c.moe;
-  s.family = Family::deepseek_v4;
-  s.num_experts = read_experts(f, "n_routed_experts");
-  s.top_k = read_top_k(f);
-  s.hidden = read_dim(f, "hidden_size");
-  s.intermediate = read_dim(f, "moe_intermediate_size");
+  read_shape(f, s, Family::deepseek_v4, kDeepSeekShape);
   f.require_string_in("hidden_act", {"silu"});
   f.require_string_in("topk_method", {"noaux_tc"});
   f.require_string_in("scoring_func", {"sqrtsoftplus", "sigmoid", "softmax"});
@@ -382,7 +383,7 @@ void parse_deepseek_v4(const Fields& f, ModelConfig& c) {
   } else {
     s.activation = ActivationFn::silu_glu;
   }
-  check_shapes(f, s, "n_routed_experts", "moe_intermediate_size");
+  check_shapes(f, s, kDeepSeekShape);
 
   LayerSpec& h = c.hash_moe;
   h = s;
