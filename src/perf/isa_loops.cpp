@@ -35,147 +35,218 @@ volatile float g_multiplier = 0.999999f;
 volatile float g_addend = 1e-7f;
 volatile std::int32_t g_int8_pattern = 0x01020304;
 
-// _mm512_reduce_add_* trips GCC 12's -Wuninitialized inside its own header; sum by hand.
-__attribute__((target("avx512f"))) double sum_lanes(__m512 v) {
-  std::array<float, 16> lanes;
-  _mm512_storeu_ps(lanes.data(), v);
-  double sum = 0;
-  for (float f : lanes) sum += static_cast<double>(f);
+// Each vector type's start of the chains (kChains accumulators, distinct so that no two
+// chains fold together) and checksum of them (their sum, so that no chain is dead).
+__attribute__((target("avx512f"))) void init_chains(__m512 (&acc)[kChains]) {
+  for (std::size_t c = 0; c < kChains; ++c) acc[c] = _mm512_set1_ps(static_cast<float>(c));
+}
+__attribute__((target("avx512f"))) void init_chains(__m512i (&acc)[kChains]) {
+  for (std::size_t c = 0; c < kChains; ++c) acc[c] = _mm512_set1_epi32(static_cast<int>(c));
+}
+__attribute__((target("avx2"))) void init_chains(__m256 (&acc)[kChains]) {
+  for (std::size_t c = 0; c < kChains; ++c) acc[c] = _mm256_set1_ps(static_cast<float>(c));
+}
+__attribute__((target("avx2"))) void init_chains(__m256i (&acc)[kChains]) {
+  for (std::size_t c = 0; c < kChains; ++c) acc[c] = _mm256_set1_epi32(static_cast<int>(c));
+}
+
+// The vector adds of the checksums below, by vector and lane type (a __m512i or __m256i adds
+// as int32 lanes in the chains and as 64-bit lanes in the reads).
+__attribute__((target("avx512f"))) void add_lanes(__m512& t, const __m512& v, float) {
+  t = _mm512_add_ps(t, v);
+}
+__attribute__((target("avx512f"))) void add_lanes(__m512i& t, const __m512i& v, std::int32_t) {
+  t = _mm512_add_epi32(t, v);
+}
+__attribute__((target("avx512f"))) void add_lanes(__m512i& t, const __m512i& v, std::uint64_t) {
+  t = _mm512_add_epi64(t, v);
+}
+__attribute__((target("avx2"))) void add_lanes(__m256& t, const __m256& v, float) {
+  t = _mm256_add_ps(t, v);
+}
+__attribute__((target("avx2"))) void add_lanes(__m256i& t, const __m256i& v, std::int32_t) {
+  t = _mm256_add_epi32(t, v);
+}
+__attribute__((target("avx2"))) void add_lanes(__m256i& t, const __m256i& v, std::uint64_t) {
+  t = _mm256_add_epi64(t, v);
+}
+
+// The checksum of N accumulators of Lane lanes: their vector sum, whose lanes are then summed
+// as Sum in lane order. (_mm512_reduce_add_* trips GCC 12's -Wuninitialized inside its own
+// header.)
+template <class Lane, class Sum, class V, std::size_t N>
+Sum sum_lanes(const V (&acc)[N]) {
+  V total = acc[0];
+  for (std::size_t i = 1; i < N; ++i) add_lanes(total, acc[i], Lane{});
+  std::array<Lane, sizeof(V) / sizeof(Lane)> lanes;
+  std::memcpy(lanes.data(), &total, sizeof total);
+  Sum sum = 0;
+  for (Lane v : lanes) sum += static_cast<Sum>(v);
   return sum;
+}
+
+double sum_chains(const __m512 (&acc)[kChains]) { return sum_lanes<float, double>(acc); }
+double sum_chains(const __m512i (&acc)[kChains]) { return sum_lanes<std::int32_t, double>(acc); }
+double sum_chains(const __m256 (&acc)[kChains]) { return sum_lanes<float, double>(acc); }
+double sum_chains(const __m256i (&acc)[kChains]) { return sum_lanes<std::int32_t, double>(acc); }
+
+// The read loops' checksum: the 64-bit lanes of the eight accumulators, summed.
+std::uint64_t sum_reads(const __m512i (&acc)[8]) {
+  return sum_lanes<std::uint64_t, std::uint64_t>(acc);
+}
+std::uint64_t sum_reads(const __m256i (&acc)[8]) {
+  return sum_lanes<std::uint64_t, std::uint64_t>(acc);
 }
 
 }  // namespace
 
-__attribute__((target("avx512f"))) std::uint64_t read_avx512(const std::byte* data,
-                                                             std::size_t bytes) {
-  __m512i acc[8];
-  for (__m512i& a : acc) a = _mm512_setzero_si512();
-  for (std::size_t off = 0; off < bytes; off += 512) {
-    const std::byte* p = data + off;
-    for (std::size_t j = 0; j < 8; ++j)
-      acc[j] = _mm512_add_epi64(acc[j], _mm512_load_si512(p + 64 * j));
-  }
-  __m512i total = acc[0];
-  for (std::size_t j = 1; j < 8; ++j) total = _mm512_add_epi64(total, acc[j]);
-  std::array<std::uint64_t, 8> lanes;
-  _mm512_storeu_si512(lanes.data(), total);
-  std::uint64_t sum = 0;
-  for (std::uint64_t v : lanes) sum += v;
-  return sum;
-}
-
-__attribute__((target("avx2"))) std::uint64_t read_avx2(const std::byte* data, std::size_t bytes) {
-  __m256i acc[8];
-  for (__m256i& a : acc) a = _mm256_setzero_si256();
-  for (std::size_t off = 0; off < bytes; off += 256) {
-    const auto* p = reinterpret_cast<const __m256i*>(data + off);
-    for (std::size_t j = 0; j < 8; ++j) acc[j] = _mm256_add_epi64(acc[j], _mm256_load_si256(p + j));
-  }
-  __m256i total = acc[0];
-  for (std::size_t j = 1; j < 8; ++j) total = _mm256_add_epi64(total, acc[j]);
-  std::array<std::uint64_t, 4> lanes;
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(lanes.data()), total);
-  return lanes[0] + lanes[1] + lanes[2] + lanes[3];
-}
-
-
-__attribute__((target("avx512f"))) double fma_avx512(std::int64_t iterations) {
-  const __m512 a = _mm512_set1_ps(g_multiplier), b = _mm512_set1_ps(g_addend);
-  __m512 acc[kChains];
-  for (std::size_t c = 0; c < kChains; ++c) acc[c] = _mm512_set1_ps(static_cast<float>(c));
-  for (std::int64_t i = 0; i < iterations; ++i)
-    for (__m512& v : acc) v = _mm512_fmadd_ps(v, a, b);
-  __m512 total = acc[0];
-  for (std::size_t c = 1; c < kChains; ++c) total = _mm512_add_ps(total, acc[c]);
-  return sum_lanes(total);
-}
-
-__attribute__((target("avx2,fma"))) double fma_avx2(std::int64_t iterations) {
-  const __m256 a = _mm256_set1_ps(g_multiplier), b = _mm256_set1_ps(g_addend);
-  __m256 acc[kChains];
-  for (std::size_t c = 0; c < kChains; ++c) acc[c] = _mm256_set1_ps(static_cast<float>(c));
-  for (std::int64_t i = 0; i < iterations; ++i)
-    for (__m256& v : acc) v = _mm256_fmadd_ps(v, a, b);
-  __m256 total = acc[0];
-  for (std::size_t c = 1; c < kChains; ++c) total = _mm256_add_ps(total, acc[c]);
-  std::array<float, 8> lanes;
-  _mm256_storeu_ps(lanes.data(), total);
-  double sum = 0;
-  for (float f : lanes) sum += static_cast<double>(f);
-  return sum;
-}
-
-__attribute__((target("avx512f,avx512bf16"))) double bf16_dp_avx512(std::int64_t iterations) {
-  const __m512 x = _mm512_set1_ps(g_multiplier), y = _mm512_set1_ps(g_addend);
-  const __m512bh a = _mm512_cvtne2ps_pbh(x, x), b = _mm512_cvtne2ps_pbh(y, y);
-  __m512 acc[kChains];
-  for (std::size_t c = 0; c < kChains; ++c) acc[c] = _mm512_set1_ps(static_cast<float>(c));
-  for (std::int64_t i = 0; i < iterations; ++i)
-    for (__m512& v : acc) v = _mm512_dpbf16_ps(v, a, b);
-  __m512 total = acc[0];
-  for (std::size_t c = 1; c < kChains; ++c) total = _mm512_add_ps(total, acc[c]);
-  return sum_lanes(total);
-}
-
-__attribute__((target("avx512f,avx512vnni"))) double vnni_avx512(std::int64_t iterations) {
-  const __m512i a = _mm512_set1_epi32(g_int8_pattern), b = _mm512_set1_epi32(g_int8_pattern);
-  __m512i acc[kChains];
-  for (std::size_t c = 0; c < kChains; ++c) acc[c] = _mm512_set1_epi32(static_cast<int>(c));
-  for (std::int64_t i = 0; i < iterations; ++i)
-    for (__m512i& v : acc) v = _mm512_dpbusd_epi32(v, a, b);
-  __m512i total = acc[0];
-  for (std::size_t c = 1; c < kChains; ++c) total = _mm512_add_epi32(total, acc[c]);
-  std::array<std::int32_t, 16> lanes;
-  _mm512_storeu_si512(lanes.data(), total);
-  double sum = 0;
-  for (std::int32_t v : lanes) sum += v;
-  return sum;
-}
+#elif defined(__aarch64__)
 
 namespace {
 
-// The checksum of kChains int32 accumulators.
-__attribute__((target("avx2"))) double sum_chains(const __m256i (&acc)[kChains]) {
-  __m256i total = acc[0];
-  for (std::size_t c = 1; c < kChains; ++c) total = _mm256_add_epi32(total, acc[c]);
-  std::array<std::int32_t, 8> lanes;
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(lanes.data()), total);
-  double sum = 0;
-  for (std::int32_t v : lanes) sum += v;
-  return sum;
+volatile float g_neon_multiplier = 0.999999f;
+volatile float g_neon_addend = 1e-7f;
+volatile std::int32_t g_neon_pattern = 0x01020304;
+
+// As for x86-64 above.
+void init_chains(float32x4_t (&acc)[kChains]) {
+  for (std::size_t c = 0; c < kChains; ++c) acc[c] = vdupq_n_f32(static_cast<float>(c));
+}
+void init_chains(int32x4_t (&acc)[kChains]) {
+  for (std::size_t c = 0; c < kChains; ++c) acc[c] = vdupq_n_s32(static_cast<int>(c));
+}
+
+double sum_chains(const float32x4_t (&acc)[kChains]) {
+  float32x4_t total = acc[0];
+  for (std::size_t c = 1; c < kChains; ++c) total = vaddq_f32(total, acc[c]);
+  return static_cast<double>(vaddvq_f32(total));
+}
+double sum_chains(const int32x4_t (&acc)[kChains]) {
+  int32x4_t total = acc[0];
+  for (std::size_t c = 1; c < kChains; ++c) total = vaddq_s32(total, acc[c]);
+  return static_cast<double>(vaddvq_s32(total));
+}
+
+std::uint64_t sum_reads(const uint64x2_t (&acc)[8]) {
+  uint64x2_t total = acc[0];
+  for (std::size_t j = 1; j < 8; ++j) total = vaddq_u64(total, acc[j]);
+  return vgetq_lane_u64(total, 0) + vgetq_lane_u64(total, 1);
+}
+
+int8x16_t int8_operand() { return vreinterpretq_s8_s32(vdupq_n_s32(g_neon_pattern)); }
+
+}  // namespace
+
+#endif
+
+#if defined(__x86_64__) || defined(__aarch64__)
+
+namespace {
+
+// The two loops that every rate below is measured with. Each caller is compiled for its
+// extension and marked flatten, and passes its instruction as a lambda compiled for the same
+// extension (an intrinsic of an extension inlines only into a function compiled for it): the
+// loop, the lambda and the helpers above are all inlined into the caller, so its loop is the
+// one instruction per chain and round (or per vector read), as if written out.
+
+// kChains independent chains, each one dependent STEP per round; the checksum of the chains.
+template <class V, class Step>
+double chains(std::int64_t iterations, Step step) {
+  V acc[kChains];
+  init_chains(acc);
+  for (std::int64_t i = 0; i < iterations; ++i)
+    for (V& v : acc) step(v);
+  return sum_chains(acc);
+}
+
+// Reads BYTES (a multiple of 8 vectors, aligned): eight accumulators, ADD folds each vector
+// read into one of them; the checksum of the accumulators.
+template <class V, class Add>
+std::uint64_t reads(const std::byte* data, std::size_t bytes, Add add) {
+  V acc[8] = {};
+  for (std::size_t off = 0; off < bytes; off += 8 * sizeof(V))
+    for (std::size_t j = 0; j < 8; ++j) add(acc[j], data + off + sizeof(V) * j);
+  return sum_reads(acc);
 }
 
 }  // namespace
 
+#endif
+
+#if defined(__x86_64__)
+
+__attribute__((target("avx512f"), flatten)) std::uint64_t read_avx512(const std::byte* data,
+                                                                       std::size_t bytes) {
+  const auto add = [](__m512i& a, const std::byte* p) __attribute__((target("avx512f"))) {
+    a = _mm512_add_epi64(a, _mm512_load_si512(p));
+  };
+  return reads<__m512i>(data, bytes, add);
+}
+
+__attribute__((target("avx2"), flatten)) std::uint64_t read_avx2(const std::byte* data,
+                                                                  std::size_t bytes) {
+  const auto add = [](__m256i& a, const std::byte* p) __attribute__((target("avx2"))) {
+    a = _mm256_add_epi64(a, _mm256_load_si256(reinterpret_cast<const __m256i*>(p)));
+  };
+  return reads<__m256i>(data, bytes, add);
+}
+
+__attribute__((target("avx512f"), flatten)) double fma_avx512(std::int64_t iterations) {
+  const __m512 a = _mm512_set1_ps(g_multiplier), b = _mm512_set1_ps(g_addend);
+  return chains<__m512>(iterations, [&](__m512& v) __attribute__((target("avx512f"))) {
+    v = _mm512_fmadd_ps(v, a, b);
+  });
+}
+
+__attribute__((target("avx2,fma"), flatten)) double fma_avx2(std::int64_t iterations) {
+  const __m256 a = _mm256_set1_ps(g_multiplier), b = _mm256_set1_ps(g_addend);
+  return chains<__m256>(iterations, [&](__m256& v) __attribute__((target("avx2,fma"))) {
+    v = _mm256_fmadd_ps(v, a, b);
+  });
+}
+
+__attribute__((target("avx512f,avx512bf16"), flatten)) double bf16_dp_avx512(
+    std::int64_t iterations) {
+  const __m512 x = _mm512_set1_ps(g_multiplier), y = _mm512_set1_ps(g_addend);
+  const __m512bh a = _mm512_cvtne2ps_pbh(x, x), b = _mm512_cvtne2ps_pbh(y, y);
+  return chains<__m512>(iterations,
+                        [&](__m512& v) __attribute__((target("avx512f,avx512bf16"))) {
+                          v = _mm512_dpbf16_ps(v, a, b);
+                        });
+}
+
+__attribute__((target("avx512f,avx512vnni"), flatten)) double vnni_avx512(
+    std::int64_t iterations) {
+  const __m512i a = _mm512_set1_epi32(g_int8_pattern), b = _mm512_set1_epi32(g_int8_pattern);
+  return chains<__m512i>(iterations,
+                         [&](__m512i& v) __attribute__((target("avx512f,avx512vnni"))) {
+                           v = _mm512_dpbusd_epi32(v, a, b);
+                         });
+}
+
 // The int8 product instructions of ymm machines. vpmaddubsw feeds its own output back (as
 // unsigned bytes) so that each chain is one dependent instruction per round.
-__attribute__((target("avx2"))) double maddubs_avx2(std::int64_t iterations) {
+__attribute__((target("avx2"), flatten)) double maddubs_avx2(std::int64_t iterations) {
   const __m256i b = _mm256_set1_epi32(g_int8_pattern);
-  __m256i acc[kChains];
-  for (std::size_t c = 0; c < kChains; ++c) acc[c] = _mm256_set1_epi32(static_cast<int>(c));
-  for (std::int64_t i = 0; i < iterations; ++i)
-    for (__m256i& v : acc) v = _mm256_maddubs_epi16(v, b);
-  return sum_chains(acc);
+  return chains<__m256i>(iterations, [&](__m256i& v) __attribute__((target("avx2"))) {
+    v = _mm256_maddubs_epi16(v, b);
+  });
 }
 
 // The int16 product instruction of avx2_int16: vpmaddwd with the sum added back, one dependent
 // multiply-add pair per chain and round, as the kernel's madd + add.
-__attribute__((target("avx2"))) double maddwd_avx2(std::int64_t iterations) {
+__attribute__((target("avx2"), flatten)) double maddwd_avx2(std::int64_t iterations) {
   const __m256i b = _mm256_set1_epi32(g_int8_pattern);
-  __m256i acc[kChains];
-  for (std::size_t c = 0; c < kChains; ++c) acc[c] = _mm256_set1_epi32(static_cast<int>(c));
-  for (std::int64_t i = 0; i < iterations; ++i)
-    for (__m256i& v : acc) v = _mm256_madd_epi16(v, b);
-  return sum_chains(acc);
+  return chains<__m256i>(iterations, [&](__m256i& v) __attribute__((target("avx2"))) {
+    v = _mm256_madd_epi16(v, b);
+  });
 }
 
-__attribute__((target("avx2,avxvnni"))) double vnni_avx(std::int64_t iterations) {
+__attribute__((target("avx2,avxvnni"), flatten)) double vnni_avx(std::int64_t iterations) {
   const __m256i a = _mm256_set1_epi32(g_int8_pattern), b = _mm256_set1_epi32(g_int8_pattern);
-  __m256i acc[kChains];
-  for (std::size_t c = 0; c < kChains; ++c) acc[c] = _mm256_set1_epi32(static_cast<int>(c));
-  for (std::int64_t i = 0; i < iterations; ++i)
-    for (__m256i& v : acc) v = _mm256_dpbusd_avx_epi32(v, a, b);
-  return sum_chains(acc);
+  return chains<__m256i>(iterations, [&](__m256i& v) __attribute__((target("avx2,avxvnni"))) {
+    v = _mm256_dpbusd_avx_epi32(v, a, b);
+  });
 }
 
 namespace {
@@ -199,80 +270,76 @@ TileConfig full_tiles() {
   return config;
 }
 
-// Operand tiles: 16 x 64 bytes of a small nonzero pattern (values do not change speed).
+// Operand tiles: 16 x 64 bytes of one 32-bit word (values do not change speed).
 struct alignas(64) TileData {
   std::array<std::int32_t, 256> words{};
 };
 
-TileData pattern_tile() {
+TileData operand_tile(std::int32_t word) {
   TileData d;
-  const std::int32_t pattern = g_int8_pattern;
-  d.words.fill(pattern);
+  d.words.fill(word);
   return d;
 }
 
-double sum_tiles(const std::array<TileData, 4>& out) {
+// Configures the tiles, zeroes the accumulators (tiles 0-3) and loads OPERAND into tiles 4-7.
+__attribute__((target("amx-tile"))) void start_tiles(const TileConfig& config,
+                                                     const TileData& operand) {
+  _tile_loadconfig(&config);
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  _tile_loadd(4, operand.words.data(), 64);
+  _tile_loadd(5, operand.words.data(), 64);
+  _tile_loadd(6, operand.words.data(), 64);
+  _tile_loadd(7, operand.words.data(), 64);
+}
+
+// Stores the accumulators, releases the tiles and returns the accumulators' checksum (their
+// words summed as integers, float bit patterns too: a checksum only).
+__attribute__((target("amx-tile"))) double finish_tiles() {
+  std::array<TileData, 4> out;
+  _tile_stored(0, out[0].words.data(), 64);
+  _tile_stored(1, out[1].words.data(), 64);
+  _tile_stored(2, out[2].words.data(), 64);
+  _tile_stored(3, out[3].words.data(), 64);
+  _tile_release();
   double sum = 0;
   for (const TileData& t : out)
     for (std::int32_t w : t.words) sum += static_cast<double>(w);
   return sum;
 }
 
-}  // namespace
-
-__attribute__((target("amx-tile,amx-int8"))) double amx_int8(std::int64_t iterations) {
+// ITERATIONS rounds of DP, four tile products (each accumulator by two operand tiles).
+template <class Dp>
+double tile_products(std::int64_t iterations, std::int32_t operand_word, Dp dp) {
   const TileConfig config = full_tiles();
-  const TileData operand = pattern_tile();
-  std::array<TileData, 4> out;
-  _tile_loadconfig(&config);
-  _tile_zero(0);
-  _tile_zero(1);
-  _tile_zero(2);
-  _tile_zero(3);
-  _tile_loadd(4, operand.words.data(), 64);
-  _tile_loadd(5, operand.words.data(), 64);
-  _tile_loadd(6, operand.words.data(), 64);
-  _tile_loadd(7, operand.words.data(), 64);
-  for (std::int64_t i = 0; i < iterations; ++i) {
-    _tile_dpbssd(0, 4, 6);
-    _tile_dpbssd(1, 4, 7);
-    _tile_dpbssd(2, 5, 6);
-    _tile_dpbssd(3, 5, 7);
-  }
-  _tile_stored(0, out[0].words.data(), 64);
-  _tile_stored(1, out[1].words.data(), 64);
-  _tile_stored(2, out[2].words.data(), 64);
-  _tile_stored(3, out[3].words.data(), 64);
-  _tile_release();
-  return sum_tiles(out);
+  const TileData operand = operand_tile(operand_word);
+  start_tiles(config, operand);
+  for (std::int64_t i = 0; i < iterations; ++i) dp();
+  return finish_tiles();
 }
 
-__attribute__((target("amx-tile,amx-bf16"))) double amx_bf16(std::int64_t iterations) {
-  const TileConfig config = full_tiles();
-  TileData operand;
-  operand.words.fill(0x3f803f80);  // pairs of bf16 1.0
-  std::array<TileData, 4> out;
-  _tile_loadconfig(&config);
-  _tile_zero(0);
-  _tile_zero(1);
-  _tile_zero(2);
-  _tile_zero(3);
-  _tile_loadd(4, operand.words.data(), 64);
-  _tile_loadd(5, operand.words.data(), 64);
-  _tile_loadd(6, operand.words.data(), 64);
-  _tile_loadd(7, operand.words.data(), 64);
-  for (std::int64_t i = 0; i < iterations; ++i) {
-    _tile_dpbf16ps(0, 4, 6);
-    _tile_dpbf16ps(1, 4, 7);
-    _tile_dpbf16ps(2, 5, 6);
-    _tile_dpbf16ps(3, 5, 7);
-  }
-  _tile_stored(0, out[0].words.data(), 64);
-  _tile_stored(1, out[1].words.data(), 64);
-  _tile_stored(2, out[2].words.data(), 64);
-  _tile_stored(3, out[3].words.data(), 64);
-  _tile_release();
-  return sum_tiles(out);  // float bit patterns summed as integers: a checksum only
+}  // namespace
+
+__attribute__((target("amx-tile,amx-int8"), flatten)) double amx_int8(std::int64_t iterations) {
+  return tile_products(iterations, g_int8_pattern,
+                       []() __attribute__((target("amx-tile,amx-int8"))) {
+                         _tile_dpbssd(0, 4, 6);
+                         _tile_dpbssd(1, 4, 7);
+                         _tile_dpbssd(2, 5, 6);
+                         _tile_dpbssd(3, 5, 7);
+                       });
+}
+
+__attribute__((target("amx-tile,amx-bf16"), flatten)) double amx_bf16(std::int64_t iterations) {
+  return tile_products(iterations, 0x3f803f80,  // pairs of bf16 1.0
+                       []() __attribute__((target("amx-tile,amx-bf16"))) {
+                         _tile_dpbf16ps(0, 4, 6);
+                         _tile_dpbf16ps(1, 4, 7);
+                         _tile_dpbf16ps(2, 5, 6);
+                         _tile_dpbf16ps(3, 5, 7);
+                       });
 }
 
 #else  // not x86-64: such a machine's Hardware has none of these features, so the limits
@@ -294,78 +361,41 @@ double amx_bf16(std::int64_t) { return 0; }
 
 #if defined(__aarch64__)
 
-namespace {
-
-volatile float g_neon_multiplier = 0.999999f;
-volatile float g_neon_addend = 1e-7f;
-volatile std::int32_t g_neon_pattern = 0x01020304;
-
-double sum_chains(const int32x4_t (&acc)[kChains]) {
-  int32x4_t total = acc[0];
-  for (std::size_t c = 1; c < kChains; ++c) total = vaddq_s32(total, acc[c]);
-  return static_cast<double>(vaddvq_s32(total));
+__attribute__((flatten)) std::uint64_t read_neon(const std::byte* data, std::size_t bytes) {
+  return reads<uint64x2_t>(data, bytes, [](uint64x2_t& a, const std::byte* p) {
+    a = vaddq_u64(a, vld1q_u64(reinterpret_cast<const std::uint64_t*>(p)));
+  });
 }
 
-// kChains accumulators, distinct so that no two chains fold together.
-void init_chains(int32x4_t (&acc)[kChains]) {
-  for (std::size_t c = 0; c < kChains; ++c) acc[c] = vdupq_n_s32(static_cast<int>(c));
-}
-
-int8x16_t int8_operand() { return vreinterpretq_s8_s32(vdupq_n_s32(g_neon_pattern)); }
-
-}  // namespace
-
-std::uint64_t read_neon(const std::byte* data, std::size_t bytes) {
-  uint64x2_t acc[8];
-  for (uint64x2_t& a : acc) a = vdupq_n_u64(0);
-  for (std::size_t off = 0; off < bytes; off += 128) {
-    const auto* p = reinterpret_cast<const std::uint64_t*>(data + off);
-    for (std::size_t j = 0; j < 8; ++j) acc[j] = vaddq_u64(acc[j], vld1q_u64(p + 2 * j));
-  }
-  uint64x2_t total = acc[0];
-  for (std::size_t j = 1; j < 8; ++j) total = vaddq_u64(total, acc[j]);
-  return vgetq_lane_u64(total, 0) + vgetq_lane_u64(total, 1);
-}
-
-double fma_neon(std::int64_t iterations) {
+__attribute__((flatten)) double fma_neon(std::int64_t iterations) {
   const float32x4_t a = vdupq_n_f32(g_neon_multiplier), b = vdupq_n_f32(g_neon_addend);
-  float32x4_t acc[kChains];
-  for (std::size_t c = 0; c < kChains; ++c) acc[c] = vdupq_n_f32(static_cast<float>(c));
-  for (std::int64_t i = 0; i < iterations; ++i)
-    for (float32x4_t& v : acc) v = vfmaq_f32(b, v, a);
-  float32x4_t total = acc[0];
-  for (std::size_t c = 1; c < kChains; ++c) total = vaddq_f32(total, acc[c]);
-  return static_cast<double>(vaddvq_f32(total));
+  return chains<float32x4_t>(iterations, [&](float32x4_t& v) { v = vfmaq_f32(b, v, a); });
 }
 
-// neon_int16's product: smlal of 4 int16 pairs into int32 lanes. Each loop below is written
-// out (not a template over the instruction): an intrinsic of an extension inlines only into a
-// function compiled for it.
-double smlal_neon(std::int64_t iterations) {
+// neon_int16's product: smlal of 4 int16 pairs into int32 lanes.
+__attribute__((flatten)) double smlal_neon(std::int64_t iterations) {
   const int16x8_t a = vreinterpretq_s16_s8(int8_operand());
-  int32x4_t acc[kChains];
-  init_chains(acc);
-  for (std::int64_t i = 0; i < iterations; ++i)
-    for (int32x4_t& v : acc) v = vmlal_s16(v, vget_low_s16(a), vget_high_s16(a));
-  return sum_chains(acc);
+  return chains<int32x4_t>(iterations, [&](int32x4_t& v) {
+    v = vmlal_s16(v, vget_low_s16(a), vget_high_s16(a));
+  });
 }
 
-__attribute__((target("arch=armv8.2-a+dotprod"))) double sdot_neon(std::int64_t iterations) {
+__attribute__((target("arch=armv8.2-a+dotprod"), flatten)) double sdot_neon(
+    std::int64_t iterations) {
   const int8x16_t a = int8_operand();
-  int32x4_t acc[kChains];
-  init_chains(acc);
-  for (std::int64_t i = 0; i < iterations; ++i)
-    for (int32x4_t& v : acc) v = vdotq_s32(v, a, a);
-  return sum_chains(acc);
+  return chains<int32x4_t>(iterations,
+                           [&](int32x4_t& v) __attribute__((target("arch=armv8.2-a+dotprod"))) {
+                             v = vdotq_s32(v, a, a);
+                           });
 }
 
-__attribute__((target("arch=armv8.2-a+i8mm"))) double smmla_neon(std::int64_t iterations) {
+__attribute__((target("arch=armv8.2-a+i8mm"), flatten)) double smmla_neon(
+    std::int64_t iterations) {
   const int8x16_t a = int8_operand();
-  int32x4_t acc[kChains];
-  init_chains(acc);
-  for (std::int64_t i = 0; i < iterations; ++i)
-    for (int32x4_t& v : acc) v = vmmlaq_s32(v, a, a);
-  return sum_chains(acc);
+  return chains<int32x4_t>(iterations,
+                           [&](int32x4_t& v) __attribute__((target("arch=armv8.2-a+i8mm"))) {
+                             v = vmmlaq_s32(v, a, a);
+                           });
 }
 
 // SVE has no arrays of vectors: 16 named chains.
