@@ -20,28 +20,16 @@ namespace {
 struct GenerateFlags {
   std::string preset = "gpt-oss-20b";
   std::string out;
-  int layers = 0;                                            // 0: 1, or the model's with --full
   int experts = 0, top_k = 0, hidden = 0, intermediate = 0;  // 0: the preset's
-  int hash_layers = 0, vocab = 0;                            // DeepSeek-V4, or --full
-  bool full = false;
-  int heads = 0, kv_heads = 0, head_dim = 0;  // --full; 0: the published model's
-  std::uint64_t seed = 1;
-  bool force = false;
+  // The flags that are GenerateOptions' fields (layers, hash_layers, vocab, seed, force, full,
+  // attention_heads, kv_heads, head_dim), with its defaults.
+  mxmoe::GenerateOptions generate;
 };
 
 int generate(const GenerateFlags& o) {
   check_output("--out", o.out, CommandInputs().current_directory(), /*directory=*/true);
   const LayerSpec spec = resize(preset(o.preset), {o.experts, o.top_k, o.hidden, o.intermediate});
-  mxmoe::GenerateOptions g;
-  g.layers = o.layers;
-  g.hash_layers = o.hash_layers;
-  g.vocab = o.vocab;
-  g.seed = o.seed;
-  g.force = o.force;
-  g.full = o.full;
-  g.attention_heads = o.heads;
-  g.kv_heads = o.kv_heads;
-  g.head_dim = o.head_dim;
+  mxmoe::GenerateOptions g = o.generate;
   // Progress is best effort: a full or closed stderr never stops the writing.
   g.progress = [](const std::string& line) {
     cli::print(stderr, "{}\n", line);
@@ -53,7 +41,7 @@ int generate(const GenerateFlags& o) {
   const std::uint64_t bytes = generated_tensor_bytes(spec, g);
   g.progress(fmt::format(
       "mxmoe synth: {} {} (E={}, top-{}, H={}, I={}): {} of tensors",
-      o.full ? "the whole model of" : fmt::format("{} layer(s) of", std::max(o.layers, 1)),
+      g.full ? "the whole model of" : fmt::format("{} layer(s) of", std::max(g.layers, 1)),
       spec.name, spec.num_experts, spec.top_k, spec.hidden, spec.intermediate,
       bytes_text(static_cast<double>(bytes))));
   try {
@@ -82,7 +70,7 @@ void add_synth(CLI::App& app, Action& action) {
   sub->add_option("--preset", opts->preset, "Shape and family of the layers")
       ->check(CLI::IsMember(preset_names()))
       ->capture_default_str();
-  sub->add_option("--layers", opts->layers,
+  sub->add_option("--layers", opts->generate.layers,
                   "Number of layers (default 1; with --full the model's: 24 for gpt-oss-20b, 36 "
                   "for gpt-oss-120b, 48 for qwen3-30b-a3b)")
       ->check(CLI::Range(1, 4096));
@@ -94,38 +82,38 @@ void add_synth(CLI::App& app, Action& action) {
       ->check(CLI::Range(32, 65536));
   sub->add_option("--intermediate", opts->intermediate, "Override I (a multiple of 32)")
       ->check(CLI::Range(32, 65536));
-  sub->add_option("--hash-layers", opts->hash_layers,
+  sub->add_option("--hash-layers", opts->generate.hash_layers,
                   "DeepSeek-V4: the first N layers are hash-routed (tid2eid by token id), as "
                   "V4-Flash's first 3")
       ->check(CLI::Range(0, 4096));
-  sub->add_option("--vocab", opts->vocab,
+  sub->add_option("--vocab", opts->generate.vocab,
                   "DeepSeek-V4 hash layers: token ids lie in [0, VOCAB) (default 129280); with "
                   "--full: the rows of the embedding and the head (default the model's, at least "
                   "265 for gpt-oss, 259 for Qwen3: the 256 byte tokens and the special tokens)")
       ->check(CLI::Range(1, kMaxVocab));
   auto* full = sub->add_flag(
-      "--full", opts->full,
+      "--full", opts->generate.full,
       "The whole model, not just its MoE layers: every tensor of the published checkpoint with "
       "its name, shape and dtype (gpt-oss: MXFP4 experts as published; qwen3-30b-a3b: BF16 "
       "per-expert weights as published, for `mxmoe quantize`), a byte-level tokenizer.json, "
       "tokenizer_config.json and generation_config.json, in shards of at most 4 GB with an index. "
       "Presets gpt-oss-20b, gpt-oss-120b, tiny and qwen3-30b-a3b");
-  sub->add_option("--heads", opts->heads, "With --full: attention heads (default the model's)")
+  sub->add_option("--heads", opts->generate.attention_heads, "With --full: attention heads (default the model's)")
       ->check(CLI::Range(1, 1024))
       ->needs(full);
-  sub->add_option("--kv-heads", opts->kv_heads,
+  sub->add_option("--kv-heads", opts->generate.kv_heads,
                   "With --full: key/value heads, dividing --heads (default the model's)")
       ->check(CLI::Range(1, 1024))
       ->needs(full);
-  sub->add_option("--head-dim", opts->head_dim,
+  sub->add_option("--head-dim", opts->generate.head_dim,
                   "With --full: the size of a head, even (default the model's)")
       ->check(CLI::Range(2, 1024))
       ->needs(full);
-  sub->add_option("--seed", opts->seed,
+  sub->add_option("--seed", opts->generate.seed,
                   "Seed of the random weights (layer N uses seed + N; with --full each tensor has "
                   "its own stream)")
       ->capture_default_str();
-  sub->add_flag("--force", opts->force,
+  sub->add_flag("--force", opts->generate.force,
                 "Replace OUT if it exists (as a whole): only a checkpoint mxmoe wrote or an "
                 "empty directory");
   sub->footer(
