@@ -29,7 +29,7 @@ int run_chat(CLI::App& app, const ChatCommandOptions& o) {
   Runtime runtime(request.threads);
   const int context = o.gen.max_context > 0 ? o.gen.max_context : 4096;
   auto model = open_model(app, o.gen, runtime, 1, context, false);
-  const SamplingParams params = o.gen.sampling();
+  const SamplingParams params = o.gen.sampling;
 
   std::vector<ChatMessage> messages;
   if (!o.system.empty()) messages.push_back({"system", o.system});
@@ -90,7 +90,7 @@ int run_chat(CLI::App& app, const ChatCommandOptions& o) {
 void add_chat(CLI::App& app, Action& action) {
   auto* sub = app.add_subcommand("chat", "Talk with a whole model, streamed (Ctrl-C stops an answer)");
   auto o = std::make_shared<ChatCommandOptions>();
-  o->gen.max_tokens = 512;
+  o->gen.sampling.max_tokens = 512;
   o->gen.add(*sub, "The longest answer in tokens (default 512)");
   sub->add_option("--max-context", o->gen.max_context,
                   "Tokens of the whole conversation (default 4096); the KV cache is allocated for it")

@@ -51,7 +51,7 @@ int run_complete(CLI::App& app, const CompleteOptions& o) {
   Runtime runtime(request.threads);
   const int context = o.gen.max_context > 0
                           ? o.gen.max_context
-                          : static_cast<int>(std::min<std::size_t>(longest + static_cast<std::size_t>(o.gen.max_tokens), 1 << 24));
+                          : static_cast<int>(std::min<std::size_t>(longest + static_cast<std::size_t>(o.gen.sampling.max_tokens), 1 << 24));
   const auto t0 = std::chrono::steady_clock::now();
   auto model = open_model(app, o.gen, runtime, static_cast<int>(prompts.size()), context,
                           o.json && !o.verbose);
@@ -61,7 +61,7 @@ int run_complete(CLI::App& app, const CompleteOptions& o) {
   StopOnSignal stop;
   std::vector<Completion> done;
   try {
-    done = model->generate(prompts, o.gen.sampling(), {}, [] { return StopOnSignal::stop_requested(); });
+    done = model->generate(prompts, o.gen.sampling, {}, [] { return StopOnSignal::stop_requested(); });
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());  // the prompts and limits are the command line's
   }

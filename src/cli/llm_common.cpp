@@ -48,32 +48,23 @@ CompactFormat compact_format(const std::string& value) {
 void GenerationFlags::add(CLI::App& app, const std::string& max_tokens_help) {
   app.add_option("--model", model, "Checkpoint directory (config.json, safetensors, tokenizer.json)")
       ->required();
-  app.add_option("--max-tokens", max_tokens, max_tokens_help)->check(CLI::Range(1, 1 << 20));
-  app.add_option("--temperature", temperature, "Sampling temperature; 0 = greedy")
+  app.add_option("--max-tokens", sampling.max_tokens, max_tokens_help)
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--temperature", sampling.temperature, "Sampling temperature; 0 = greedy")
       ->check(finite_in(0, 10000));
-  app.add_option("--top-k", top_k, "Keep the K most likely tokens (0 = all)")
+  app.add_option("--top-k", sampling.top_k, "Keep the K most likely tokens (0 = all)")
       ->check(CLI::Range(0, 1 << 24));
-  app.add_option("--top-p", top_p, "Keep the smallest set of tokens with this mass, (0, 1]")
+  app.add_option("--top-p", sampling.top_p,
+                 "Keep the smallest set of tokens with this mass, (0, 1]")
       ->check(finite_in(1e-9, 1));
-  app.add_option("--min-p", min_p, "Drop tokens below MIN_P x the best one's probability")
+  app.add_option("--min-p", sampling.min_p, "Drop tokens below MIN_P x the best one's probability")
       ->check(finite_in(0, 1));
-  app.add_option("--seed", seed, "Seed of the sampler: the same seed gives the same tokens");
-  app.add_flag("--ignore-eos", ignore_eos, "Generate --max-tokens even past a stop token");
+  app.add_option("--seed", sampling.seed,
+                 "Seed of the sampler: the same seed gives the same tokens");
+  app.add_flag("--ignore-eos", sampling.ignore_eos, "Generate --max-tokens even past a stop token");
   add_compact_flag(app, compact);
   request.add(app, false);
   hardware.add(app);
-}
-
-SamplingParams GenerationFlags::sampling() const {
-  SamplingParams p;
-  p.max_tokens = max_tokens;
-  p.temperature = temperature;
-  p.top_k = top_k;
-  p.top_p = top_p;
-  p.min_p = min_p;
-  p.seed = seed;
-  p.ignore_eos = ignore_eos;
-  return p;
 }
 
 std::unique_ptr<LanguageModel> open_model(CLI::App& app, const GenerationFlags& flags,

@@ -28,21 +28,15 @@ CompactFormat compact_format(const std::string& value);
 
 struct GenerationFlags {
   std::string model;
-  int max_tokens = 16;
-  float temperature = 0.0f;
-  int top_k = 0;
-  float top_p = 1.0f;
-  float min_p = 0.0f;
-  std::uint64_t seed = 0;
+  // --max-tokens, --temperature, --top-k, --top-p, --min-p, --seed, --ignore-eos
+  SamplingParams sampling;
   int max_context = 0;  // 0: the command's default
-  bool ignore_eos = false;
   std::string compact;  // --compact[=FORMAT]: "" (off), int8 or int4
   int prefill_chunk = 256;  // prompt rows per step (serve's --prefill-chunk)
   RequestOptions request;
   HardwareOptions hardware;
 
   void add(CLI::App& app, const std::string& max_tokens_help);
-  SamplingParams sampling() const;
 };
 
 // The model of FLAGS on RUNTIME for MAX_BATCH sequences of CONTEXT tokens (memory checked
