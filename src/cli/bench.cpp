@@ -444,8 +444,8 @@ perf::BenchConfig bench_config(const BenchOptions& o, CLI::App& sub) {
     throw UsageError(e.what());
   }
   config.backends = backend_list(o.backends, "--backend");
-  config.excluded_backends = excluded_backends(o, sub);
-  config.batch_invariant = o.batch_invariant;
+  config.request.excluded_backends = excluded_backends(o, sub);
+  config.request.batch_invariant = o.batch_invariant;
   config.reps = o.reps;
   config.row_seconds = o.row_seconds;
   config.max_call_seconds = o.max_call_seconds;

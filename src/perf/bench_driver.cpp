@@ -365,13 +365,11 @@ void BenchRun::run_row(const std::string& backend,
 Selection BenchRun::judge_row(const std::string& forced,
                               const std::optional<ActivationFormat>& activation, int t,
                               int m) const {
-  Request request;
+  Request request = config_.request;
   request.activation = activation;
   request.threads = t;
   request.tokens_hint = m;
   request.forced_backend = forced;
-  request.excluded_backends = config_.excluded_backends;
-  request.batch_invariant = config_.batch_invariant;
   return judge(Deployment{spec_, hw_, request}, prefs_);
 }
 

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "mxmoe/deployment.hpp"
 #include "mxmoe/hardware.hpp"
 #include "mxmoe/layer_spec.hpp"
 #include "mxmoe/weights.hpp"
@@ -140,8 +141,9 @@ struct BenchConfig {
   double row_seconds = 0.3;     // timed seconds aimed at per row (auto reps)
   double row_max_seconds = 6;   // auto reps shrink (down to 1) to stay under this
   double max_call_seconds = 5;  // rows predicted slower than this per call are skipped
-  std::vector<std::string> excluded_backends;
-  bool batch_invariant = false;
+  // What every row's request shares (excluded_backends, batch_invariant); a row sets its
+  // activation, threads, tokens_hint and forced_backend.
+  Request request;
   // Measure the limits next to every row: the DRAM read bandwidth (3 passes per thread
   // count) and the row's peak class (one pass) right after it, so that a row's fractions are
   // of the readings taken just before and just after it (the better of the two), not of
