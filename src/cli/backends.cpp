@@ -52,14 +52,13 @@ int run_backends(const BackendsOptions& o) {
 }  // namespace
 
 void add_backends(CLI::App& app, Action& action) {
-  auto* sub = app.add_subcommand("backends",
-                                 "The capability matrix, generated from the backends' own checks");
-  auto options = std::make_shared<BackendsOptions>();
+  const auto [sub, options] = add_command<BackendsOptions>(
+      app, action, "backends", "The capability matrix, generated from the backends' own checks",
+      run_backends);
   options->hardware.add(*sub);
   sub->add_flag("--markdown", options->markdown,
                 "Print the markdown document kept in docs/BACKENDS.md");
   sub->add_flag("--json", options->json, "Print the matrix as one JSON document");
-  sub->callback([&action, options] { action = [options] { return run_backends(*options); }; });
 }
 
 }  // namespace mxmoe::cli

@@ -563,11 +563,12 @@ int run_bench_command(const BenchOptions& o, CLI::App& sub) {
 }  // namespace
 
 void add_bench(CLI::App& app, Action& action) {
-  auto* sub = app.add_subcommand(
-      "bench",
+  const auto [sub, o] = add_command<BenchOptions>(
+      app, action, "bench",
       "Time MoE layers per backend, activation, thread count and batch size, against this "
       "machine's measured DRAM bandwidth and compute peaks; with --whole, a whole model's "
-      "prefill and decode as llama-bench times them");
+      "prefill and decode as llama-bench times them",
+      run_bench_command);
   sub->footer(
       "Layers:\n"
       "  mxmoe bench --preset gpt-oss-20b --tokens 1,8,512 --threads 2\n"
@@ -585,7 +586,6 @@ void add_bench(CLI::App& app, Action& action) {
       "after the runs (best pass), the load time, the peak RSS and the load average (a busy "
       "machine shows there). --activation, --batch-invariant, --backend, --exclude and --threads "
       "(one value each) are the request, as for `mxmoe complete`. --json: one document.");
-  auto o = std::make_shared<BenchOptions>();
   o->layer.add(*sub);
   sub->add_option("--tokens", o->tokens,
                   fmt::format("Tokens per call, comma list of 1..{}", kMaxTokensPerCall))
@@ -668,7 +668,6 @@ void add_bench(CLI::App& app, Action& action) {
                   "evenly, as data-parallel attention feeds expert-parallel MoE)")
       ->check(CLI::IsMember({"rank0", "all"}))
       ->capture_default_str();
-  sub->callback([&action, o, sub] { action = [o, sub] { return run_bench_command(*o, *sub); }; });
 }
 
 }  // namespace mxmoe::cli

@@ -23,7 +23,7 @@ struct ChatCommandOptions {
   bool thinking = true;
 };
 
-int run_chat(CLI::App& app, const ChatCommandOptions& o) {
+int run_chat(const ChatCommandOptions& o, CLI::App& app) {
   const Tokenizer tokenizer = *open_tokenizer(o.gen.model, true);
   const Request request = o.gen.request.resolve(app);
   Runtime runtime(request.threads);
@@ -88,8 +88,8 @@ int run_chat(CLI::App& app, const ChatCommandOptions& o) {
 }  // namespace
 
 void add_chat(CLI::App& app, Action& action) {
-  auto* sub = app.add_subcommand("chat", "Talk with a whole model, streamed (Ctrl-C stops an answer)");
-  auto o = std::make_shared<ChatCommandOptions>();
+  const auto [sub, o] = add_command<ChatCommandOptions>(
+      app, action, "chat", "Talk with a whole model, streamed (Ctrl-C stops an answer)", run_chat);
   o->gen.sampling.max_tokens = 512;
   o->gen.add(*sub, "The longest answer in tokens (default 512)");
   sub->add_option("--max-context", o->gen.max_context,
@@ -106,7 +106,6 @@ void add_chat(CLI::App& app, Action& action) {
       "  mxmoe chat --model /tmp/gpt-oss-20b\n"
       "  mxmoe chat --model /tmp/qwen3-tiny --temperature 0.7 --top-p 0.9 --seed 1\n"
       "  echo 'Hello' | mxmoe chat --model DIR --max-tokens 32");
-  sub->callback([&action, o, sub] { action = [o, sub] { return run_chat(*sub, *o); }; });
 }
 
 }  // namespace mxmoe::cli

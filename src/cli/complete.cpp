@@ -25,7 +25,7 @@ struct CompleteOptions {
   bool verbose = false;
 };
 
-int run_complete(CLI::App& app, const CompleteOptions& o) {
+int run_complete(const CompleteOptions& o, CLI::App& app) {
   if (o.prompts.empty() && o.prompt_files.empty() && o.prompt_ids.empty())
     throw UsageError("complete: give a prompt: --prompt TEXT, --prompt-file FILE or --prompt-ids 5,17,42");
   const bool text_in = !o.prompts.empty() || !o.prompt_files.empty();
@@ -113,10 +113,10 @@ int run_complete(CLI::App& app, const CompleteOptions& o) {
 }  // namespace
 
 void add_complete(CLI::App& app, Action& action) {
-  auto* sub = app.add_subcommand(
-      "complete",
-      "Complete prompts with a whole model (gpt-oss, Qwen3-MoE, Mixtral) from its checkpoint");
-  auto o = std::make_shared<CompleteOptions>();
+  const auto [sub, o] = add_command<CompleteOptions>(
+      app, action, "complete",
+      "Complete prompts with a whole model (gpt-oss, Qwen3-MoE, Mixtral) from its checkpoint",
+      run_complete);
   o->gen.add(*sub, "New tokens per prompt, 1..1048576");
   sub->add_option("--prompt", o->prompts,
                   "A prompt's text (UTF-8; special tokens such as <|im_start|> are parsed); "
@@ -138,7 +138,6 @@ void add_complete(CLI::App& app, Action& action) {
       "  mxmoe complete --model /tmp/gpt-oss-20b --prompt 'The capital of France is' --max-tokens 16\n"
       "  mxmoe complete --model DIR --prompt-ids 5,17,42 --prompt-ids 7,8 --json\n"
       "  mxmoe complete --model DIR --prompt-file story.txt --temperature 0.8 --top-p 0.95 --seed 1");
-  sub->callback([&action, o, sub] { action = [o, sub] { return run_complete(*sub, *o); }; });
 }
 
 }  // namespace mxmoe::cli

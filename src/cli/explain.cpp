@@ -89,7 +89,7 @@ std::string explain_json_with_ranks(const Selection& s) {
   return doc.dump(2);
 }
 
-int run_explain(CLI::App& sub, const ExplainOptions& o) {
+int run_explain(const ExplainOptions& o, CLI::App& sub) {
   const Request request = o.request.resolve(sub);
   const LayerSpec spec = o.layer.from_model()
                              ? Checkpoint::open(o.layer.model).layer_spec(o.layer.layer)
@@ -109,18 +109,16 @@ int run_explain(CLI::App& sub, const ExplainOptions& o) {
 }  // namespace
 
 void add_explain(CLI::App& app, Action& action) {
-  auto* sub = app.add_subcommand(
-      "explain",
-      "Every backend's verdict for a deployment, with all reasons (exit 3 when none fits)");
-  auto options = std::make_shared<ExplainOptions>();
+  const auto [sub, options] = add_command<ExplainOptions>(
+      app, action, "explain",
+      "Every backend's verdict for a deployment, with all reasons (exit 3 when none fits)",
+      run_explain);
   options->layer.add(*sub);
   options->request.add(*sub);
   options->hardware.add(*sub);
   sub->add_flag("--json", options->json,
                 "Print {selected, deployment, candidates, error, suggestions} as JSON (and "
                 "expert_parallel with --ep-size or --placement)");
-  sub->callback(
-      [&action, sub, options] { action = [sub, options] { return run_explain(*sub, *options); }; });
 }
 
 }  // namespace mxmoe::cli

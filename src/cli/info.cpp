@@ -43,14 +43,13 @@ int run_info(const InfoOptions& o) {
 }  // namespace
 
 void add_info(CLI::App& app, Action& action) {
-  auto* sub = app.add_subcommand(
-      "info", "The hardware probe (--hardware, default) or a checkpoint (--model DIR)");
-  auto options = std::make_shared<InfoOptions>();
+  const auto [sub, options] = add_command<InfoOptions>(
+      app, action, "info", "The hardware probe (--hardware, default) or a checkpoint (--model DIR)",
+      run_info);
   sub->add_flag("--hardware", options->hardware,
                 "Print this machine's probe (the JSON form is replayable with --hardware FILE)");
   sub->add_flag("--json", options->json, "Print JSON");
   sub->add_option("--model", options->model, "Checkpoint directory to describe");
-  sub->callback([&action, options] { action = [options] { return run_info(*options); }; });
 }
 
 }  // namespace mxmoe::cli

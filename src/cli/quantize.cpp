@@ -44,16 +44,16 @@ int quantize(const QuantizeArgs& args) {
 }  // namespace
 
 void add_quantize(CLI::App& app, Action& action) {
-  auto* sub = app.add_subcommand(
-      "quantize",
+  const auto [sub, args] = add_command<QuantizeArgs>(
+      app, action, "quantize",
       "Convert a BF16/F32 expert checkpoint (Mixtral, Qwen3-MoE, DeepSeek naming) to a complete "
       "MXFP4 model: the routed experts quantized into the gpt-oss layout (DeepSeek-V4: its own "
       "naming), every other tensor (attention, norms, embeddings, head, dense MLPs, routers, "
       "shared experts) and every other file (tokenizer, generation config, chat template) "
       "copied unchanged, config.json with its quantization_config. Streams (about one layer in "
       "memory), shards per layer, writes a temporary directory beside OUT and renames it into "
-      "place when complete; Ctrl-C leaves OUT as it was (exit 130)");
-  auto args = std::make_shared<QuantizeArgs>();
+      "place when complete; Ctrl-C leaves OUT as it was (exit 130)",
+      quantize);
   sub->add_option("--model", args->in, "Input checkpoint directory")->required();
   sub->add_option("--out", args->out, "Output directory (refused if it exists, unless --force)")
       ->required();
@@ -64,7 +64,6 @@ void add_quantize(CLI::App& app, Action& action) {
                 "Replace an existing output directory as a whole (nothing of it survives; on "
                 "failure or Ctrl-C it is kept as it was): only a checkpoint mxmoe wrote or an "
                 "empty directory");
-  sub->callback([&action, args] { action = [args] { return quantize(*args); }; });
 }
 
 }  // namespace mxmoe::cli

@@ -177,11 +177,11 @@ int run(const RunOptions& o, CLI::App& sub) {
 }  // namespace
 
 void add_run(CLI::App& app, Action& action) {
-  auto opts = std::make_shared<RunOptions>();
-  auto* sub = app.add_subcommand(
-      "run",
+  const auto [sub, opts] = add_command<RunOptions>(
+      app, action, "run",
       "Run one MoE layer (a preset on generated random weights, or --model DIR --layer N) "
-      "through the oracle's choice and time it");
+      "through the oracle's choice and time it",
+      run);
   opts->request.tokens = 16;
   opts->layer.add(*sub);
   opts->hardware.add(*sub);
@@ -205,7 +205,6 @@ void add_run(CLI::App& app, Action& action) {
                   "With --model: 'all' MoE layers or a comma list of indices, timed as one step "
                   "through them (one shared runtime); each layer reads the same input, and "
                   "--output holds the outputs stacked [layers, M, H]");
-  sub->callback([&action, opts, sub] { action = [opts, sub] { return run(*opts, *sub); }; });
 }
 
 }  // namespace mxmoe::cli

@@ -38,7 +38,7 @@ struct ServeCommandOptions {
   bool quiet = false;
 };
 
-int run_serve(CLI::App& app, ServeCommandOptions& o) {
+int run_serve(ServeCommandOptions& o, CLI::App& app) {
   serve::ServerOptions& s = o.server;
   if (s.api_key.empty())
     if (const char* key = std::getenv("MXMOE_API_KEY")) s.api_key = key;
@@ -67,9 +67,10 @@ int run_serve(CLI::App& app, ServeCommandOptions& o) {
 }  // namespace
 
 void add_serve(CLI::App& app, Action& action) {
-  auto* sub = app.add_subcommand(
-      "serve", "Serve a whole model over an OpenAI-compatible HTTP API, with continuous batching");
-  auto o = std::make_shared<ServeCommandOptions>();
+  const auto [sub, o] = add_command<ServeCommandOptions>(
+      app, action, "serve",
+      "Serve a whole model over an OpenAI-compatible HTTP API, with continuous batching",
+      run_serve);
   sub->add_option("--model", o->gen.model, "Checkpoint directory (config.json, safetensors, tokenizer.json)")
       ->required();
   sub->add_option("--host", o->server.host, "Address to listen on (default 127.0.0.1: this machine only)");
@@ -126,7 +127,6 @@ void add_serve(CLI::App& app, Action& action) {
       "       -d '{\"prompt\": \"Hello\", \"max_tokens\": 16, \"stream\": true}'\n"
       "  python -c \"import openai; c = openai.OpenAI(base_url='http://127.0.0.1:8000/v1', api_key='-'); "
       "print(c.completions.create(model='m', prompt='Hi').choices[0].text)\"");
-  sub->callback([&action, o, sub] { action = [o, sub] { return run_serve(*sub, *o); }; });
 }
 
 }  // namespace mxmoe::cli

@@ -57,13 +57,13 @@ int generate(const GenerateFlags& o) {
 }  // namespace
 
 void add_synth(CLI::App& app, Action& action) {
-  auto opts = std::make_shared<GenerateFlags>();
-  auto* sub = app.add_subcommand(
-      "synth",
+  const auto [sub, opts] = add_command<GenerateFlags>(
+      app, action, "synth",
       "Write a checkpoint with random weights of a real model's shape, to try mxmoe without "
       "downloading a model: its MoE layers (config.json + safetensors in the gpt-oss MXFP4 "
       "layout), or with --full the whole model (every tensor of the published checkpoint, a "
-      "tokenizer, the configs) that Hugging Face transformers loads");
+      "tokenizer, the configs) that Hugging Face transformers loads",
+      generate);
   // Its name until 2026-12: `generate` means text in every other tool of this field.
   sub->alias("generate");
   sub->add_option("--out", opts->out, "The checkpoint directory to write")->required();
@@ -131,7 +131,6 @@ void add_synth(CLI::App& app, Action& action) {
       "--layers 2 --hash-layers 1 --vocab 1000 --out /tmp/tiny-v4\n"
       "The checkpoint is written beside OUT and renamed into place when complete; Ctrl-C "
       "deletes it and leaves OUT as it was (exit 130).");
-  sub->callback([&action, opts] { action = [opts] { return generate(*opts); }; });
 }
 
 }  // namespace mxmoe::cli

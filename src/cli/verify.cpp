@@ -452,9 +452,9 @@ int verify(const VerifyOptions& o) {
 }  // namespace
 
 void add_verify(CLI::App& app, Action& action) {
-  auto opts = std::make_shared<VerifyOptions>();
-  auto* sub = app.add_subcommand(
-      "verify", "Check each selectable backend against a float64 evaluation of the layer");
+  const auto [sub, opts] = add_command<VerifyOptions>(
+      app, action, "verify",
+      "Check each selectable backend against a float64 evaluation of the layer", verify);
   opts->layer.add(*sub, /*several_layers=*/true);
   opts->hardware.add(*sub);
   sub->add_option("--backend", opts->backend, "Backend name, or all (default)");
@@ -472,7 +472,6 @@ void add_verify(CLI::App& app, Action& action) {
                 "The full sweep: 257 tokens, batches of 1..257, two draws, two runs, every "
                 "backend (minutes)");
   sub->add_flag("--json", opts->json, "Print the results as one JSON document");
-  sub->callback([&action, opts] { action = [opts] { return verify(*opts); }; });
 }
 
 }  // namespace mxmoe::cli
