@@ -117,20 +117,32 @@ class _ApplyTimes:
     """The totals of the timed calls of this process, written to PATH.<pid>.json by a daemon
     thread whenever they changed (at most every 0.1 s), so a benchmark in another process
     reads them between its timed regions (:func:`read_times`) without stopping the engine.
-    VARIABLE names the environment variable that asked for them, in its error messages."""
+    VARIABLE names the environment variable that asked for them, in its error messages.
+
+    A process forked after the timer was made (vLLM's engine processes, a multiprocessing
+    worker) has none of the parent's threads and may hold a copy of its lock taken: the child
+    starts its own totals at zero, with a new lock, file (its own pid) and writer thread, so
+    read_times sums every process once."""
 
     def __init__(self, path: str, variable: str):
-        self.path = f"{path}.{os.getpid()}.json"
+        self._base = path
         self.variable = variable
+        self.dropped = False
+        self._start()
+        os.register_at_fork(after_in_child=self._start)
+
+    def _start(self) -> None:
+        self.path = f"{self._base}.{os.getpid()}.json"
+        self._lock = threading.Lock()
         self.calls = 0
         self.tokens = 0
         self.seconds = 0.0
-        self.dropped = False
         self._written = -1
-        threading.Thread(target=self._write_loop, name="mxmoe-vllm-times", daemon=True).start()
+        if not self.dropped:
+            threading.Thread(target=self._write_loop, name="mxmoe-vllm-times", daemon=True).start()
 
     def add(self, tokens: int, seconds: float) -> None:
-        with _lock:
+        with self._lock:
             self.calls += 1
             self.tokens += tokens
             self.seconds += seconds
@@ -148,7 +160,7 @@ class _ApplyTimes:
 
         while not self.dropped:
             time.sleep(0.1)
-            with _lock:
+            with self._lock:
                 if self.calls == self._written:
                     continue
                 self._written = self.calls

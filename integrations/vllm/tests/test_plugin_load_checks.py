@@ -148,6 +148,47 @@ def test_a_timer_counts_rows_and_never_fails_the_call(tmp_path, monkeypatch):
     assert mxmoe_vllm.read_times(path) == totals  # no longer counted
 
 
+def test_a_timer_counts_the_calls_of_a_forked_process_once(tmp_path, monkeypatch):
+    """vLLM runs its engine in processes forked after register(): a child's timed calls reach
+    read_times through its own file and writer thread, counted from zero (the parent's calls
+    before the fork are the parent's only), while the lock was held in the parent at the fork
+    (the writer's or a caller's): the child's copy of a held lock would hang it."""
+    import os
+    import signal
+    import time
+
+    path = str(tmp_path / "dense")
+    monkeypatch.setenv("MXMOE_VLLM_DENSE_TIMES", path)
+    owner = SimpleNamespace(gemm=lambda layer, x, weight, bias=None: x)
+    mxmoe_vllm._time_calls("MXMOE_VLLM_DENSE_TIMES", owner, "gemm", "x", 1)
+    owner.gemm(None, torch.ones(5, 4), None)
+    assert mxmoe_vllm.read_times(path)["tokens"] == 5
+    times = owner.gemm.__closure__  # the timer, found through the wrapper's cells
+    timer = next(c.cell_contents for c in times if isinstance(c.cell_contents, mxmoe_vllm._ApplyTimes))
+    with timer._lock:  # held across the fork, as a writer thread may hold it
+        pid = os.fork()
+    if pid == 0:  # the child: three calls of 2 rows, then wait for its file
+        code = 1
+        signal.alarm(20)  # a hang (a held lock) ends the child, failing the test
+        try:
+            for _ in range(3):
+                owner.gemm(None, torch.ones(2, 4), None)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and code:
+                try:
+                    with open(f"{path}.{os.getpid()}.json", encoding="utf-8") as f:
+                        code = 0 if '"calls": 3' in f.read() else 1
+                except OSError:
+                    pass
+                time.sleep(0.05)
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+    totals = mxmoe_vllm.read_times(path)
+    assert totals["calls"] == 4 and totals["tokens"] == 11, totals
+
+
 def test_a_timer_inside_torch_compile_is_left_out_of_the_graph(tmp_path, monkeypatch):
     """vLLM compiles the model's forward unless told to run eager: the dense timer's wrapper
     sits inside it. Traced with fullgraph=True (any graph break an error), the wrapped call
