@@ -6,8 +6,9 @@
 // bytes of a 512 MB pool each time: what DRAM feeds one core). Read them best-of-N (the
 // `min` statistic): the shortest time is the one least disturbed by other processes.
 //   int8_task/<kernel>/<tokens>/<streamed>: a GEMM1 task (4 groups x 90 blocks, 98 KB);
-//     kernel 0 = gemm16_avx2, 1 = gemm16_vnni (AVX-512), 2 = gemm16_int16_avx2 (avx2_int16's
-//     vpmaddwd on int16 activations, same packing). ns/block = per (group, 32-block).
+//     kernel 0 = int8_block32_gemm_16x8__avx2, 1 = int8_block32_gemm_16x8__avx512_vnni,
+//     2 = int16_block32_gemm_16x8__avx2 (avx2_int16's vpmaddwd on int16 activations, same
+//     packing). ns/block = per (group, 32-block).
 //   strip_step/<variant>/<tokens>/<streamed>: a run of 8 strips of the avx2 backend
 //     (4 rows x 2880, 8 x 6.1 KB); variant 0 = decode then dot (the multi-token path),
 //     1 = fused, fp16 words converted from registers, 2 = fused, converted from memory.
@@ -98,8 +99,8 @@ QuantInput quantized(int tokens, int cols) {
   for (float& v : x) v = dist(rng);
   QuantInput in{std::vector<std::int8_t>(x.size(), 0), std::vector<float>(x.size() / 32),
                 std::vector<std::int32_t>(x.size() / 32)};
-  k::quantize_int8_avx2(x.data(), static_cast<std::int64_t>(x.size()), in.q.data(), in.d.data(),
-                        in.corr.data());
+  k::int8_block32_quantize__avx2(x.data(), static_cast<std::int64_t>(x.size()), in.q.data(),
+                                 in.d.data(), in.corr.data());
   return in;
 }
 
@@ -116,8 +117,8 @@ QuantInput16 quantized16(int tokens, int cols) {
   for (float& v : x) v = dist(rng);
   QuantInput16 in{std::vector<std::int16_t>(x.size(), 0), std::vector<float>(x.size() / 32),
                   std::vector<std::int32_t>(x.size() / 32)};
-  int16_kernels::quantize_int16_avx2(x.data(), static_cast<std::int64_t>(x.size()), in.q.data(),
-                                     in.d.data(), in.corr.data());
+  int16_kernels::int16_block32_quantize__avx2(x.data(), static_cast<std::int64_t>(x.size()),
+                                              in.q.data(), in.d.data(), in.corr.data());
   return in;
 }
 
@@ -144,9 +145,10 @@ void int8_task(benchmark::State& state) {
           task + static_cast<std::size_t>(g) * kBlocks * group16::kBlockBytes;
       float* dst = out.data() + 16 * g;
       if (kernel == 2)
-        int16_kernels::gemm16_int16_avx2(group, kBlocks, x16, tokens, dst, 64);
+        int16_kernels::int16_block32_gemm_16x8__avx2(group, kBlocks, x16, tokens, dst, 64);
       else
-        (kernel == 1 ? &k::gemm16_vnni : &k::gemm16_avx2)(group, kBlocks, x, tokens, dst, 64);
+        (kernel == 1 ? &k::int8_block32_gemm_16x8__avx512_vnni : &k::int8_block32_gemm_16x8__avx2)(
+            group, kBlocks, x, tokens, dst, 64);
     }
     benchmark::DoNotOptimize(out.data());
     next = (next + 1) % tasks;

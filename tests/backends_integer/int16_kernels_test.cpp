@@ -125,7 +125,8 @@ TEST(Int16Kernels, Avx2QuantizerGivesTheBitsOfTheDefinition) {
   std::vector<std::int16_t> q(n);
   std::vector<float> d(blocks);
   std::vector<std::int32_t> corr(blocks);
-  k16::quantize_int16_avx2(x.data(), static_cast<std::int64_t>(n), q.data(), d.data(), corr.data());
+  k16::int16_block32_quantize__avx2(x.data(), static_cast<std::int64_t>(n), q.data(), d.data(),
+                                    corr.data());
   std::vector<float> portable(n);
   round_activations_int16_blocks(x, portable);
   int rounded = 0, non_finite = 0;
@@ -247,7 +248,8 @@ TEST(Int16Kernels, Avx2GemmFollowsTheScalarOrderBitForBit) {
   for (int tokens = 1; tokens <= 23; tokens += tokens < 13 ? 1 : 10) {
     SCOPED_TRACE(tokens);
     std::vector<float> out(static_cast<std::size_t>(tokens * kStride), -1.0f);
-    k16::gemm16_int16_avx2(group.data(), kBlocks, a.rows(), tokens, out.data(), kStride);
+    k16::int16_block32_gemm_16x8__avx2(group.data(), kBlocks, a.rows(), tokens, out.data(),
+                                       kStride);
     std::vector<float> rows;
     for (int t = 0; t < tokens; ++t)
       rows.insert(rows.end(), out.begin() + t * kStride, out.begin() + t * kStride + 16);
@@ -276,7 +278,7 @@ TEST(Int16Kernels, Avx2GemmSumsStayExactAtTheExtremes) {
       a.d.assign(kBlocks, 1.0f);
       a.corr.assign(kBlocks, -12 * 32 * xv);
       std::vector<float> out(16);
-      k16::gemm16_int16_avx2(group.data(), kBlocks, a.rows(), 1, out.data(), 16);
+      k16::int16_block32_gemm_16x8__avx2(group.data(), kBlocks, a.rows(), 1, out.data(), 16);
       const double want = (code == 0x77 ? 12.0 : -12.0) * xv * 32 * kBlocks;
       for (float v : out) EXPECT_EQ(static_cast<double>(v), want);
       expect_same_bits(out, scalar_gemm16(group, kBlocks, a, 1));
@@ -305,10 +307,10 @@ TEST(Int16Kernels, TinyTokensKeepProductsTheScalesAloneWouldFlush) {
   a.q.resize(x.size());
   a.d.resize(kBlocks);
   a.corr.resize(kBlocks);
-  k16::quantize_int16_avx2(x.data(), a.cols, a.q.data(), a.d.data(), a.corr.data());
+  k16::int16_block32_quantize__avx2(x.data(), a.cols, a.q.data(), a.d.data(), a.corr.data());
   ASSERT_LT(static_cast<double>(a.d[0]) * 0x1p-40, 0x1p-149) << "the scales alone must flush";
   std::vector<float> out(16);
-  k16::gemm16_int16_avx2(group.data(), kBlocks, a.rows(), 1, out.data(), 16);
+  k16::int16_block32_gemm_16x8__avx2(group.data(), kBlocks, a.rows(), 1, out.data(), 16);
   expect_same_bits(out, scalar_gemm16(group, kBlocks, a, 1));
   for (int i = 0; i < 16; ++i) {
     double want = 0;  // the float64 value of the rounded inputs
@@ -347,10 +349,10 @@ TEST(Int16Kernels, ANonFiniteBlockPoisonsOnlyItsToken) {
   a.q.resize(x.size());
   a.d.resize(x.size() / 32);
   a.corr.resize(a.d.size());
-  k16::quantize_int16_avx2(x.data(), static_cast<std::int64_t>(x.size()), a.q.data(), a.d.data(),
-                           a.corr.data());
+  k16::int16_block32_quantize__avx2(x.data(), static_cast<std::int64_t>(x.size()), a.q.data(),
+                                    a.d.data(), a.corr.data());
   std::vector<float> out(kTokens * 16);
-  k16::gemm16_int16_avx2(group.data(), kBlocks, a.rows(), kTokens, out.data(), 16);
+  k16::int16_block32_gemm_16x8__avx2(group.data(), kBlocks, a.rows(), kTokens, out.data(), 16);
   for (int t = 0; t < kTokens; ++t)
     for (int i = 0; i < 16; ++i)
       EXPECT_EQ(std::isnan(out[static_cast<std::size_t>(t * 16 + i)]), t == 4)

@@ -184,12 +184,12 @@ void expect_quantizer_bits(Quantizer quantize) {
 
 TEST(Int8Kernels, QuantizerGivesTheBitsOfTheFormatDefinition) {
   if (!has_vnni()) GTEST_SKIP() << "no AVX-512 VNNI";
-  expect_quantizer_bits(&k::quantize_int8_avx512);
+  expect_quantizer_bits(&k::int8_block32_quantize__avx512_vnni);
 }
 
 TEST(Int8Kernels, Avx2QuantizerGivesTheBitsOfTheFormatDefinition) {
   if (!has_avx2()) GTEST_SKIP() << "no AVX2";
-  expect_quantizer_bits(&k::quantize_int8_avx2);
+  expect_quantizer_bits(&k::int8_block32_quantize__avx2);
 }
 
 TEST(Int8Kernels, VnniGemmFollowsTheScalarOrderBitForBit) {
@@ -199,7 +199,7 @@ TEST(Int8Kernels, VnniGemmFollowsTheScalarOrderBitForBit) {
   const auto group = random_group(kBlocks, rng);
   const Activations a = random_activations(kTokens, 32 * kBlocks, rng);
   std::vector<float> out(kTokens * 16);
-  k::gemm16_vnni(group.data(), kBlocks, a.rows(), kTokens, out.data(), 16);
+  k::int8_block32_gemm_16x8__avx512_vnni(group.data(), kBlocks, a.rows(), kTokens, out.data(), 16);
   expect_same_bits(out, scalar_gemm16(group, kBlocks, a, kTokens));
 }
 
@@ -254,16 +254,16 @@ void expect_gemm_extremes(Gemm16 gemm) {
 
 TEST(Int8Kernels, Avx2GemmFollowsTheScalarOrderBitForBit) {
   if (!has_avx2()) GTEST_SKIP() << "no AVX2";
-  expect_gemm_bits(&k::gemm16_avx2);
-  expect_gemm_extremes(&k::gemm16_avx2);
+  expect_gemm_bits(&k::int8_block32_gemm_16x8__avx2);
+  expect_gemm_extremes(&k::int8_block32_gemm_16x8__avx2);
 }
 
 // Built here, but this CPU may lack AVX-VNNI (VEX vpdpbusd on ymm): Zen 4 has only the
 // AVX-512 form. Then the test skips; the kernel's selection is tested in check_test.cpp.
 TEST(Int8Kernels, AvxVnniGemmFollowsTheScalarOrderBitForBit) {
   if (!has_avx_vnni()) GTEST_SKIP() << "this CPU has no AVX-VNNI (vpdpbusd on ymm)";
-  expect_gemm_bits(&k::gemm16_avx_vnni);
-  expect_gemm_extremes(&k::gemm16_avx_vnni);
+  expect_gemm_bits(&k::int8_block32_gemm_16x8__avx_vnni);
+  expect_gemm_extremes(&k::int8_block32_gemm_16x8__avx_vnni);
 }
 
 // The fused GLU + requantization: the AVX2 kernel gives the AVX-512 kernel's bits (q, d, corr)
@@ -294,10 +294,10 @@ TEST(Int8Kernels, Avx2GluQuantizeGivesTheAvx512Bits) {
     std::vector<std::int8_t> q512(kTokens * 32), q2(kTokens * 32);
     std::vector<float> d512(kTokens), d2(kTokens);
     std::vector<std::int32_t> c512(kTokens), c2(kTokens);
-    k::glu_quantize_avx512(h.data(), kTokens, gate_bias.data(), up_bias.data(), p, q512.data(),
-                           d512.data(), c512.data(), 32, 1);
-    k::glu_quantize_avx2(h.data(), kTokens, gate_bias.data(), up_bias.data(), p, q2.data(),
-                         d2.data(), c2.data(), 32, 1);
+    k::int8_block32_glu_quantize__avx512_vnni(h.data(), kTokens, gate_bias.data(), up_bias.data(),
+                                              p, q512.data(), d512.data(), c512.data(), 32, 1);
+    k::int8_block32_glu_quantize__avx2(h.data(), kTokens, gate_bias.data(), up_bias.data(), p,
+                                       q2.data(), d2.data(), c2.data(), 32, 1);
     EXPECT_EQ(q2, q512);
     EXPECT_EQ(c2, c512);
     for (int t = 0; t < kTokens; ++t)
@@ -322,14 +322,14 @@ TEST(Int8Kernels, AmxGemmGivesTheVnniBits) {
   // the shortest ones exercise every prologue/epilogue of that pipeline.
   for (const int blocks : {1, 2, 3, 7, 8}) {
     SCOPED_TRACE(blocks);
-    k::amx_int8_tile_config();
-    k::amx_decode_group(group.data(), blocks, b_tiles.data(), scales.data());
+    k::int8_block32_tile_config__amx_int8();
+    k::int8_block32_decode_group__amx_int8(group.data(), blocks, b_tiles.data(), scales.data());
     // A partial last tile (45 = 2 x 16 + 13) reads rows 45..47 and must store only 13.
     const int tokens = blocks % 2 == 1 ? 45 : kTokens;
     out.assign(static_cast<std::size_t>(tokens) * 16, 0.0f);
-    k::gemm16_amx(b_tiles.data(), scales.data(), blocks, a.rows(), tokens, out.data(), 16,
-                  c_scratch);
-    k::amx_int8_tile_release();
+    k::int8_block32_gemm_16x16__amx_int8(b_tiles.data(), scales.data(), blocks, a.rows(), tokens,
+                                         out.data(), 16, c_scratch);
+    k::int8_block32_tile_release__amx_int8();
     expect_same_bits(out, scalar_gemm16(group, blocks, a, tokens));
   }
 }

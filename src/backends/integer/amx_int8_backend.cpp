@@ -14,14 +14,14 @@ namespace {
 #if MXMOE_X86_KERNELS
 namespace k = int8_kernels;
 // avx512_vnni_int8's table, and AMX tiles for the experts with at least 16 slots.
-constexpr int8_backend::AmxInt8Ops kTiles{.tile_config = &k::amx_int8_tile_config,
-                                          .tile_release = &k::amx_int8_tile_release,
-                                          .decode_group = &k::amx_decode_group,
-                                          .gemm16 = &k::gemm16_amx};
-constexpr int8_backend::Int8Ops kOps{.quantize = &k::quantize_int8_avx512,
-                                    .gemm16 = &k::gemm16_vnni,
-                                    .glu_quantize = &k::glu_quantize_avx512,
-                                    .amx = &kTiles};
+constexpr int8_backend::AmxInt8Ops kTiles{.tile_config = &k::int8_block32_tile_config__amx_int8,
+                                          .tile_release = &k::int8_block32_tile_release__amx_int8,
+                                          .decode_group = &k::int8_block32_decode_group__amx_int8,
+                                          .gemm16 = &k::int8_block32_gemm_16x16__amx_int8};
+constexpr int8_backend::Int8Ops kOps{.quantize = &k::int8_block32_quantize__avx512_vnni,
+                                     .gemm16 = &k::int8_block32_gemm_16x8__avx512_vnni,
+                                     .glu_quantize = &k::int8_block32_glu_quantize__avx512_vnni,
+                                     .amx = &kTiles};
 
 std::unique_ptr<ExpertKernel> create_amx_int8(const Deployment& d, const LayerWeights& weights) {
   hw::require_amx_tile_permission("amx_int8", "avx512_vnni");

@@ -14,9 +14,9 @@ namespace {
 
 #if MXMOE_X86_KERNELS
 namespace k = int16_kernels;
-constexpr int8_backend::Int16Ops kOps{.quantize = &k::quantize_int16_avx2,
-                                     .gemm16 = &k::gemm16_int16_avx2,
-                                     .glu_quantize = &k::glu_quantize_int16_avx2};
+constexpr int8_backend::Int16Ops kOps{.quantize = &k::int16_block32_quantize__avx2,
+                                      .gemm16 = &k::int16_block32_gemm_16x8__avx2,
+                                      .glu_quantize = &k::int16_block32_glu_quantize__avx2};
 #endif
 
 }  // namespace

@@ -11,9 +11,9 @@ namespace {
 #if MXMOE_X86_KERNELS
 namespace k = int8_kernels;
 // The AVX2 quantizer and GLU, VEX vpdpbusd block dots (ymm).
-constexpr int8_backend::Int8Ops kOps{.quantize = &k::quantize_int8_avx2,
-                                    .gemm16 = &k::gemm16_avx_vnni,
-                                    .glu_quantize = &k::glu_quantize_avx2};
+constexpr int8_backend::Int8Ops kOps{.quantize = &k::int8_block32_quantize__avx2,
+                                     .gemm16 = &k::int8_block32_gemm_16x8__avx_vnni,
+                                     .glu_quantize = &k::int8_block32_glu_quantize__avx2};
 #endif
 
 }  // namespace

@@ -1,8 +1,8 @@
-// Kernels of the int16 class (the avx2_int16 and neon_int16 backends): bf16 activations carried as int16 with one power-of-two
-// scale per 32-element block, exact int32 block dots by vpmaddwd, the int8 class's packed
-// 16-row groups, an fp32 epilogue of one multiply and one fma per block. Plain functions compiled
-// with the AVX2 flags in kernels/avx2/int16_avx2.cpp (no STL there), called only after the
-// backend's check() passed.
+// Kernels of the int16 class (the avx2_int16 and neon_int16 backends): bf16 activations carried as
+// int16 with one power-of-two scale per 32-element block, exact int32 block dots by vpmaddwd, the
+// int8 class's packed 16-row groups, an fp32 epilogue of one multiply and one fma per block. Plain
+// functions compiled with the AVX2 flags in kernels/avx2/int16_block32__avx2.cpp (no STL there),
+// called only after the backend's check() passed.
 //
 // Numerics (the definition; tests/backends_integer/int16_kernels_test.cpp has a scalar model):
 //   b_i   = bf16(x_i) (round to nearest even, mxmoe::f32_to_bf16)          (per token)
@@ -35,31 +35,31 @@ using QuantRows16 = int8_kernels::QuantRowsOf<std::int16_t>;
 using int8_kernels::GluParams;
 
 // n % 32 == 0: q[n] int16, d[n/32], corr[n/32] as defined above.
-void quantize_int16_avx2(const float* x, std::int64_t n, std::int16_t* q, float* d,
-                         std::int32_t* corr) noexcept;
+void int16_block32_quantize__avx2(const float* x, std::int64_t n, std::int16_t* q, float* d,
+                                  std::int32_t* corr) noexcept;
 
 // out[t * out_stride + i] = acc of row i of the 16-row group for token t (t < tokens),
 // K = 32 * blocks; the group is packed as int8_kernels' (group16::kBlockBytes per block).
-void gemm16_int16_avx2(const std::uint8_t* group, int blocks, const QuantRows16& x, int tokens,
-                       float* out, std::int64_t out_stride) noexcept;
+void int16_block32_gemm_16x8__avx2(const std::uint8_t* group, int blocks, const QuantRows16& x,
+                                   int tokens, float* out, std::int64_t out_stride) noexcept;
 
 // h: tokens rows of 64 floats [gate j0..15 | up j0..15 | gate j16..31 | up j16..31] (no
 // bias). Adds the biases, applies the GLU (simd/glu_math.hpp) and quantizes each row's 32
 // results as one block.
-void glu_quantize_int16_avx2(const float* h, int tokens, const float* gate_bias,
-                             const float* up_bias, const GluParams& p, std::int16_t* q, float* d,
-                             std::int32_t* corr, std::int64_t q_stride,
-                             std::int64_t s_stride) noexcept;
+void int16_block32_glu_quantize__avx2(const float* h, int tokens, const float* gate_bias,
+                                      const float* up_bias, const GluParams& p, std::int16_t* q,
+                                      float* d, std::int32_t* corr, std::int64_t q_stride,
+                                      std::int64_t s_stride) noexcept;
 
-// The same three on aarch64 Advanced SIMD (kernels/neon/int16_neon.cpp, smlal block dots),
+// The same three on aarch64 Advanced SIMD (kernels/neon/int16_block32__neon.cpp, smlal block dots),
 // the same bits: the neon_int16 backend.
-void quantize_int16_neon(const float* x, std::int64_t n, std::int16_t* q, float* d,
-                         std::int32_t* corr) noexcept;
-void gemm16_int16_neon(const std::uint8_t* group, int blocks, const QuantRows16& x, int tokens,
-                       float* out, std::int64_t out_stride) noexcept;
-void glu_quantize_int16_neon(const float* h, int tokens, const float* gate_bias,
-                             const float* up_bias, const GluParams& p, std::int16_t* q, float* d,
-                             std::int32_t* corr, std::int64_t q_stride,
-                             std::int64_t s_stride) noexcept;
+void int16_block32_quantize__neon(const float* x, std::int64_t n, std::int16_t* q, float* d,
+                                  std::int32_t* corr) noexcept;
+void int16_block32_gemm_16x4__neon(const std::uint8_t* group, int blocks, const QuantRows16& x,
+                                   int tokens, float* out, std::int64_t out_stride) noexcept;
+void int16_block32_glu_quantize__neon(const float* h, int tokens, const float* gate_bias,
+                                      const float* up_bias, const GluParams& p, std::int16_t* q,
+                                      float* d, std::int32_t* corr, std::int64_t q_stride,
+                                      std::int64_t s_stride) noexcept;
 
 }  // namespace mxmoe::int16_kernels

@@ -47,64 +47,69 @@ using simd::kGluSilu;
 using simd::kGluSiluClamp;
 using simd::kGluSwigluOai;
 
-// --- avx512_vnni (kernels/int8_vnni.cpp) -------------------------------------------------------
+// --- avx512_vnni (kernels/avx512_vnni/int8_block32__avx512_vnni.cpp) ----------------------
 // n % 32 == 0. Same bits as mxmoe::quantize_int8_block32; also corr[b] = -12 * sum(q of block b).
-void quantize_int8_avx512(const float* x, std::int64_t n, std::int8_t* q, float* d,
-                          std::int32_t* corr) noexcept;
+void int8_block32_quantize__avx512_vnni(const float* x, std::int64_t n, std::int8_t* q, float* d,
+                                        std::int32_t* corr) noexcept;
 
 // out[t * out_stride + i] = acc of row i of the group for token t (t < tokens), K = 32*blocks.
-void gemm16_vnni(const std::uint8_t* group, int blocks, const QuantRows& x, int tokens, float* out,
-                 std::int64_t out_stride) noexcept;
+void int8_block32_gemm_16x8__avx512_vnni(const std::uint8_t* group, int blocks, const QuantRows& x,
+                                         int tokens, float* out, std::int64_t out_stride) noexcept;
 
 // h: tokens rows of 64 floats [gate j0..15 | up j0..15 | gate j16..31 | up j16..31] (no bias).
 // Adds the biases (32 each), applies the GLU and quantizes each row's 32 results as one block.
-void glu_quantize_avx512(const float* h, int tokens, const float* gate_bias, const float* up_bias,
-                         const GluParams& p, std::int8_t* q, float* d, std::int32_t* corr,
-                         std::int64_t q_stride, std::int64_t s_stride) noexcept;
+void int8_block32_glu_quantize__avx512_vnni(const float* h, int tokens, const float* gate_bias,
+                                            const float* up_bias, const GluParams& p,
+                                            std::int8_t* q, float* d, std::int32_t* corr,
+                                            std::int64_t q_stride, std::int64_t s_stride) noexcept;
 
-// --- avx2 (kernels/avx2/int8_avx2.cpp): the same three on ymm, the same bits ---------------
-void quantize_int8_avx2(const float* x, std::int64_t n, std::int8_t* q, float* d,
-                        std::int32_t* corr) noexcept;
+// --- avx2 (kernels/avx2/int8_block32__avx2.cpp): the same three on ymm, the same bits ------
+void int8_block32_quantize__avx2(const float* x, std::int64_t n, std::int8_t* q, float* d,
+                                 std::int32_t* corr) noexcept;
 // Block dots by vpmaddubsw + vpmaddwd.
-void gemm16_avx2(const std::uint8_t* group, int blocks, const QuantRows& x, int tokens, float* out,
-                 std::int64_t out_stride) noexcept;
-void glu_quantize_avx2(const float* h, int tokens, const float* gate_bias, const float* up_bias,
-                       const GluParams& p, std::int8_t* q, float* d, std::int32_t* corr,
-                       std::int64_t q_stride, std::int64_t s_stride) noexcept;
+void int8_block32_gemm_16x8__avx2(const std::uint8_t* group, int blocks, const QuantRows& x,
+                                  int tokens, float* out, std::int64_t out_stride) noexcept;
+void int8_block32_glu_quantize__avx2(const float* h, int tokens, const float* gate_bias,
+                                     const float* up_bias, const GluParams& p, std::int8_t* q,
+                                     float* d, std::int32_t* corr, std::int64_t q_stride,
+                                     std::int64_t s_stride) noexcept;
 
-// --- avx_vnni (kernels/avx_vnni/int8_avx_vnni.cpp): gemm16 with VEX vpdpbusd on ymm ---------
-void gemm16_avx_vnni(const std::uint8_t* group, int blocks, const QuantRows& x, int tokens,
-                     float* out, std::int64_t out_stride) noexcept;
+// --- avx_vnni (kernels/avx_vnni/int8_block32_gemm_16x8__avx_vnni.cpp) ---------------------
+// The GEMM with VEX vpdpbusd on ymm.
+void int8_block32_gemm_16x8__avx_vnni(const std::uint8_t* group, int blocks, const QuantRows& x,
+                                      int tokens, float* out, std::int64_t out_stride) noexcept;
 
-// --- aarch64 (kernels/neon_dotprod/int8_neon_dotprod.cpp): the three on Advanced SIMD with
-// the dot-product extension (sdot by lane), the same bits ---------------------------------
-void quantize_int8_neon(const float* x, std::int64_t n, std::int8_t* q, float* d,
-                        std::int32_t* corr) noexcept;
-void gemm16_neon_dotprod(const std::uint8_t* group, int blocks, const QuantRows& x, int tokens,
-                         float* out, std::int64_t out_stride) noexcept;
-void glu_quantize_neon(const float* h, int tokens, const float* gate_bias, const float* up_bias,
-                       const GluParams& p, std::int8_t* q, float* d, std::int32_t* corr,
-                       std::int64_t q_stride, std::int64_t s_stride) noexcept;
-// kernels/neon_i8mm/: gemm16 with smmla (two rows by two tokens an instruction).
-void gemm16_neon_i8mm(const std::uint8_t* group, int blocks, const QuantRows& x, int tokens,
-                      float* out, std::int64_t out_stride) noexcept;
-// kernels/sve/: gemm16 with SVE sdot by lane, vector-length agnostic (128 to 2048 bits).
-void gemm16_sve(const std::uint8_t* group, int blocks, const QuantRows& x, int tokens, float* out,
-                std::int64_t out_stride) noexcept;
+// --- aarch64 (kernels/neon_dotprod/int8_block32__neon_dotprod.cpp): the three on Advanced SIMD
+// with the dot-product extension (sdot by lane), the same bits ------------------------------
+void int8_block32_quantize__neon_dotprod(const float* x, std::int64_t n, std::int8_t* q, float* d,
+                                         std::int32_t* corr) noexcept;
+void int8_block32_gemm_16x4__neon_dotprod(const std::uint8_t* group, int blocks, const QuantRows& x,
+                                          int tokens, float* out, std::int64_t out_stride) noexcept;
+void int8_block32_glu_quantize__neon_dotprod(const float* h, int tokens, const float* gate_bias,
+                                             const float* up_bias, const GluParams& p,
+                                             std::int8_t* q, float* d, std::int32_t* corr,
+                                             std::int64_t q_stride, std::int64_t s_stride) noexcept;
+// kernels/neon_i8mm/: the GEMM with smmla (two rows by two tokens an instruction).
+void int8_block32_gemm_16x8__neon_i8mm(const std::uint8_t* group, int blocks, const QuantRows& x,
+                                       int tokens, float* out, std::int64_t out_stride) noexcept;
+// kernels/sve/: the GEMM with SVE sdot by lane, vector-length agnostic (128 to 2048 bits).
+void int8_block32_gemm_16x4__sve(const std::uint8_t* group, int blocks, const QuantRows& x,
+                                 int tokens, float* out, std::int64_t out_stride) noexcept;
 
-// --- amx (kernels/amx_int8/int8_amx.cpp) ----------------------------------------------
+// --- amx (kernels/amx_int8/int8_block32__amx_int8.cpp) ------------------------------------
 // The calling thread must hold the AMX permission (process-wide, see amx_permission.hpp).
-void amx_int8_tile_config() noexcept;   // LDTILECFG for gemm16_amx, per thread
-void amx_int8_tile_release() noexcept;  // TILERELEASE
+// LDTILECFG for int8_block32_gemm_16x16__amx_int8, per thread:
+void int8_block32_tile_config__amx_int8() noexcept;
+void int8_block32_tile_release__amx_int8() noexcept;  // TILERELEASE
 // Decodes blocks of one packed group into signed B tiles (blocks x 512 bytes) and the exact
 // weight scales 2^(e-128) (blocks x 16 floats).
-void amx_decode_group(const std::uint8_t* group, int blocks, std::int8_t* b_tiles,
-                      float* weight_scale) noexcept;
+void int8_block32_decode_group__amx_int8(const std::uint8_t* group, int blocks,
+                                         std::int8_t* b_tiles, float* weight_scale) noexcept;
 // Any tokens >= 1, but x must have readable rows up to tokens rounded up to 16 (a partial last
 // tile is computed whole; only its first rows are stored). c_scratch: kAmxCScratchInts int32,
-// 64-byte aligned. Same bits as gemm16_vnni.
-void gemm16_amx(const std::int8_t* b_tiles, const float* weight_scale, int blocks,
-                const QuantRows& x, int tokens, float* out, std::int64_t out_stride,
-                std::int32_t* c_scratch) noexcept;
+// 64-byte aligned. Same bits as int8_block32_gemm_16x8__avx512_vnni.
+void int8_block32_gemm_16x16__amx_int8(const std::int8_t* b_tiles, const float* weight_scale,
+                                       int blocks, const QuantRows& x, int tokens, float* out,
+                                       std::int64_t out_stride, std::int32_t* c_scratch) noexcept;
 
 }  // namespace mxmoe::int8_kernels

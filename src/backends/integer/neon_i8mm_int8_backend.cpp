@@ -13,9 +13,9 @@ namespace {
 #if MXMOE_AARCH64_KERNELS
 namespace k = int8_kernels;
 // The Advanced SIMD quantizer and GLU, smmla block dots.
-constexpr int8_backend::Int8Ops kOps{.quantize = &k::quantize_int8_neon,
-                                    .gemm16 = &k::gemm16_neon_i8mm,
-                                    .glu_quantize = &k::glu_quantize_neon};
+constexpr int8_backend::Int8Ops kOps{.quantize = &k::int8_block32_quantize__neon_dotprod,
+                                     .gemm16 = &k::int8_block32_gemm_16x8__neon_i8mm,
+                                     .glu_quantize = &k::int8_block32_glu_quantize__neon_dotprod};
 #endif
 
 }  // namespace

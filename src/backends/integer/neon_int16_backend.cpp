@@ -13,9 +13,9 @@ namespace {
 
 #if MXMOE_AARCH64_KERNELS
 namespace k = int16_kernels;
-constexpr int8_backend::Int16Ops kOps{.quantize = &k::quantize_int16_neon,
-                                     .gemm16 = &k::gemm16_int16_neon,
-                                     .glu_quantize = &k::glu_quantize_int16_neon};
+constexpr int8_backend::Int16Ops kOps{.quantize = &k::int16_block32_quantize__neon,
+                                      .gemm16 = &k::int16_block32_gemm_16x4__neon,
+                                      .glu_quantize = &k::int16_block32_glu_quantize__neon};
 #endif
 
 }  // namespace

@@ -18,7 +18,7 @@ inline float pow2(int k) {
 struct BlockScale {
   bool special;  // M = 0 (d = 0) or a value is Inf or NaN (d = NaN): q = 0, corr = 0
   float d;
-  float f1, f2;  // b * f1 * f2 = b * 2^(14-e), each product exact (see int16_avx2.cpp)
+  float f1, f2;  // b * f1 * f2 = b * 2^(14-e), each product exact (see int16_block32__avx2.cpp)
 };
 
 inline BlockScale block_scale(unsigned mbits) {

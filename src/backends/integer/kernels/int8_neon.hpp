@@ -1,8 +1,9 @@
 // The pieces the aarch64 Advanced SIMD kernel folders of the integer classes share
 // (kernels/neon/ for int16, kernels/neon_dotprod/ and kernels/neon_i8mm/ for int8): decoding
-// a packed group's codes and scales, the GEMM skeleton, and the per-token block loops. Every operation is the one int8_ymm.hpp
-// and int16_avx2.cpp perform, element for element, so each class's bits are the same on Arm
-// as on x86. Included only by those folders' sources; internal linkage, as int8_ymm.hpp.
+// a packed group's codes and scales, the GEMM skeleton, and the per-token block loops. Every
+// operation is the one int8_ymm.hpp and int16_block32__avx2.cpp perform, element for element, so
+// each class's bits are the same on Arm as on x86. Included only by those folders' sources;
+// internal linkage, as int8_ymm.hpp.
 #pragma once
 
 #include <arm_neon.h>

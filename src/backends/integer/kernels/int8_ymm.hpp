@@ -5,9 +5,9 @@
 //
 // Per 8 rows and one token the block dot is the sum over 8 byte vectors w[g] (g = 2h + nibble:
 // rows x 4 consecutive elements, as in the packed group) times the token's 4 bytes at 4g. The
-// int32 sum is exact in both forms, and the fp32 epilogue is gemm16_vnni's, operation for
-// operation: acc = fma(float(dot), 2^(e-128) * d, acc), blocks in order. So the bits equal
-// avx512_vnni's and amx_int8's.
+// int32 sum is exact in both forms, and the fp32 epilogue is int8_block32_gemm_16x8__avx512_vnni's,
+// operation for operation: acc = fma(float(dot), 2^(e-128) * d, acc), blocks in order. So the bits
+// equal avx512_vnni's and amx_int8's.
 #pragma once
 
 #include <immintrin.h>
@@ -110,7 +110,8 @@ __attribute__((always_inline)) inline __m256i activation_bytes(const QuantRows& 
   return _mm256_set1_epi32(four);
 }
 
-// The fp32 epilogue of gemm16_vnni for one row half: acc = fma(float(dot), ws * d, acc).
+// The fp32 epilogue of int8_block32_gemm_16x8__avx512_vnni for one row half: acc = fma(float(dot),
+// ws * d, acc).
 __attribute__((always_inline)) inline __m256 accumulate(__m256i dot, __m256 ws, float d,
                                                         __m256 acc) {
   return _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(ws, _mm256_set1_ps(d)), acc);

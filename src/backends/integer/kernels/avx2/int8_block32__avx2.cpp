@@ -51,19 +51,20 @@ void quantize_block(const __m256 (&v)[4], std::int8_t* q, float* d, std::int32_t
 
 }  // namespace
 
-void quantize_int8_avx2(const float* x, std::int64_t n, std::int8_t* q, float* d,
-                        std::int32_t* corr) noexcept {
+void int8_block32_quantize__avx2(const float* x, std::int64_t n, std::int8_t* q, float* d,
+                                 std::int32_t* corr) noexcept {
   quantize_blocks_ymm(x, n, q, d, corr, &quantize_block);
 }
 
-void gemm16_avx2(const std::uint8_t* group, int blocks, const QuantRows& x, int tokens, float* out,
-                 std::int64_t out_stride) noexcept {
+void int8_block32_gemm_16x8__avx2(const std::uint8_t* group, int blocks, const QuantRows& x,
+                                  int tokens, float* out, std::int64_t out_stride) noexcept {
   gemm16_ymm<MaddubsDot>(group, blocks, x, tokens, out, out_stride);
 }
 
-void glu_quantize_avx2(const float* h, int tokens, const float* gate_bias, const float* up_bias,
-                       const GluParams& p, std::int8_t* q, float* d, std::int32_t* corr,
-                       std::int64_t q_stride, std::int64_t s_stride) noexcept {
+void int8_block32_glu_quantize__avx2(const float* h, int tokens, const float* gate_bias,
+                                     const float* up_bias, const GluParams& p, std::int8_t* q,
+                                     float* d, std::int32_t* corr, std::int64_t q_stride,
+                                     std::int64_t s_stride) noexcept {
   glu_quantize_rows_ymm(h, tokens, gate_bias, up_bias, p, q, d, corr, q_stride, s_stride,
                         &quantize_block);
 }

@@ -107,16 +107,16 @@ void quantize_block(__m512 v0, __m512 v1, std::int8_t* q, float* d, std::int32_t
 
 }  // namespace
 
-void quantize_int8_avx512(const float* x, std::int64_t n, std::int8_t* q, float* d,
-                          std::int32_t* corr) noexcept {
+void int8_block32_quantize__avx512_vnni(const float* x, std::int64_t n, std::int8_t* q, float* d,
+                                        std::int32_t* corr) noexcept {
   for (std::int64_t b = 0; b < n / 32; ++b) {
     quantize_block(_mm512_loadu_ps(x + 32 * b), _mm512_loadu_ps(x + 32 * b + 16), q + 32 * b, d + b,
                    corr + b);
   }
 }
 
-void gemm16_vnni(const std::uint8_t* group, int blocks, const QuantRows& x, int tokens, float* out,
-                 std::int64_t out_stride) noexcept {
+void int8_block32_gemm_16x8__avx512_vnni(const std::uint8_t* group, int blocks, const QuantRows& x,
+                                         int tokens, float* out, std::int64_t out_stride) noexcept {
   int t = 0;
   for (; t + 8 <= tokens; t += 8) gemm16_tokens<8>(group, blocks, x, t, out, out_stride);
   if (t + 4 <= tokens) {
@@ -126,9 +126,10 @@ void gemm16_vnni(const std::uint8_t* group, int blocks, const QuantRows& x, int 
   for (; t < tokens; ++t) gemm16_tokens<1>(group, blocks, x, t, out, out_stride);
 }
 
-void glu_quantize_avx512(const float* h, int tokens, const float* gate_bias, const float* up_bias,
-                         const GluParams& p, std::int8_t* q, float* d, std::int32_t* corr,
-                         std::int64_t q_stride, std::int64_t s_stride) noexcept {
+void int8_block32_glu_quantize__avx512_vnni(const float* h, int tokens, const float* gate_bias,
+                                            const float* up_bias, const GluParams& p,
+                                            std::int8_t* q, float* d, std::int32_t* corr,
+                                            std::int64_t q_stride, std::int64_t s_stride) noexcept {
   for (int t = 0; t < tokens; ++t) {
     __m512 a0, a1;
     simd::glu_row32(h + 64 * t, gate_bias, up_bias, p, a0, a1);

@@ -12,9 +12,8 @@
 namespace mxmoe::int16_kernels {
 namespace {
 
-
-// f32 -> bf16 -> f32 bits on 4 floats, as bf16_bits_rne of int16_avx2.cpp: round to nearest
-// even on the 16 dropped bits, a NaN becomes the quiet 0x7FC00000.
+// f32 -> bf16 -> f32 bits on 4 floats, as bf16_bits_rne of int16_block32__avx2.cpp: round to
+// nearest even on the 16 dropped bits, a NaN becomes the quiet 0x7FC00000.
 __attribute__((always_inline)) inline uint32x4_t bf16_bits_rne(float32x4_t v) {
   const uint32x4_t bits = vreinterpretq_u32_f32(v);
   const uint32x4_t odd = vandq_u32(vshrq_n_u32(bits, 16), vdupq_n_u32(1));
@@ -97,13 +96,13 @@ __attribute__((always_inline)) inline float32x4_t int16_epilogue(float32x4_t acc
 
 }  // namespace
 
-void quantize_int16_neon(const float* x, std::int64_t n, std::int16_t* q, float* d,
-                         std::int32_t* corr) noexcept {
+void int16_block32_quantize__neon(const float* x, std::int64_t n, std::int16_t* q, float* d,
+                                  std::int32_t* corr) noexcept {
   int8_kernels::quantize_blocks_neon(x, n, q, d, corr, &quantize_block);
 }
 
-void gemm16_int16_neon(const std::uint8_t* group, int blocks, const QuantRows16& x, int tokens,
-                       float* out, std::int64_t out_stride) noexcept {
+void int16_block32_gemm_16x4__neon(const std::uint8_t* group, int blocks, const QuantRows16& x,
+                                   int tokens, float* out, std::int64_t out_stride) noexcept {
   int8_kernels::gemm16_neon<4>(
       group, blocks, x, tokens, out, out_stride,
       [](const std::uint8_t* block, int c, std::int64_t k, int8x16_t table, const auto& q,
@@ -111,10 +110,10 @@ void gemm16_int16_neon(const std::uint8_t* group, int blocks, const QuantRows16&
       &int16_epilogue);
 }
 
-void glu_quantize_int16_neon(const float* h, int tokens, const float* gate_bias,
-                             const float* up_bias, const GluParams& p, std::int16_t* q, float* d,
-                             std::int32_t* corr, std::int64_t q_stride,
-                             std::int64_t s_stride) noexcept {
+void int16_block32_glu_quantize__neon(const float* h, int tokens, const float* gate_bias,
+                                      const float* up_bias, const GluParams& p, std::int16_t* q,
+                                      float* d, std::int32_t* corr, std::int64_t q_stride,
+                                      std::int64_t s_stride) noexcept {
   int8_kernels::glu_quantize_rows_neon(h, tokens, gate_bias, up_bias, p, q, d, corr, q_stride,
                                        s_stride, &quantize_block);
 }

@@ -5,8 +5,9 @@
 // the 4 rows of each segment: VL/32 rows. The 16 rows of a group go in chunks of
 // min(VL/32, 16) rows, each chunk's accumulators whole over the blocks; a predicate keeps a
 // vector longer than 16 rows (VL > 512 bits) to its group. Block dots are exact int32 sums and
-// the epilogue is gemm16_neon_dotprod's, element for element, so every vector length gives the
-// int8 class's bits (int8_kernels.hpp). The quantizer and the GLU are the neon_dotprod folder's.
+// the epilogue is int8_block32_gemm_16x4__neon_dotprod's, element for element, so every vector
+// length gives the int8 class's bits (int8_kernels.hpp). The quantizer and the GLU are the
+// neon_dotprod folder's.
 #include <arm_sve.h>
 
 #include <algorithm>
@@ -21,7 +22,8 @@ namespace {
 
 // The 2 * E2M1 values of the 16 codes, signed (int8_neon.hpp's table), in every segment.
 inline svint8_t doubled_code_table_sve() {
-  static constexpr std::int8_t kCodes[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+  static constexpr std::int8_t kCodes[16] = {0, 1,  2,  3,  4,  6,  8,  12,
+                                             0, -1, -2, -3, -4, -6, -8, -12};
   return svld1rq_s8(svptrue_b8(), kCodes);
 }
 
@@ -47,10 +49,12 @@ __attribute__((always_inline)) inline svint8_t decode_hi(svuint8_t packed, svint
 
 // Nibble group H of the chunk (its bytes from `nibbles`) against the N tokens' dots.
 template <int H, std::size_t N>
-__attribute__((always_inline)) inline void group_dots(
-    const std::uint8_t* nibbles, svbool_t bytes, svint8_t table, svint8_t xl0, svint8_t xh0,
-    svint8_t xl1, svint8_t xh1, svint8_t xl2, svint8_t xh2, svint8_t xl3, svint8_t xh3,
-    svint32_t& dot0, svint32_t& dot1, svint32_t& dot2, svint32_t& dot3) {
+__attribute__((always_inline)) inline void group_dots(const std::uint8_t* nibbles, svbool_t bytes,
+                                                      svint8_t table, svint8_t xl0, svint8_t xh0,
+                                                      svint8_t xl1, svint8_t xh1, svint8_t xl2,
+                                                      svint8_t xh2, svint8_t xl3, svint8_t xh3,
+                                                      svint32_t& dot0, svint32_t& dot1,
+                                                      svint32_t& dot2, svint32_t& dot3) {
   const svuint8_t packed = svld1_u8(bytes, nibbles + 64 * H);
   const svint8_t lo = decode_lo(packed, table), hi = decode_hi(packed, table);
   dot0 = dot_group<H>(dot0, lo, hi, xl0, xh0);
@@ -61,8 +65,7 @@ __attribute__((always_inline)) inline void group_dots(
 
 // acc = fma(float(dot), 2^(e-128) * d, acc): svmla is the fused multiply-add of vfmaq_f32.
 __attribute__((always_inline)) inline svfloat32_t epilogue(svbool_t lanes, svfloat32_t acc,
-                                                           svint32_t dot, svfloat32_t ws,
-                                                           float d) {
+                                                           svint32_t dot, svfloat32_t ws, float d) {
   return svmla_f32_x(lanes, acc, svcvt_f32_s32_x(lanes, dot), svmul_n_f32_x(lanes, ws, d));
 }
 
@@ -99,10 +102,14 @@ __attribute__((always_inline)) inline void chunk_tokens(const std::uint8_t* grou
     const svint8_t xl2 = svld1rq_s8(all, q[2] + k), xh2 = svld1rq_s8(all, q[2] + k + 16);
     const svint8_t xl3 = svld1rq_s8(all, q[3] + k), xh3 = svld1rq_s8(all, q[3] + k + 16);
     svint32_t dot0 = svdup_n_s32(0), dot1 = dot0, dot2 = dot0, dot3 = dot0;
-    group_dots<0, N>(gb + 4 * r0, bytes, table, xl0, xh0, xl1, xh1, xl2, xh2, xl3, xh3, dot0, dot1, dot2, dot3);
-    group_dots<1, N>(gb + 4 * r0, bytes, table, xl0, xh0, xl1, xh1, xl2, xh2, xl3, xh3, dot0, dot1, dot2, dot3);
-    group_dots<2, N>(gb + 4 * r0, bytes, table, xl0, xh0, xl1, xh1, xl2, xh2, xl3, xh3, dot0, dot1, dot2, dot3);
-    group_dots<3, N>(gb + 4 * r0, bytes, table, xl0, xh0, xl1, xh1, xl2, xh2, xl3, xh3, dot0, dot1, dot2, dot3);
+    group_dots<0, N>(gb + 4 * r0, bytes, table, xl0, xh0, xl1, xh1, xl2, xh2, xl3, xh3, dot0, dot1,
+                     dot2, dot3);
+    group_dots<1, N>(gb + 4 * r0, bytes, table, xl0, xh0, xl1, xh1, xl2, xh2, xl3, xh3, dot0, dot1,
+                     dot2, dot3);
+    group_dots<2, N>(gb + 4 * r0, bytes, table, xl0, xh0, xl1, xh1, xl2, xh2, xl3, xh3, dot0, dot1,
+                     dot2, dot3);
+    group_dots<3, N>(gb + 4 * r0, bytes, table, xl0, xh0, xl1, xh1, xl2, xh2, xl3, xh3, dot0, dot1,
+                     dot2, dot3);
     acc0 = epilogue(lanes, acc0, dot0, ws, d[0][b]);
     if constexpr (N > 1) acc1 = epilogue(lanes, acc1, dot1, ws, d[1][b]);
     if constexpr (N > 2) acc2 = epilogue(lanes, acc2, dot2, ws, d[2][b]);
@@ -117,8 +124,8 @@ __attribute__((always_inline)) inline void chunk_tokens(const std::uint8_t* grou
 
 }  // namespace
 
-void gemm16_sve(const std::uint8_t* group, int blocks, const QuantRows& x, int tokens, float* out,
-                std::int64_t out_stride) noexcept {
+void int8_block32_gemm_16x4__sve(const std::uint8_t* group, int blocks, const QuantRows& x,
+                                 int tokens, float* out, std::int64_t out_stride) noexcept {
   const int chunk = std::min(static_cast<int>(svcntw()), group16::kRows);
   for (int r0 = 0; r0 < group16::kRows; r0 += chunk) {
     const int rows = std::min(chunk, group16::kRows - r0);

@@ -2,8 +2,8 @@
 // V2, N2; Graviton 3 and 4, Grace). smmla multiplies a 2x8 int8 matrix by the transpose of
 // another 2x8 into a 2x2 int32 tile: here two weight rows' 8 consecutive elements against two
 // tokens' 8, 32 multiply-adds an instruction where sdot by lane does 16. The block dots are
-// exact int32 sums, the epilogue is gemm16_neon_dotprod's, element for element, so the bits
-// are the int8 class's (int8_kernels.hpp). On the skeleton of int8_neon.hpp; the quantizer
+// exact int32 sums, the epilogue is int8_block32_gemm_16x4__neon_dotprod's, element for element, so
+// the bits are the int8 class's (int8_kernels.hpp). On the skeleton of int8_neon.hpp; the quantizer
 // and the GLU are the neon_dotprod folder's.
 #include <arm_neon.h>
 
@@ -44,7 +44,8 @@ __attribute__((always_inline)) inline void quad_dots(const std::uint8_t* block, 
     for (std::size_t p = 0; p < P; ++p) {
       const std::int64_t half = k + 16 * (h / 2);
       const int64x2_t a = vreinterpretq_s64_s8(vld1q_s8(q[2 * p] + half));
-      const int64x2_t e = vreinterpretq_s64_s8(vld1q_s8(q[2 * p + 1 < N ? 2 * p + 1 : N - 1] + half));
+      const int64x2_t e =
+          vreinterpretq_s64_s8(vld1q_s8(q[2 * p + 1 < N ? 2 * p + 1 : N - 1] + half));
       const int8x16_t x = vreinterpretq_s8_s64(h % 2 == 0 ? vzip1q_s64(a, e) : vzip2q_s64(a, e));
       pair_dot[p][0] = vmmlaq_s32(pair_dot[p][0], w.first, x);
       pair_dot[p][1] = vmmlaq_s32(pair_dot[p][1], w.second, x);
@@ -59,13 +60,14 @@ __attribute__((always_inline)) inline void quad_dots(const std::uint8_t* block, 
 
 }  // namespace
 
-void gemm16_neon_i8mm(const std::uint8_t* group, int blocks, const QuantRows& x, int tokens,
-                      float* out, std::int64_t out_stride) noexcept {
+void int8_block32_gemm_16x8__neon_i8mm(const std::uint8_t* group, int blocks, const QuantRows& x,
+                                       int tokens, float* out, std::int64_t out_stride) noexcept {
   // Tiles of 8 tokens (4 pairs): the decoded row pairs serve 4 smmla each.
-  gemm16_neon<8>(group, blocks, x, tokens, out, out_stride,
-                 [](const std::uint8_t* block, int c, std::int64_t k, int8x16_t table,
-                    const auto& q, auto& dot) { quad_dots(block, c, k, table, q, dot); },
-                 &int8_epilogue_neon);
+  gemm16_neon<8>(
+      group, blocks, x, tokens, out, out_stride,
+      [](const std::uint8_t* block, int c, std::int64_t k, int8x16_t table, const auto& q,
+         auto& dot) { quad_dots(block, c, k, table, q, dot); },
+      &int8_epilogue_neon);
 }
 
 }  // namespace mxmoe::int8_kernels

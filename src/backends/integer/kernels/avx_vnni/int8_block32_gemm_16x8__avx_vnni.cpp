@@ -5,8 +5,8 @@
 
 namespace mxmoe::int8_kernels {
 
-void gemm16_avx_vnni(const std::uint8_t* group, int blocks, const QuantRows& x, int tokens,
-                     float* out, std::int64_t out_stride) noexcept {
+void int8_block32_gemm_16x8__avx_vnni(const std::uint8_t* group, int blocks, const QuantRows& x,
+                                      int tokens, float* out, std::int64_t out_stride) noexcept {
   gemm16_ymm<VnniDot>(group, blocks, x, tokens, out, out_stride);
 }
 

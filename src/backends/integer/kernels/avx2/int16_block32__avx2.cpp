@@ -14,7 +14,6 @@
 namespace mxmoe::int16_kernels {
 namespace {
 
-
 // f32 -> bf16 -> f32 on 8 floats, round to nearest even on the 16 dropped bits (the carry into
 // the exponent is right, past the largest finite bf16 it gives Inf). A NaN stays a NaN (the
 // quiet 0x7FC00000: its payload does not matter, the whole block becomes NaN): the rounding
@@ -158,22 +157,22 @@ __attribute__((always_inline)) inline void gemm16_tokens(const std::uint8_t* gro
 
 }  // namespace
 
-void quantize_int16_avx2(const float* x, std::int64_t n, std::int16_t* q, float* d,
-                         std::int32_t* corr) noexcept {
+void int16_block32_quantize__avx2(const float* x, std::int64_t n, std::int16_t* q, float* d,
+                                  std::int32_t* corr) noexcept {
   int8_kernels::quantize_blocks_ymm(x, n, q, d, corr, &quantize_block);
 }
 
-void gemm16_int16_avx2(const std::uint8_t* group, int blocks, const QuantRows16& x, int tokens,
-                       float* out, std::int64_t out_stride) noexcept {
+void int16_block32_gemm_16x8__avx2(const std::uint8_t* group, int blocks, const QuantRows16& x,
+                                   int tokens, float* out, std::int64_t out_stride) noexcept {
   int8_kernels::for_token_tiles<8>(tokens, [&]<std::size_t N>(int t0) {
     gemm16_tokens<N>(group, blocks, x, t0, out, out_stride);
   });
 }
 
-void glu_quantize_int16_avx2(const float* h, int tokens, const float* gate_bias,
-                             const float* up_bias, const GluParams& p, std::int16_t* q, float* d,
-                             std::int32_t* corr, std::int64_t q_stride,
-                             std::int64_t s_stride) noexcept {
+void int16_block32_glu_quantize__avx2(const float* h, int tokens, const float* gate_bias,
+                                      const float* up_bias, const GluParams& p, std::int16_t* q,
+                                      float* d, std::int32_t* corr, std::int64_t q_stride,
+                                      std::int64_t s_stride) noexcept {
   int8_kernels::glu_quantize_rows_ymm(h, tokens, gate_bias, up_bias, p, q, d, corr, q_stride,
                                       s_stride, &quantize_block);
 }

@@ -74,22 +74,26 @@ __attribute__((always_inline)) inline void quad_dots(const std::uint8_t* block, 
 
 }  // namespace
 
-void quantize_int8_neon(const float* x, std::int64_t n, std::int8_t* q, float* d,
-                        std::int32_t* corr) noexcept {
+void int8_block32_quantize__neon_dotprod(const float* x, std::int64_t n, std::int8_t* q, float* d,
+                                         std::int32_t* corr) noexcept {
   quantize_blocks_neon(x, n, q, d, corr, &quantize_block);
 }
 
-void gemm16_neon_dotprod(const std::uint8_t* group, int blocks, const QuantRows& x, int tokens,
-                         float* out, std::int64_t out_stride) noexcept {
-  gemm16_neon<4>(group, blocks, x, tokens, out, out_stride,
-                 [](const std::uint8_t* block, int c, std::int64_t k, int8x16_t table,
-                    const auto& q, auto& dot) { quad_dots(block, c, k, table, q, dot); },
-                 &int8_epilogue_neon);
+void int8_block32_gemm_16x4__neon_dotprod(const std::uint8_t* group, int blocks, const QuantRows& x,
+                                          int tokens, float* out,
+                                          std::int64_t out_stride) noexcept {
+  gemm16_neon<4>(
+      group, blocks, x, tokens, out, out_stride,
+      [](const std::uint8_t* block, int c, std::int64_t k, int8x16_t table, const auto& q,
+         auto& dot) { quad_dots(block, c, k, table, q, dot); },
+      &int8_epilogue_neon);
 }
 
-void glu_quantize_neon(const float* h, int tokens, const float* gate_bias, const float* up_bias,
-                       const GluParams& p, std::int8_t* q, float* d, std::int32_t* corr,
-                       std::int64_t q_stride, std::int64_t s_stride) noexcept {
+void int8_block32_glu_quantize__neon_dotprod(const float* h, int tokens, const float* gate_bias,
+                                             const float* up_bias, const GluParams& p,
+                                             std::int8_t* q, float* d, std::int32_t* corr,
+                                             std::int64_t q_stride,
+                                             std::int64_t s_stride) noexcept {
   glu_quantize_rows_neon(h, tokens, gate_bias, up_bias, p, q, d, corr, q_stride, s_stride,
                          &quantize_block);
 }

@@ -1,6 +1,6 @@
 // AMX int8 kernels: TDPBSSD with K = 32 (one MX block) per tile product, so every block's
 // int32 dot product comes out whole and is scaled and accumulated in fp32 with AVX-512 in
-// exactly the order and the operations of gemm16_vnni (identical bits).
+// exactly the order and the operations of int8_block32_gemm_16x8__avx512_vnni (identical bits).
 // GCC 12's AVX-512 intrinsics build "undefined" vectors by self-initialization, which
 // -Wuninitialized reports inside the intrinsic headers; the values are never read.
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -59,16 +59,16 @@ __attribute__((always_inline)) inline void accumulate_block(const std::int32_t* 
 
 }  // namespace
 
-void amx_int8_tile_config() noexcept {
+void int8_block32_tile_config__amx_int8() noexcept {
   amx_tiles::load_tile_config(kTiles, 6);
 }
 
-void amx_int8_tile_release() noexcept {
+void int8_block32_tile_release__amx_int8() noexcept {
   _tile_release();
 }
 
-void amx_decode_group(const std::uint8_t* group, int blocks, std::int8_t* b_tiles,
-                      float* weight_scale) noexcept {
+void int8_block32_decode_group__amx_int8(const std::uint8_t* group, int blocks,
+                                         std::int8_t* b_tiles, float* weight_scale) noexcept {
   const __m512i table = signed_doubled_code_table();
   const __m512i low_nibble = _mm512_set1_epi8(0x0F);
   for (int b = 0; b < blocks; ++b) {
@@ -86,9 +86,9 @@ void amx_decode_group(const std::uint8_t* group, int blocks, std::int8_t* b_tile
   }
 }
 
-void gemm16_amx(const std::int8_t* b_tiles, const float* weight_scale, int blocks,
-                const QuantRows& x, int tokens, float* out, std::int64_t out_stride,
-                std::int32_t* c_scratch) noexcept {
+void int8_block32_gemm_16x16__amx_int8(const std::int8_t* b_tiles, const float* weight_scale,
+                                       int blocks, const QuantRows& x, int tokens, float* out,
+                                       std::int64_t out_stride, std::int32_t* c_scratch) noexcept {
   std::int32_t* const c_even = c_scratch;
   std::int32_t* const c_odd = c_scratch + 256;
   for (int t0 = 0; t0 < tokens; t0 += 16) {
