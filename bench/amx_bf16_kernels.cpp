@@ -71,7 +71,7 @@ void BM_gemm1_task(benchmark::State& state) {
   std::uint16_t* tiles = aligned(tile_store);
   float* h = aligned(h_store);
   float* c = aligned(c_store);
-  k::tile_config(slots < 16 ? slots : 16);
+  k::bf16_amx_tiles_tile_config__amx_bf16(slots < 16 ? slots : 16);
   std::size_t task = 0;
   for (auto _ : state) {
     const std::uint8_t* group0 = pool.data() + task * 4 * kGroupBytes;
@@ -89,12 +89,13 @@ void BM_gemm1_task(benchmark::State& state) {
           pair.packed[1] = pair.packed[0] + kGroupBytes;
           pair.ring = !every_step && slots <= k::kTokensPerStep;
         }
-        k::gemm_pair(pair, kBlocks, a + c0 / 16 * a_stride, a_stride, m, h + 16 * g, 64, c);
+        k::bf16_amx_tiles_gemm_32x32__amx_bf16(pair, kBlocks, a + c0 / 16 * a_stride, a_stride, m,
+                                               h + 16 * g, 64, c);
       }
     }
     benchmark::DoNotOptimize(h);
   }
-  k::tile_release();
+  k::bf16_amx_tiles_tile_release__amx_bf16();
   const auto iters = static_cast<double>(state.iterations());
   const double products = 4.0 * kBlocks * row_tiles;
   using benchmark::Counter;
@@ -115,7 +116,7 @@ void BM_one_row(benchmark::State& state) {
   std::vector<std::uint16_t> ring_store(2 * k::kDecodeRing * k::kBTileElems + 64);
   std::vector<float> h_store(16 * 32 + 16), c_store(256 + 16);
   std::uint16_t* ring = aligned(ring_store);
-  k::tile_config(config_rows);
+  k::bf16_amx_tiles_tile_config__amx_bf16(config_rows);
   std::size_t p = 0;
   for (auto _ : state) {
     k::GroupPair pair;
@@ -125,10 +126,11 @@ void BM_one_row(benchmark::State& state) {
     pair.packed[1] = pair.packed[0] + kGroupBytes;
     pair.ring = true;
     p = (p + 1) % pairs;
-    k::gemm_pair(pair, kBlocks, aligned(a_store), 0, 1, aligned(h_store), 32, aligned(c_store));
+    k::bf16_amx_tiles_gemm_32x32__amx_bf16(pair, kBlocks, aligned(a_store), 0, 1, aligned(h_store),
+                                           32, aligned(c_store));
     benchmark::DoNotOptimize(h_store.data());
   }
-  k::tile_release();
+  k::bf16_amx_tiles_tile_release__amx_bf16();
   const auto iters = static_cast<double>(state.iterations());
   using benchmark::Counter;
   state.counters["ns/product"] =

@@ -193,12 +193,12 @@ void strip_step(benchmark::State& state) {
       const std::uint8_t* p = run + static_cast<std::size_t>(s) * kStripBytes;
       const strip::PackedStrip st{p, p + kStripNibbles, kBlocks, false};
       if (variant == 1) {
-        avx2_kernels::fused_dot_strip(st, rows, tokens, out);
+        avx2_kernels::fp32_strips_fused_dot_4x2__avx2(st, rows, tokens, out);
       } else if (variant == 2) {
-        avx2_kernels::fused_dot_strip_via_memory(st, rows, tokens, out);
+        avx2_kernels::fp32_strips_fused_dot_via_memory_4x2__avx2(st, rows, tokens, out);
       } else {
-        avx2_kernels::decode_strip(st, decoded);
-        avx2_kernels::dot_strip(decoded, kBlocks, false, rows, tokens, out);
+        avx2_kernels::fp32_strips_decode__avx2(st, decoded);
+        avx2_kernels::fp32_strips_dot_4x2__avx2(decoded, kBlocks, false, rows, tokens, out);
       }
       benchmark::DoNotOptimize(out);
     }

@@ -1,16 +1,16 @@
-// The amx_bf16 kernels (src/backends/amx_bf16/bf16_amx_kernels.hpp) one by one, then the whole
-// backend at extreme scale codes.
+// The amx_bf16 kernels (src/backends/amx_bf16/bf16_amx_kernels.hpp: bf16_amx_tiles_<op>[_<tile>]
+// __amx_bf16, named below by their op) one by one, then the whole backend at extreme scale codes.
 //  - decode_group: every B-tile element is the scalar codec's value bit for bit: folded,
 //    e2m1_decode(code) x e8m0_decode(e) in float64 (exact in bf16 for 64 <= e <= 250, so the
 //    check is exact); unfolded, the bare E2M1 value with the scale 2^(e-127) kept aside as an
 //    exact float. Both zero codes (+0 and -0) decode to +0, as the header documents.
-//  - gemm_pair: every output against a float64 dot product of the same bf16 activations and
+//  - gemm_32x32: every output against a float64 dot product of the same bf16 activations and
 //    the exact weights (tolerance at kernel level: see gemm_bound), for 1..32 token rows, both
 //    folded groups and mixed folded/unfolded pairs; a token's bits must not depend on the rows
 //    that share its tile, nor on whether the groups were decoded before or inside the K loop
 //    (into whole-group buffers, which must then hold decode_group's tiles, or into rings);
 //    an unfolded group's bits are exactly the documented fma chain over its blocks.
-//  - round_row_to_tiles: bit for bit mxmoe::f32_to_bf16 (NaN payloads, Inf, subnormals, ties,
+//  - round_rows: bit for bit mxmoe::f32_to_bf16 (NaN payloads, Inf, subnormals, ties,
 //    overflow to Inf), at the documented tile position, and nothing else written.
 //  - the layer: the registered "amx_bf16" backend against "reference" with many groups forced
 //    onto the unfolded path (codes 30 / 63, and a lone 251 in a group's last row), the
@@ -191,7 +191,8 @@ TEST(AmxBf16Kernels, DecodeFoldedIsExact) {
     ASSERT_TRUE(g.foldable());
     std::vector<std::uint16_t> tiles(kBlocks * kTile, 0xFFFF);  // NaN until written
     std::vector<float> block_scale(kBlocks * kRows, std::numeric_limits<float>::quiet_NaN());
-    amx::decode_group(g.packed.data(), kBlocks, /*fold=*/true, tiles.data(), block_scale.data());
+    amx::bf16_amx_tiles_decode_group__amx_bf16(g.packed.data(), kBlocks, /*fold=*/true,
+                                               tiles.data(), block_scale.data());
     expect_tiles(g, true, tiles);
   }
 }
@@ -217,7 +218,8 @@ TEST(AmxBf16Kernels, DecodeUnfoldedKeepsScalesOutside) {
     ASSERT_FALSE(g.foldable());
     std::vector<std::uint16_t> tiles(kBlocks * kTile, 0xFFFF);
     std::vector<float> block_scale(kBlocks * kRows, std::numeric_limits<float>::quiet_NaN());
-    amx::decode_group(g.packed.data(), kBlocks, /*fold=*/false, tiles.data(), block_scale.data());
+    amx::bf16_amx_tiles_decode_group__amx_bf16(g.packed.data(), kBlocks, /*fold=*/false,
+                                               tiles.data(), block_scale.data());
     expect_tiles(g, false, tiles);
     for (std::size_t b = 0; b < g.nblocks(); ++b)
       for (std::size_t n = 0; n < kRows; ++n) {
@@ -232,7 +234,7 @@ TEST(AmxBf16Kernels, DecodeUnfoldedKeepsScalesOutside) {
   }
 }
 
-// ---- gemm_pair ----------------------------------------------------------------------------
+// ---- gemm_32x32 ---------------------------------------------------------------------------
 
 // Token activations as bf16 bits, [t][k].
 struct Activations {
@@ -277,7 +279,7 @@ Group unfolded_group(int blocks, std::mt19937_64& rng) {
   return regime_group(blocks, 0, 254, {0, 254, 63, 251, 30}, rng);
 }
 
-// How run_pair hands gemm_pair the B tiles (GroupPair): decoded before by decode_group, or
+// How run_pair hands gemm_32x32 the B tiles (GroupPair): decoded before by decode_group, or
 // the packed groups (both must be foldable) decoded inside the K loop into whole-group
 // buffers (which later steps re-read) or into rings of kDecodeRing tiles (5 blocks wrap).
 enum class Decode { before, whole, ring };
@@ -290,11 +292,11 @@ const char* to_string(Decode d) {
 constexpr Decode kDecodes[] = {Decode::before, Decode::whole, Decode::ring};
 
 struct PairRun {
-  std::vector<float> out;               // out[32][32]; rows past `rows` as gemm_pair left them
+  std::vector<float> out;               // out[32][32]; rows past `rows` as gemm_32x32 left them
   std::vector<std::uint16_t> tiles[2];  // the B tile buffers after the call
 };
 
-// Runs gemm_pair on the given tokens (1..32, in tile-row order; the tiles' other rows are
+// Runs gemm_32x32 on the given tokens (1..32, in tile-row order; the tiles' other rows are
 // zero). Tile buffers not decoded before start as NaN bits, so a block not decoded, or
 // overwritten too early, shows; a ring is followed by a guard tile that must stay untouched.
 // unit_scales: decode both groups unfolded and replace their block scales by 1, so that
@@ -325,8 +327,8 @@ PairRun run_pair(const Group& g0, const Group& g1, Decode decode, const Activati
     scales[i].assign(nb * kRows, std::numeric_limits<float>::quiet_NaN());
     pair.fold[i] = !unit_scales && g.foldable();
     if (decode == Decode::before) {
-      amx::decode_group(g.packed.data(), g.blocks, pair.fold[i], run.tiles[i].data(),
-                        scales[i].data());
+      amx::bf16_amx_tiles_decode_group__amx_bf16(g.packed.data(), g.blocks, pair.fold[i],
+                                                 run.tiles[i].data(), scales[i].data());
     } else {
       pair.packed[i] = g.packed.data();
       pair.ring = decode == Decode::ring;
@@ -338,10 +340,11 @@ PairRun run_pair(const Group& g0, const Group& g1, Decode decode, const Activati
   alignas(64) std::array<float, 256> c_scratch{};
   run.out.assign(32 * 32, std::numeric_limits<float>::quiet_NaN());
   const int n = static_cast<int>(tokens.size());
-  amx::tile_config(config_rows > 0 ? config_rows : (n < 16 ? n : 16));
-  amx::gemm_pair(pair, g0.blocks, a.data(), static_cast<std::int64_t>(stride),
-                 static_cast<int>(tokens.size()), run.out.data(), 32, c_scratch.data());
-  amx::tile_release();
+  amx::bf16_amx_tiles_tile_config__amx_bf16(config_rows > 0 ? config_rows : (n < 16 ? n : 16));
+  amx::bf16_amx_tiles_gemm_32x32__amx_bf16(
+      pair, g0.blocks, a.data(), static_cast<std::int64_t>(stride), static_cast<int>(tokens.size()),
+      run.out.data(), 32, c_scratch.data());
+  amx::bf16_amx_tiles_tile_release__amx_bf16();
   for (std::size_t i = 0; decode == Decode::ring && i < 2; ++i) {
     const auto guard = run.tiles[i].begin() + static_cast<std::ptrdiff_t>(ring_tiles * kTile);
     EXPECT_TRUE(
@@ -370,7 +373,7 @@ std::vector<std::size_t> first_tokens(std::size_t count) {
 }
 
 // The documented arithmetic of an unfolded group, emulated: C_b = block b's product alone
-// (gemm_pair on one-block slices of g and x, unit scales), then in fp32 and block order
+// (gemm_32x32 on one-block slices of g and x, unit scales), then in fp32 and block order
 // acc = fma(C_b, 2^(e-127), acc) from +0. Returns acc[t][n] for the 32 tokens of x.
 std::vector<float> unfolded_order(const Group& g, const Activations& x) {
   std::vector<float> acc(32 * kRows, 0.0f);
@@ -505,7 +508,7 @@ TEST(AmxBf16Kernels, GemmPairMatchesFloat64) {
   }
 }
 
-// ---- round_row_to_tiles -------------------------------------------------------------------
+// ---- round_rows ---------------------------------------------------------------------------
 
 TEST(AmxBf16Kernels, RoundRowToTilesMatchesScalar) {
   if (const std::string why = amx_bf16_unavailable(); !why.empty()) GTEST_SKIP() << why;
@@ -570,7 +573,7 @@ TEST(AmxBf16Kernels, RoundRowToTilesMatchesScalar) {
       std::vector<float> x(kCols);
       std::memcpy(x.data(), bits.data(), kCols * sizeof(float));  // NaN payloads untouched
       std::vector<std::uint16_t> tiles(kBlocks * amx::kATileElems, kUnwritten);
-      amx::round_row_to_tiles(x.data(), kBlocks, tiles.data() + 32 * row);
+      amx::bf16_amx_tiles_round_rows__amx_bf16(x.data(), kBlocks, tiles.data() + 32 * row);
       int bad = 0;
       for (std::size_t at = 0; at < tiles.size(); ++at) {
         const std::size_t b = at / amx::kATileElems, r = at % amx::kATileElems / 32, c = at % 32;

@@ -121,15 +121,18 @@ strip::StripOps avx2_ops(bool fused_via_memory) {
   return {strip::NibbleOrder::row_blocks,
           4,
           avx2_kernels::kMaxTokens,
-          &avx2_kernels::decode_strip,
-          &avx2_kernels::dot_strip,
-          fused_via_memory ? &avx2_kernels::fused_dot_strip_via_memory
-                           : &avx2_kernels::fused_dot_strip};
+          &avx2_kernels::fp32_strips_decode__avx2,
+          &avx2_kernels::fp32_strips_dot_4x2__avx2,
+          fused_via_memory ? &avx2_kernels::fp32_strips_fused_dot_via_memory_4x2__avx2
+                           : &avx2_kernels::fp32_strips_fused_dot_4x2__avx2};
 }
 strip::StripOps bf16_ops() {
-  return {strip::NibbleOrder::row_words,   2,
-          avx512_bf16_kernels::kMaxTokens, &avx512_bf16_kernels::decode_strip,
-          &avx512_bf16_kernels::dot_strip, &avx512_bf16_kernels::fused_dot_strip};
+  return {strip::NibbleOrder::row_words,
+          2,
+          avx512_bf16_kernels::kMaxTokens,
+          &avx512_bf16_kernels::bf16_dpbf16_strips_decode__avx512_bf16,
+          &avx512_bf16_kernels::bf16_dpbf16_strips_dot_4x6__avx512_bf16,
+          &avx512_bf16_kernels::bf16_dpbf16_strips_fused_dot_4x6__avx512_bf16};
 }
 
 const Case kCases[] = {

@@ -1,7 +1,8 @@
 // The amx_bf16 backend: bf16 activations, MXFP4 weights decoded to bf16 B tiles with the block
 // scale folded in, TDPBF16PS with fp32 accumulators resident in the tiles over the whole K
 // loop. One path for every batch size (a decode token is a 16-row tile with one valid row),
-// so it is batch invariant. Kernels: kernels/bf16_amx.cpp; numerics: bf16_amx_kernels.hpp.
+// so it is batch invariant. Kernels: kernels/bf16_amx_tiles__amx_bf16.cpp; numerics:
+// bf16_amx_kernels.hpp.
 #include <memory>
 
 #include "backends/amx_bf16/bf16_expert_kernel.hpp"
@@ -13,12 +14,13 @@ namespace {
 
 #if MXMOE_X86_KERNELS
 namespace k = bf16_amx;
-constexpr amx_bf16_backend::AmxBf16Ops kOps{.tile_config = &k::tile_config,
-                                            .tile_release = &k::tile_release,
-                                            .round_row_to_tiles = &k::round_row_to_tiles,
-                                            .decode_group = &k::decode_group,
-                                            .gemm_pair = &k::gemm_pair,
-                                            .glu_to_bf16 = &k::glu_to_bf16};
+constexpr amx_bf16_backend::AmxBf16Ops kOps{
+    .tile_config = &k::bf16_amx_tiles_tile_config__amx_bf16,
+    .tile_release = &k::bf16_amx_tiles_tile_release__amx_bf16,
+    .round_row_to_tiles = &k::bf16_amx_tiles_round_rows__amx_bf16,
+    .decode_group = &k::bf16_amx_tiles_decode_group__amx_bf16,
+    .gemm_pair = &k::bf16_amx_tiles_gemm_32x32__amx_bf16,
+    .glu_to_bf16 = &k::bf16_amx_tiles_glu_to_bf16__amx_bf16};
 
 std::unique_ptr<ExpertKernel> create_amx_bf16(const Deployment& d, const LayerWeights& weights) {
   hw::require_amx_tile_permission("amx_bf16", "avx512_bf16");

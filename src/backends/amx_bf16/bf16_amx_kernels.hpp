@@ -1,6 +1,6 @@
-// Kernels of the amx_bf16 backend (kernels/bf16_amx.cpp, compiled with the AMX flags; only
-// <immintrin.h> there). Plain functions; the driver (bf16_expert_kernel.cpp) calls them only
-// after check() passed and the AMX permission is held.
+// Kernels of the amx_bf16 backend (kernels/bf16_amx_tiles__amx_bf16.cpp, compiled with the AMX
+// flags; only <immintrin.h> there). Plain functions; the driver (bf16_expert_kernel.cpp) calls them
+// only after check() passed and the AMX permission is held.
 //
 // Numerics (one path for every batch size, so results are batch invariant):
 //   x_bf16 = RNE(x) per token (mxmoe::f32_to_bf16 bit for bit)
@@ -43,29 +43,30 @@ inline constexpr int kDecodeRing = 4;      // B tiles per group decoded in fligh
 // avx512_bf16, backends/common/simd/bf16_fold.hpp); a group is folded when all its codes can.
 using simd::bf16_scale_foldable;
 
-// LDTILECFG for gemm_pair (per thread): A and C tiles of `rows` (1..16) rows. A product costs
-// time in proportion to its rows, so a task with fewer than 16 slots configures just those
-// (1 token: +11-22% measured); a row's result does not depend on how many rows the tile has.
-void tile_config(int rows) noexcept;
-void tile_release() noexcept;  // TILERELEASE
+// LDTILECFG for bf16_amx_tiles_gemm_32x32__amx_bf16 (per thread): A and C tiles of `rows` (1..16)
+// rows. A product costs time in proportion to its rows, so a task with fewer than 16 slots
+// configures just those (1 token: +11-22% measured); a row's result does not depend on how many
+// rows the tile has.
+void bf16_amx_tiles_tile_config__amx_bf16(int rows) noexcept;
+void bf16_amx_tiles_tile_release__amx_bf16() noexcept;  // TILERELEASE
 
 // One row of 32 * blocks floats to bf16 (f32_to_bf16's bits), into row tiles: element
 // 32 b + i goes to row[b * kATileElems + i] (row points at its row inside the first tile).
-void round_row_to_tiles(const float* x, int blocks, std::uint16_t* row) noexcept;
+void bf16_amx_tiles_round_rows__amx_bf16(const float* x, int blocks, std::uint16_t* row) noexcept;
 
 // Decodes `blocks` (group, block) steps into B tiles (blocks x kBTileElems bf16). fold: the
 // scales are folded in (all foldable); else the tiles are the unscaled E2M1 values and
 // block_scale[16 b + n] = 2^(e - 127) (exact fp32, subnormal for e = 0).
-void decode_group(const std::uint8_t* group, int blocks, bool fold, std::uint16_t* b_tiles,
-                  float* block_scale) noexcept;
+void bf16_amx_tiles_decode_group__amx_bf16(const std::uint8_t* group, int blocks, bool fold,
+                                           std::uint16_t* b_tiles, float* block_scale) noexcept;
 
-// The B side of gemm_pair: two groups of 16 outputs each.
+// The B side of bf16_amx_tiles_gemm_32x32__amx_bf16: two groups of 16 outputs each.
 struct GroupPair {
   std::uint16_t* tiles[2] = {nullptr, nullptr};      // decoded B tiles (see packed/ring)
   const float* block_scale[2] = {nullptr, nullptr};  // an unfolded group's 2^(e-127)
   // Both set or both null. Set (only when both groups are foldable): the packed groups,
   // decoded inside the K loop into tiles; else tiles hold all `blocks` tiles already
-  // (decode_group).
+  // (bf16_amx_tiles_decode_group__amx_bf16).
   const std::uint8_t* packed[2] = {nullptr, nullptr};
   bool fold[2] = {true, true};
   // With packed: tiles are rings of kDecodeRing tiles that stay in L1 (for a single step of
@@ -79,14 +80,15 @@ struct GroupPair {
 // rows of each 16-row half of out[t][0..31] (out_stride floats apart; rows past `rows` are
 // garbage). c_scratch: 256 floats, 64-byte aligned. Every path (ring or not, decoded
 // here or before) gives the same bits for a row: the same tiles enter the same C sequence.
-void gemm_pair(const GroupPair& pair, int blocks, const std::uint16_t* a,
-               std::int64_t a_tile_stride, int rows, float* out, std::int64_t out_stride,
-               float* c_scratch) noexcept;
+void bf16_amx_tiles_gemm_32x32__amx_bf16(const GroupPair& pair, int blocks, const std::uint16_t* a,
+                                         std::int64_t a_tile_stride, int rows, float* out,
+                                         std::int64_t out_stride, float* c_scratch) noexcept;
 
 // h: rows of 64 floats [gate j0..15 | up j0..15 | gate j16..31 | up j16..31] (no bias).
 // Row t's 32 results bf16(act(gate_j + gate_bias_j, up_j + up_bias_j)) go to row t % 16 of
 // the A tile at a + (t / 16) * a_tile_stride (one K block of the next projection).
-void glu_to_bf16(const float* h, int rows, const float* gate_bias, const float* up_bias,
-                 const simd::GluParams& p, std::uint16_t* a, std::int64_t a_tile_stride) noexcept;
+void bf16_amx_tiles_glu_to_bf16__amx_bf16(const float* h, int rows, const float* gate_bias,
+                                          const float* up_bias, const simd::GluParams& p,
+                                          std::uint16_t* a, std::int64_t a_tile_stride) noexcept;
 
 }  // namespace mxmoe::bf16_amx

@@ -15,15 +15,16 @@ namespace {
 std::unique_ptr<ExpertKernel> create_avx2(const Deployment& d, const LayerWeights& weights) {
   return std::make_unique<strip::StripKernel>(
       d, weights,
-      strip::StripOps{.order = strip::NibbleOrder::row_blocks,
-                      .element_bytes = 4,
-                      .max_tokens = avx2_kernels::kMaxTokens,
-                      .decode = &avx2_kernels::decode_strip,
-                      .dot = &avx2_kernels::dot_strip,
-                      // Both give the same bits; which is faster depends on the core.
-                      .fused_dot = d.hardware.vendor == "AuthenticAMD"
-                                       ? &avx2_kernels::fused_dot_strip
-                                       : &avx2_kernels::fused_dot_strip_via_memory});
+      strip::StripOps{
+          .order = strip::NibbleOrder::row_blocks,
+          .element_bytes = 4,
+          .max_tokens = avx2_kernels::kMaxTokens,
+          .decode = &avx2_kernels::fp32_strips_decode__avx2,
+          .dot = &avx2_kernels::fp32_strips_dot_4x2__avx2,
+          // Both give the same bits; which is faster depends on the core.
+          .fused_dot = d.hardware.vendor == "AuthenticAMD"
+                           ? &avx2_kernels::fp32_strips_fused_dot_4x2__avx2
+                           : &avx2_kernels::fp32_strips_fused_dot_via_memory_4x2__avx2});
 }
 #endif
 

@@ -14,12 +14,13 @@ namespace {
 std::unique_ptr<ExpertKernel> create_avx512_bf16(const Deployment& d, const LayerWeights& weights) {
   return std::make_unique<strip::StripKernel>(
       d, weights,
-      strip::StripOps{.order = strip::NibbleOrder::row_words,
-                      .element_bytes = 2,
-                      .max_tokens = avx512_bf16_kernels::kMaxTokens,
-                      .decode = &avx512_bf16_kernels::decode_strip,
-                      .dot = &avx512_bf16_kernels::dot_strip,
-                      .fused_dot = &avx512_bf16_kernels::fused_dot_strip});
+      strip::StripOps{
+          .order = strip::NibbleOrder::row_words,
+          .element_bytes = 2,
+          .max_tokens = avx512_bf16_kernels::kMaxTokens,
+          .decode = &avx512_bf16_kernels::bf16_dpbf16_strips_decode__avx512_bf16,
+          .dot = &avx512_bf16_kernels::bf16_dpbf16_strips_dot_4x6__avx512_bf16,
+          .fused_dot = &avx512_bf16_kernels::bf16_dpbf16_strips_fused_dot_4x6__avx512_bf16});
 }
 #endif
 

@@ -1,5 +1,5 @@
-// The avx512_bf16 backend's ISA kernels (kernels/avx512_bf16_strip.cpp, compiled with the
-// avx512_bf16 flags): MXFP4 strips decoded to bf16 in registers (vpermw table lookup), dot
+// The avx512_bf16 backend's ISA kernels (kernels/bf16_dpbf16_strips__avx512_bf16.cpp, compiled with
+// the avx512_bf16 flags): MXFP4 strips decoded to bf16 in registers (vpermw table lookup), dot
 // products with vdpbf16ps.
 //
 // Exactness: E2M1 x 2^(code-127) is a bf16 value, and the block scale is folded into the
@@ -18,11 +18,14 @@ namespace mxmoe::avx512_bf16_kernels {
 
 inline constexpr int kMaxTokens = 6;  // 4 rows x 6 tokens of zmm accumulators + 4 weights
 
-void decode_strip(const strip::PackedStrip& strip, void* decoded);
-void dot_strip(const void* decoded, std::int64_t kblocks, bool scale_outside,
-               const void* const* x_rows, int tokens, float* out);
-// decode_strip + dot_strip in one pass, weights kept in registers (same bits).
-void fused_dot_strip(const strip::PackedStrip& strip, const void* const* x_rows, int tokens,
-                     float* out);
+void bf16_dpbf16_strips_decode__avx512_bf16(const strip::PackedStrip& strip, void* decoded);
+void bf16_dpbf16_strips_dot_4x6__avx512_bf16(const void* decoded, std::int64_t kblocks,
+                                             bool scale_outside, const void* const* x_rows,
+                                             int tokens, float* out);
+// bf16_dpbf16_strips_decode__avx512_bf16 + bf16_dpbf16_strips_dot_4x6__avx512_bf16 in one pass,
+// weights kept in registers (same bits).
+void bf16_dpbf16_strips_fused_dot_4x6__avx512_bf16(const strip::PackedStrip& strip,
+                                                   const void* const* x_rows, int tokens,
+                                                   float* out);
 
 }  // namespace mxmoe::avx512_bf16_kernels

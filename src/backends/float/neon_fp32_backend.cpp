@@ -19,9 +19,9 @@ std::unique_ptr<ExpertKernel> create_neon_fp32(const Deployment& d, const LayerW
       strip::StripOps{.order = strip::NibbleOrder::row_blocks,
                       .element_bytes = 4,
                       .max_tokens = neon_kernels::kMaxTokens,
-                      .decode = &neon_kernels::decode_strip,
-                      .dot = &neon_kernels::dot_strip,
-                      .fused_dot = &neon_kernels::fused_dot_strip});
+                      .decode = &neon_kernels::fp32_strips_decode__neon,
+                      .dot = &neon_kernels::fp32_strips_dot_4x2__neon,
+                      .fused_dot = &neon_kernels::fp32_strips_fused_dot_4x2__neon});
 }
 #endif
 

@@ -1,4 +1,4 @@
-// The neon_fp32 backend's ISA kernels (kernels/neon/neon_strip.cpp, compiled for Advanced
+// The neon_fp32 backend's ISA kernels (kernels/neon/fp32_strips__neon.cpp, compiled for Advanced
 // SIMD): the avx2 backend's float path on aarch64, with its bits (avx2_ops.hpp has the
 // numerics). MXFP4 strips decoded to exact floats (a table lookup of the doubled E2M1 codes,
 // widened and converted), FMA dot products with the block scale applied once per block and
@@ -15,11 +15,12 @@ inline constexpr int kMaxTokens = 2;  // 4 rows x 2 tokens x 8-lane accumulators
 
 // Decodes the unscaled doubled E2M1 codes (exact floats) and the block scales as floats, so
 // strips never need PackedStrip::scale_outside.
-void decode_strip(const strip::PackedStrip& strip, void* decoded);
-void dot_strip(const void* decoded, std::int64_t kblocks, bool scale_outside,
-               const void* const* x_rows, int tokens, float* out);
-// decode_strip + dot_strip in one pass over the packed strip (same bits).
-void fused_dot_strip(const strip::PackedStrip& strip, const void* const* x_rows, int tokens,
-                     float* out);
+void fp32_strips_decode__neon(const strip::PackedStrip& strip, void* decoded);
+void fp32_strips_dot_4x2__neon(const void* decoded, std::int64_t kblocks, bool scale_outside,
+                               const void* const* x_rows, int tokens, float* out);
+// fp32_strips_decode__neon + fp32_strips_dot_4x2__neon in one pass over the packed strip (same
+// bits).
+void fp32_strips_fused_dot_4x2__neon(const strip::PackedStrip& strip, const void* const* x_rows,
+                                     int tokens, float* out);
 
 }  // namespace mxmoe::neon_kernels

@@ -33,7 +33,8 @@ struct RowBlock {
 
 // The doubled E2M1 value of each code (code 8, -0, decodes as +0, as in every kernel).
 inline int8x16_t doubled_code_table() {
-  static constexpr std::int8_t kCodes[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+  static constexpr std::int8_t kCodes[16] = {0, 1,  2,  3,  4,  6,  8,  12,
+                                             0, -1, -2, -3, -4, -6, -8, -12};
   return vld1q_s8(kCodes);
 }
 
@@ -109,7 +110,8 @@ void strip_tile(const void* source, std::int64_t kblocks, const float* const* x,
         for (int q = 0; q < 8; ++q) r.w[q] = vld1q_f32(w + 4 * q);
         scale = vdupq_n_f32(scales[kb * kStripRows + n]);
       }
-      for (int t = 0; t < T; ++t) acc[n][t] = block_fma(r.w, x[t] + kb * kBlockElems, scale, acc[n][t]);
+      for (int t = 0; t < T; ++t)
+        acc[n][t] = block_fma(r.w, x[t] + kb * kBlockElems, scale, acc[n][t]);
     }
   }
   for (int n = 0; n < kStripRows; ++n)
@@ -130,7 +132,7 @@ void dot_tokens(const void* source, std::int64_t kblocks, const void* const* x_r
 
 }  // namespace
 
-void decode_strip(const strip::PackedStrip& strip, void* decoded) {
+void fp32_strips_decode__neon(const strip::PackedStrip& strip, void* decoded) {
   const int8x16_t table = doubled_code_table();
   auto* w = static_cast<float*>(decoded);
   float* scales = w + strip.kblocks * kStripRows * kBlockElems;
@@ -145,13 +147,13 @@ void decode_strip(const strip::PackedStrip& strip, void* decoded) {
   }
 }
 
-void dot_strip(const void* decoded, std::int64_t kblocks, bool /*scale_outside*/,
-               const void* const* x_rows, int tokens, float* out) {
+void fp32_strips_dot_4x2__neon(const void* decoded, std::int64_t kblocks, bool /*scale_outside*/,
+                               const void* const* x_rows, int tokens, float* out) {
   dot_tokens<false>(decoded, kblocks, x_rows, tokens, out);
 }
 
-void fused_dot_strip(const strip::PackedStrip& strip, const void* const* x_rows, int tokens,
-                     float* out) {
+void fp32_strips_fused_dot_4x2__neon(const strip::PackedStrip& strip, const void* const* x_rows,
+                                     int tokens, float* out) {
   dot_tokens<true>(&strip, strip.kblocks, x_rows, tokens, out);
 }
 

@@ -18,7 +18,8 @@ namespace {
 // decode right before it; the ring holds the blocks in flight.
 constexpr int kDecodeAhead = 2;
 static_assert(kDecodeRing > kDecodeAhead);
-constexpr std::size_t kPrefetchBytes = 4096;  // into L2, as the VNNI decode (int8_vnni.cpp)
+constexpr std::size_t kPrefetchBytes =
+    4096;  // into L2, as the VNNI decode (int8_block32__avx512_vnni.cpp)
 
 // Decoding without masks: the table holds bf16(E2M1) + kBias for nonzero codes and 0 for
 // both zeros (-0 becomes +0: a C tile that starts at +0 sums to the same bits either way).
@@ -117,7 +118,7 @@ void gemm_unfolded_1x1(const std::uint16_t* b_tiles, const float* block_scale, i
 
 }  // namespace
 
-void tile_config(int rows) noexcept {
+void bf16_amx_tiles_tile_config__amx_bf16(int rows) noexcept {
   // A 0-1 and C 4-7: `rows` rows x 64 bytes; B 2-3: 16 x 64 (K/2 x 16 outputs x 2).
   const auto m = static_cast<std::uint8_t>(rows);
   const amx_tiles::TileShape a{m, 64}, b{16, 64};
@@ -125,11 +126,11 @@ void tile_config(int rows) noexcept {
   amx_tiles::load_tile_config(shapes, 8);
 }
 
-void tile_release() noexcept {
+void bf16_amx_tiles_tile_release__amx_bf16() noexcept {
   _tile_release();
 }
 
-void round_row_to_tiles(const float* x, int blocks, std::uint16_t* row) noexcept {
+void bf16_amx_tiles_round_rows__amx_bf16(const float* x, int blocks, std::uint16_t* row) noexcept {
   for (int b = 0; b < blocks; ++b) {
     std::uint16_t* dst = row + static_cast<std::size_t>(b) * kATileElems;
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst),
@@ -139,8 +140,8 @@ void round_row_to_tiles(const float* x, int blocks, std::uint16_t* row) noexcept
   }
 }
 
-void decode_group(const std::uint8_t* group, int blocks, bool fold, std::uint16_t* b_tiles,
-                  float* block_scale) noexcept {
+void bf16_amx_tiles_decode_group__amx_bf16(const std::uint8_t* group, int blocks, bool fold,
+                                           std::uint16_t* b_tiles, float* block_scale) noexcept {
   const __m512i table = _mm512_load_si512(kCodeTable.entry);
   for (int b = 0; b < blocks; ++b) {
     const std::uint8_t* gb = group + static_cast<std::size_t>(b) * group16::kBlockBytes;
@@ -202,9 +203,9 @@ const std::uint16_t* a_tile(const std::uint16_t* tiles, int b) {
 
 }  // namespace
 
-void gemm_pair(const GroupPair& pair, int blocks, const std::uint16_t* a,
-               std::int64_t a_tile_stride, int rows, float* out, std::int64_t out_stride,
-               float* c_scratch) noexcept {
+void bf16_amx_tiles_gemm_32x32__amx_bf16(const GroupPair& pair, int blocks, const std::uint16_t* a,
+                                         std::int64_t a_tile_stride, int rows, float* out,
+                                         std::int64_t out_stride, float* c_scratch) noexcept {
   const std::int64_t out_bytes = 4 * out_stride;
   const std::uint16_t* a1 = a + a_tile_stride;
   float* out1 = out + 16 * out_stride;
@@ -256,8 +257,9 @@ void gemm_pair(const GroupPair& pair, int blocks, const std::uint16_t* a,
   _tile_stored(5, out + 16, out_bytes);
 }
 
-void glu_to_bf16(const float* h, int rows, const float* gate_bias, const float* up_bias,
-                 const simd::GluParams& p, std::uint16_t* a, std::int64_t a_tile_stride) noexcept {
+void bf16_amx_tiles_glu_to_bf16__amx_bf16(const float* h, int rows, const float* gate_bias,
+                                          const float* up_bias, const simd::GluParams& p,
+                                          std::uint16_t* a, std::int64_t a_tile_stride) noexcept {
   for (int t = 0; t < rows; ++t) {
     __m512 a0, a1;
     simd::glu_row32(h + 64 * t, gate_bias, up_bias, p, a0, a1);

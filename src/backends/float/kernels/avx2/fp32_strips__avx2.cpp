@@ -179,7 +179,7 @@ void decoded_tile(const float* w, const float* scales, std::int64_t kblocks, con
 
 }  // namespace
 
-void decode_strip(const strip::PackedStrip& strip, void* decoded) {
+void fp32_strips_decode__avx2(const strip::PackedStrip& strip, void* decoded) {
   const __m256i table = doubled_code_f16_high_bytes();
   auto* w = static_cast<float*>(decoded);
   float* scales = w + strip.kblocks * kStripRows * kBlockElems;
@@ -197,8 +197,8 @@ void decode_strip(const strip::PackedStrip& strip, void* decoded) {
   }
 }
 
-void dot_strip(const void* decoded, std::int64_t kblocks, bool /*scale_outside*/,
-               const void* const* x_rows, int tokens, float* out) {
+void fp32_strips_dot_4x2__avx2(const void* decoded, std::int64_t kblocks, bool /*scale_outside*/,
+                               const void* const* x_rows, int tokens, float* out) {
   const auto* w = static_cast<const float*>(decoded);
   const float* scales = w + kblocks * kStripRows * kBlockElems;
   const float* x[kMaxTokens] = {};
@@ -210,13 +210,13 @@ void dot_strip(const void* decoded, std::int64_t kblocks, bool /*scale_outside*/
   }
 }
 
-void fused_dot_strip(const strip::PackedStrip& strip, const void* const* x_rows, int tokens,
-                     float* out) {
+void fp32_strips_fused_dot_4x2__avx2(const strip::PackedStrip& strip, const void* const* x_rows,
+                                     int tokens, float* out) {
   fused_dot<false>(strip, x_rows, tokens, out);
 }
 
-void fused_dot_strip_via_memory(const strip::PackedStrip& strip, const void* const* x_rows,
-                                int tokens, float* out) {
+void fp32_strips_fused_dot_via_memory_4x2__avx2(const strip::PackedStrip& strip,
+                                                const void* const* x_rows, int tokens, float* out) {
   fused_dot<true>(strip, x_rows, tokens, out);
 }
 

@@ -113,7 +113,7 @@ void reduce(const __m512 (&acc)[kStripRows][static_cast<std::size_t>(T)], float*
     for (int t = 0; t < T; ++t) out[n * T + t] = horizontal_sum(acc[n][t]);
 }
 
-// Dot products over a strip decoded by decode_strip.
+// Dot products over a strip decoded by bf16_dpbf16_strips_decode__avx512_bf16.
 template <int T, bool kScaleOutside>
 void dot_tile(const std::uint16_t* w, std::int64_t kblocks, const std::uint16_t* const* x,
               float* out) noexcept {
@@ -181,7 +181,7 @@ void bf16_rows(const void* const* x_rows, int tokens, const std::uint16_t** x) n
 
 }  // namespace
 
-void decode_strip(const strip::PackedStrip& strip, void* decoded) {
+void bf16_dpbf16_strips_decode__avx512_bf16(const strip::PackedStrip& strip, void* decoded) {
   const __m512i base = _mm512_loadu_si512(kE2m1Bf16);
   auto* out = static_cast<std::uint16_t*>(decoded);
   auto* scales = reinterpret_cast<float*>(out + strip.kblocks * kStripRows * kBlockElems);
@@ -199,8 +199,9 @@ void decode_strip(const strip::PackedStrip& strip, void* decoded) {
   }
 }
 
-void dot_strip(const void* decoded, std::int64_t kblocks, bool scale_outside,
-               const void* const* x_rows, int tokens, float* out) {
+void bf16_dpbf16_strips_dot_4x6__avx512_bf16(const void* decoded, std::int64_t kblocks,
+                                             bool scale_outside, const void* const* x_rows,
+                                             int tokens, float* out) {
   const auto* w = static_cast<const std::uint16_t*>(decoded);
   const std::uint16_t* x[kMaxTokens];
   bf16_rows(x_rows, tokens, x);
@@ -220,8 +221,9 @@ void dot_strip(const void* decoded, std::int64_t kblocks, bool scale_outside,
   }
 }
 
-void fused_dot_strip(const strip::PackedStrip& strip, const void* const* x_rows, int tokens,
-                     float* out) {
+void bf16_dpbf16_strips_fused_dot_4x6__avx512_bf16(const strip::PackedStrip& strip,
+                                                   const void* const* x_rows, int tokens,
+                                                   float* out) {
   const std::uint16_t* x[kMaxTokens];
   bf16_rows(x_rows, tokens, x);
   switch (tokens) {
