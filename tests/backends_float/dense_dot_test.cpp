@@ -44,8 +44,8 @@ TEST(DenseDot, Avx2GivesThePortableBits) {
     for (int r = 1; r <= 2; ++r)
       for (int t = 1; t <= 4; ++t) {
         float a[8], b[8];
-        mxmoe::dense::dense_dot_portable(w, r, rows, t, a);
-        mxmoe::dense::dense_dot_avx2(w, r, rows, t, b);
+        mxmoe::dense::dense_expert_dot_2x4__portable(w, r, rows, t, a);
+        mxmoe::dense::dense_expert_dot_2x4__avx2(w, r, rows, t, b);
         EXPECT_EQ(std::memcmp(a, b, sizeof(float) * static_cast<std::size_t>(r * t)), 0)
             << "rows " << r << " tokens " << t << (bf16 ? " bf16" : " f32");
         for (int n = 0; n < r; ++n)

@@ -56,9 +56,9 @@ std::vector<AttentionKernels> kernels_here(int head_dim) {
 TEST(LlmAttention, TheChoiceFollowsTheHardwareAndACapPicksThePortableKernels) {
   const dense::AttentionSelection none = dense::judge_attention_kernels(64, probe_hardware("none"));
   EXPECT_EQ(none.chosen, "portable_attention");
-  EXPECT_EQ(none.kernels.scores, &dense::attention_scores_portable);
-  EXPECT_EQ(none.kernels.values, &dense::attention_values_portable);
-  EXPECT_EQ(none.kernels.softmax, &dense::attention_softmax_portable);
+  EXPECT_EQ(none.kernels.scores, &dense::attention_dot8_scores__portable);
+  EXPECT_EQ(none.kernels.values, &dense::attention_dot8_values__portable);
+  EXPECT_EQ(none.kernels.softmax, &dense::attention_dot8_softmax__portable);
   ASSERT_EQ(none.candidates.size(), 3u);
   for (std::size_t i = 0; i + 1 < none.candidates.size(); ++i) {
     ASSERT_FALSE(none.candidates[i].supported) << none.candidates[i].name;
@@ -73,7 +73,7 @@ TEST(LlmAttention, TheChoiceFollowsTheHardwareAndACapPicksThePortableKernels) {
         isa_feature(avx2.isa, "f16c").value_or(false)) {
       const dense::AttentionSelection s = dense::judge_attention_kernels(128, avx2);
       EXPECT_EQ(s.chosen, "avx2_attention");
-      EXPECT_EQ(s.kernels.softmax, &dense::attention_softmax_avx2);
+      EXPECT_EQ(s.kernels.softmax, &dense::attention_dot8_softmax__avx2);
       EXPECT_THAT(dense::describe(s), HasSubstr("MXMOE_MAX_ISA"));  // why avx512 is refused
     }
   }

@@ -31,11 +31,11 @@ struct DenseRows {
 using DenseDotFn = void (*)(const DenseRows& w, int rows, const float* const* x, int tokens,
                             float* out);
 
-void dense_dot_portable(const DenseRows& w, int rows, const float* const* x, int tokens,
-                        float* out) noexcept;
+void dense_expert_dot_2x4__portable(const DenseRows& w, int rows, const float* const* x, int tokens,
+                                    float* out) noexcept;
 
 // Compiled only on x86-64 (kernels/avx2); call it only when MXMOE_X86_KERNELS.
-void dense_dot_avx2(const DenseRows& w, int rows, const float* const* x, int tokens,
-                    float* out) noexcept;
+void dense_expert_dot_2x4__avx2(const DenseRows& w, int rows, const float* const* x, int tokens,
+                                float* out) noexcept;
 
 }  // namespace mxmoe::dense

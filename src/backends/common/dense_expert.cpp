@@ -18,8 +18,8 @@ namespace mxmoe {
 
 namespace dense {
 
-void dense_dot_portable(const DenseRows& w, int rows, const float* const* x, int tokens,
-                        float* out) noexcept {
+void dense_expert_dot_2x4__portable(const DenseRows& w, int rows, const float* const* x, int tokens,
+                                    float* out) noexcept {
   for (int n = 0; n < rows; ++n) {
     for (int t = 0; t < tokens; ++t) {
       float acc[kLanes] = {};
@@ -90,7 +90,7 @@ class DenseExpertKernel final : public ExpertKernel {
         format_(d.request.activation.value_or(ActivationFormat::f32)),
         w1_(pack(w1)),
         w2_(pack(w2)),
-        dot_(&dense::dense_dot_portable) {
+        dot_(&dense::dense_expert_dot_2x4__portable) {
     const std::int64_t h = spec_.hidden, i = spec_.intermediate;
     if (spec_.num_experts != 1 || w1.rows != 2 * i || w1.cols != h || w2.rows != h ||
         w2.cols != i || h % dense::kLanes != 0 || i % dense::kLanes != 0)
@@ -101,7 +101,7 @@ class DenseExpertKernel final : public ExpertKernel {
 #if MXMOE_X86_KERNELS
     if (isa_feature(d.hardware.isa, "avx2").value_or(false) &&
         isa_feature(d.hardware.isa, "fma").value_or(false))
-      dot_ = &dense::dense_dot_avx2;
+      dot_ = &dense::dense_expert_dot_2x4__avx2;
 #endif
   }
 

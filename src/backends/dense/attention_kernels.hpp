@@ -3,10 +3,10 @@
 // A call covers HEADS consecutive query heads that share one kv head (a GQA group, or part of
 // one), so the ISA kernels read each key and value row once for all of them.
 //
-// One numerics class, attention_dot8, DEFINED by the portable kernels (attention_portable.cpp);
-// every kernel gives the same bits for every (head, key) whatever the number of heads or keys
-// of the call, the thread or the ISA (a NaN result is NaN in every kernel, its payload
-// unspecified: two NaNs meeting keep either one's):
+// One numerics class, attention_dot8, DEFINED by the portable kernels
+// (attention_dot8__portable.cpp); every kernel gives the same bits for every (head, key) whatever
+// the number of heads or keys of the call, the thread or the ISA (a NaN result is NaN in every
+// kernel, its payload unspecified: two NaNs meeting keep either one's):
 //   scores: s[h][p] = dot8(q[h], k[p]) * scale, where dot8 has 8 lanes: lane l accumulates
 //     acc[l] = acc[l] + (q[i] * k[i]) (the product rounded, then the sum: no FMA) for
 //     i = l, l + 8, ... < head_dim in increasing i, from +0; then
@@ -82,20 +82,20 @@ inline constexpr float kExpMin = -87.0f;
 inline constexpr float kExpTaylor[8] = {1.0f,      1.0f,       1.0f / 2,   1.0f / 6,
                                         1.0f / 24, 1.0f / 120, 1.0f / 720, 1.0f / 5040};
 
-void attention_scores_portable(const AttentionScoresCall&) noexcept;
-void attention_values_portable(const AttentionValuesCall&) noexcept;
-void attention_softmax_portable(const AttentionSoftmaxCall&) noexcept;
+void attention_dot8_scores__portable(const AttentionScoresCall&) noexcept;
+void attention_dot8_values__portable(const AttentionValuesCall&) noexcept;
+void attention_dot8_softmax__portable(const AttentionSoftmaxCall&) noexcept;
 // The class's exponential (above), the definition every kernel's lanes follow.
 float attention_exp(float x) noexcept;
 
 // x86-64 only (kernels/avx2, kernels/avx512): call them only when MXMOE_X86_KERNELS, with
 // head_dim a positive multiple of 8. The avx512 scores kernel calls the avx2 one for an odd head
 // and the last keys of a call.
-void attention_scores_avx2(const AttentionScoresCall&) noexcept;
-void attention_values_avx2(const AttentionValuesCall&) noexcept;
-void attention_scores_avx512(const AttentionScoresCall&) noexcept;
-void attention_values_avx512(const AttentionValuesCall&) noexcept;
-void attention_softmax_avx2(const AttentionSoftmaxCall&) noexcept;
-void attention_softmax_avx512(const AttentionSoftmaxCall&) noexcept;
+void attention_dot8_scores__avx2(const AttentionScoresCall&) noexcept;
+void attention_dot8_values__avx2(const AttentionValuesCall&) noexcept;
+void attention_dot8_scores__avx512(const AttentionScoresCall&) noexcept;
+void attention_dot8_values__avx512(const AttentionValuesCall&) noexcept;
+void attention_dot8_softmax__avx2(const AttentionSoftmaxCall&) noexcept;
+void attention_dot8_softmax__avx512(const AttentionSoftmaxCall&) noexcept;
 
 }  // namespace mxmoe::dense

@@ -20,10 +20,10 @@ struct Candidate {
 };
 
 #if MXMOE_X86_KERNELS
-constexpr AttentionKernels kAvx512{"avx512_attention", &attention_scores_avx512,
-                                   &attention_values_avx512, &attention_softmax_avx512};
-constexpr AttentionKernels kAvx2{"avx2_attention", &attention_scores_avx2, &attention_values_avx2,
-                                 &attention_softmax_avx2};
+constexpr AttentionKernels kAvx512{"avx512_attention", &attention_dot8_scores__avx512,
+                                   &attention_dot8_values__avx512, &attention_dot8_softmax__avx512};
+constexpr AttentionKernels kAvx2{"avx2_attention", &attention_dot8_scores__avx2,
+                                 &attention_dot8_values__avx2, &attention_dot8_softmax__avx2};
 #else
 constexpr AttentionKernels kAvx512{"avx512_attention", nullptr, nullptr, nullptr};
 constexpr AttentionKernels kAvx2{"avx2_attention", nullptr, nullptr, nullptr};

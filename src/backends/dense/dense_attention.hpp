@@ -16,9 +16,9 @@ namespace mxmoe::dense {
 
 struct AttentionKernels {
   const char* name = "portable_attention";
-  AttentionScoresFn scores = &attention_scores_portable;
-  AttentionValuesFn values = &attention_values_portable;
-  AttentionSoftmaxFn softmax = &attention_softmax_portable;
+  AttentionScoresFn scores = &attention_dot8_scores__portable;
+  AttentionValuesFn values = &attention_dot8_values__portable;
+  AttentionSoftmaxFn softmax = &attention_dot8_softmax__portable;
 };
 
 struct AttentionSelection {

@@ -49,56 +49,142 @@ struct KernelEntry {
 
 // Best first. A kernel of another architecture's set has no entry here (not_compiled).
 #if MXMOE_X86_KERNELS
-constexpr LinearF32Fn kAvx512Fp32 = &linear_fp32_avx512, kAvx2Fp32 = &linear_fp32_avx2;
-constexpr LinearCompactFn kVnniInt8 = &linear_int8_avx512_vnni, kAvx2Int8 = &linear_int8_avx2;
-constexpr LinearCompactFn kVnniInt4 = &linear_int4_avx512_vnni, kAvx2Int4 = &linear_int4_avx2;
-constexpr LinearF32Fn kAvx512Bf16 = &linear_bf16_avx512_bf16;
+constexpr LinearF32Fn kAvx512Fp32 = &dense_fp32_lanes16_linear__avx512,
+                      kAvx2Fp32 = &dense_fp32_lanes16_linear__avx2;
+constexpr LinearCompactFn kVnniInt8 = &dense_int8_rows16_linear__avx512_vnni,
+                          kAvx2Int8 = &dense_int8_rows16_linear__avx2;
+constexpr LinearCompactFn kVnniInt4 = &dense_int4_rows16_linear__avx512_vnni,
+                          kAvx2Int4 = &dense_int4_rows16_linear__avx2;
+constexpr LinearF32Fn kAvx512Bf16 = &dense_bf16_pairs16_linear__avx512_bf16;
 #else
 constexpr LinearF32Fn kAvx512Fp32 = nullptr, kAvx2Fp32 = nullptr, kAvx512Bf16 = nullptr;
 constexpr LinearCompactFn kVnniInt8 = nullptr, kAvx2Int8 = nullptr;
 constexpr LinearCompactFn kVnniInt4 = nullptr, kAvx2Int4 = nullptr;
 #endif
 #if MXMOE_AARCH64_KERNELS
-constexpr LinearF32Fn kNeonFp32 = &linear_fp32_neon;
-constexpr LinearCompactFn kDotprodInt8 = &linear_int8_neon_dotprod;
-constexpr LinearCompactFn kDotprodInt4 = &linear_int4_neon_dotprod;
+constexpr LinearF32Fn kNeonFp32 = &dense_fp32_lanes16_linear__neon;
+constexpr LinearCompactFn kDotprodInt8 = &dense_int8_rows16_linear__neon_dotprod;
+constexpr LinearCompactFn kDotprodInt4 = &dense_int4_rows16_linear__neon_dotprod;
 #else
 constexpr LinearF32Fn kNeonFp32 = nullptr;
 constexpr LinearCompactFn kDotprodInt8 = nullptr, kDotprodInt4 = nullptr;
 #endif
 
 constexpr std::array<KernelEntry, 14> kKernels = {{
-    {"avx512_fp32", kFp32Class, DenseMode::as_published, KernelIsa::avx512, kAvx512Fp32, nullptr,
-     {4.0, 32.0}, "f32/bf16 weights as published, 16 output rows in AVX-512 lanes"},
-    {"avx2_fp32", kFp32Class, DenseMode::as_published, KernelIsa::avx2, kAvx2Fp32, nullptr,
-     {3.0, 16.0}, "f32/bf16 weights as published, 16 output rows in two AVX2 registers"},
-    {"neon_fp32", kFp32Class, DenseMode::as_published, KernelIsa::neon, kNeonFp32, nullptr,
-     {3.0, 8.0}, "f32/bf16 weights as published, 16 output rows in four NEON registers"},
-    {"portable_fp32", kFp32Class, DenseMode::as_published, {}, &linear_fp32_portable, nullptr,
-     {1.0, 2.0}, "f32/bf16 weights as published, portable C++ (the class's definition)"},
-    {"avx512_bf16_bf16", kBf16Class, DenseMode::as_published_bf16, KernelIsa::avx512_bf16,
-     kAvx512Bf16, nullptr, {4.0, 64.0},
+    {"avx512_fp32",
+     kFp32Class,
+     DenseMode::as_published,
+     KernelIsa::avx512,
+     kAvx512Fp32,
+     nullptr,
+     {4.0, 32.0},
+     "f32/bf16 weights as published, 16 output rows in AVX-512 lanes"},
+    {"avx2_fp32",
+     kFp32Class,
+     DenseMode::as_published,
+     KernelIsa::avx2,
+     kAvx2Fp32,
+     nullptr,
+     {3.0, 16.0},
+     "f32/bf16 weights as published, 16 output rows in two AVX2 registers"},
+    {"neon_fp32",
+     kFp32Class,
+     DenseMode::as_published,
+     KernelIsa::neon,
+     kNeonFp32,
+     nullptr,
+     {3.0, 8.0},
+     "f32/bf16 weights as published, 16 output rows in four NEON registers"},
+    {"portable_fp32",
+     kFp32Class,
+     DenseMode::as_published,
+     {},
+     &dense_fp32_lanes16_linear__portable,
+     nullptr,
+     {1.0, 2.0},
+     "f32/bf16 weights as published, portable C++ (the class's definition)"},
+    {"avx512_bf16_bf16",
+     kBf16Class,
+     DenseMode::as_published_bf16,
+     KernelIsa::avx512_bf16,
+     kAvx512Bf16,
+     nullptr,
+     {4.0, 64.0},
      "bf16 weights as published, bf16 activations, vdpbf16ps into 16 lanes a sum"},
-    {"portable_bf16", kBf16Class, DenseMode::as_published_bf16, {}, &linear_bf16_portable,
-     nullptr, {1.0, 1.0}, "bf16 weights as published, bf16 activations, portable C++ (the class's "
+    {"portable_bf16",
+     kBf16Class,
+     DenseMode::as_published_bf16,
+     {},
+     &dense_bf16_pairs16_linear__portable,
+     nullptr,
+     {1.0, 1.0},
+     "bf16 weights as published, bf16 activations, portable C++ (the class's "
      "definition)"},
-    {"avx512_vnni_int8", kInt8Class, DenseMode::compact_int8, KernelIsa::avx512_vnni, nullptr,
-     kVnniInt8, {4.0, 64.0}, "int8 codes + f32 scale per 32-block, vpdpbusd over 16 rows",
+    {"avx512_vnni_int8",
+     kInt8Class,
+     DenseMode::compact_int8,
+     KernelIsa::avx512_vnni,
+     nullptr,
+     kVnniInt8,
+     {4.0, 64.0},
+     "int8 codes + f32 scale per 32-block, vpdpbusd over 16 rows",
      CompactLayout::rows16_biased},
-    {"avx2_int8", kInt8Class, DenseMode::compact_int8, KernelIsa::avx2, nullptr, kAvx2Int8,
-     {3.0, 24.0}, "int8 codes + f32 scale per 32-block, AVX2 vpmaddubsw over 16 rows"},
-    {"neon_dotprod_int8", kInt8Class, DenseMode::compact_int8, KernelIsa::neon_dotprod, nullptr,
-     kDotprodInt8, {3.0, 24.0}, "int8 codes + f32 scale per 32-block, NEON sdot over 16 rows"},
-    {"portable_int8", kInt8Class, DenseMode::compact_int8, {}, nullptr, &linear_int8_portable,
-     {0.5, 2.0}, "int8 codes + f32 scale per 32-block, portable C++ (the class's definition)"},
-    {"avx512_vnni_int4", kInt4Class, DenseMode::compact_int4, KernelIsa::avx512_vnni, nullptr,
-     kVnniInt4, {4.0, 64.0}, "4-bit codes + bf16 scale per 32-block, vpdpbusd over 16 rows"},
-    {"avx2_int4", kInt4Class, DenseMode::compact_int4, KernelIsa::avx2, nullptr, kAvx2Int4,
-     {3.0, 24.0}, "4-bit codes + bf16 scale per 32-block, AVX2 vpmaddubsw over 16 rows"},
-    {"neon_dotprod_int4", kInt4Class, DenseMode::compact_int4, KernelIsa::neon_dotprod, nullptr,
-     kDotprodInt4, {3.0, 24.0}, "4-bit codes + bf16 scale per 32-block, NEON sdot over 16 rows"},
-    {"portable_int4", kInt4Class, DenseMode::compact_int4, {}, nullptr, &linear_int4_portable,
-     {0.5, 2.0}, "4-bit codes + bf16 scale per 32-block, portable C++ (the class's definition)"},
+    {"avx2_int8",
+     kInt8Class,
+     DenseMode::compact_int8,
+     KernelIsa::avx2,
+     nullptr,
+     kAvx2Int8,
+     {3.0, 24.0},
+     "int8 codes + f32 scale per 32-block, AVX2 vpmaddubsw over 16 rows"},
+    {"neon_dotprod_int8",
+     kInt8Class,
+     DenseMode::compact_int8,
+     KernelIsa::neon_dotprod,
+     nullptr,
+     kDotprodInt8,
+     {3.0, 24.0},
+     "int8 codes + f32 scale per 32-block, NEON sdot over 16 rows"},
+    {"portable_int8",
+     kInt8Class,
+     DenseMode::compact_int8,
+     {},
+     nullptr,
+     &dense_int8_rows16_linear__portable,
+     {0.5, 2.0},
+     "int8 codes + f32 scale per 32-block, portable C++ (the class's definition)"},
+    {"avx512_vnni_int4",
+     kInt4Class,
+     DenseMode::compact_int4,
+     KernelIsa::avx512_vnni,
+     nullptr,
+     kVnniInt4,
+     {4.0, 64.0},
+     "4-bit codes + bf16 scale per 32-block, vpdpbusd over 16 rows"},
+    {"avx2_int4",
+     kInt4Class,
+     DenseMode::compact_int4,
+     KernelIsa::avx2,
+     nullptr,
+     kAvx2Int4,
+     {3.0, 24.0},
+     "4-bit codes + bf16 scale per 32-block, AVX2 vpmaddubsw over 16 rows"},
+    {"neon_dotprod_int4",
+     kInt4Class,
+     DenseMode::compact_int4,
+     KernelIsa::neon_dotprod,
+     nullptr,
+     kDotprodInt4,
+     {3.0, 24.0},
+     "4-bit codes + bf16 scale per 32-block, NEON sdot over 16 rows"},
+    {"portable_int4",
+     kInt4Class,
+     DenseMode::compact_int4,
+     {},
+     nullptr,
+     &dense_int4_rows16_linear__portable,
+     {0.5, 2.0},
+     "4-bit codes + bf16 scale per 32-block, portable C++ (the class's definition)"},
 }};
 
 bool listed(const std::vector<std::string>& names, std::string_view name) {

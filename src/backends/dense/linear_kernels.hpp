@@ -4,7 +4,7 @@
 //
 // Four numerics classes. Every kernel of a class gives the same bits for every (row, token)
 // whatever the tile, the batch, the rows it was handed or the thread; the portable kernels
-// here DEFINE the classes (linear_portable.cpp) and the ISA kernels follow them.
+// here DEFINE the classes (dense_linear__portable.cpp) and the ISA kernels follow them.
 //
 // dense_fp32_lanes16 (weights f32 or bf16 widened exactly, activations f32): 16 lanes; lane l
 //   accumulates acc[l] = fma(w[k], x[k], acc[l]) for k = l, l + 16, l + 32, ... < in, in
@@ -133,30 +133,44 @@ float quantize_block32_portable(const float* v, int count, std::int8_t* codes) n
 std::uint16_t quantize_block32_int4(const float* v, int count, std::int8_t* codes) noexcept;
 
 // Compact kernels are handed rows [row0, row0 + rows) with row0 a multiple of 16 (whole groups).
-void linear_fp32_portable(const LinearF32Call&, std::int64_t row0, std::int64_t rows) noexcept;
-void linear_bf16_portable(const LinearF32Call&, std::int64_t row0, std::int64_t rows) noexcept;
+void dense_fp32_lanes16_linear__portable(const LinearF32Call&, std::int64_t row0,
+                                         std::int64_t rows) noexcept;
+void dense_bf16_pairs16_linear__portable(const LinearF32Call&, std::int64_t row0,
+                                         std::int64_t rows) noexcept;
 // x rounded in dense_bf16_pairs16's rule (the definition).
 std::uint16_t round_x_bf16_portable(float x) noexcept;
-void linear_int8_portable(const LinearCompactCall&, std::int64_t row0, std::int64_t rows) noexcept;
-void linear_int4_portable(const LinearCompactCall&, std::int64_t row0, std::int64_t rows) noexcept;
+void dense_int8_rows16_linear__portable(const LinearCompactCall&, std::int64_t row0,
+                                        std::int64_t rows) noexcept;
+void dense_int4_rows16_linear__portable(const LinearCompactCall&, std::int64_t row0,
+                                        std::int64_t rows) noexcept;
 
 // x86-64 only (kernels/avx2, kernels/avx512, kernels/avx512_vnni, kernels/avx512_bf16): call
 // them only when MXMOE_X86_KERNELS.
-void linear_fp32_avx2(const LinearF32Call&, std::int64_t row0, std::int64_t rows) noexcept;
-void linear_fp32_avx512(const LinearF32Call&, std::int64_t row0, std::int64_t rows) noexcept;
-void linear_int8_avx2(const LinearCompactCall&, std::int64_t row0, std::int64_t rows) noexcept;
+void dense_fp32_lanes16_linear__avx2(const LinearF32Call&, std::int64_t row0,
+                                     std::int64_t rows) noexcept;
+void dense_fp32_lanes16_linear__avx512(const LinearF32Call&, std::int64_t row0,
+                                       std::int64_t rows) noexcept;
+void dense_int8_rows16_linear__avx2(const LinearCompactCall&, std::int64_t row0,
+                                    std::int64_t rows) noexcept;
 // The activations of one token in the class's rule: codes [blocks * 32] (zero past in) and
 // scales [blocks] (kernels/avx2; the avx512_vnni kernel calls it too).
-void quantize_x_avx2(const float* x, std::int64_t in, std::int64_t blocks, std::int8_t* codes,
-                     float* scales) noexcept;
-void linear_int8_avx512_vnni(const LinearCompactCall&, std::int64_t row0, std::int64_t rows) noexcept;
-void linear_int4_avx2(const LinearCompactCall&, std::int64_t row0, std::int64_t rows) noexcept;
-void linear_int4_avx512_vnni(const LinearCompactCall&, std::int64_t row0, std::int64_t rows) noexcept;
-void linear_bf16_avx512_bf16(const LinearF32Call&, std::int64_t row0, std::int64_t rows) noexcept;
+void dense_rows16_quantize__avx2(const float* x, std::int64_t in, std::int64_t blocks,
+                                 std::int8_t* codes, float* scales) noexcept;
+void dense_int8_rows16_linear__avx512_vnni(const LinearCompactCall&, std::int64_t row0,
+                                           std::int64_t rows) noexcept;
+void dense_int4_rows16_linear__avx2(const LinearCompactCall&, std::int64_t row0,
+                                    std::int64_t rows) noexcept;
+void dense_int4_rows16_linear__avx512_vnni(const LinearCompactCall&, std::int64_t row0,
+                                           std::int64_t rows) noexcept;
+void dense_bf16_pairs16_linear__avx512_bf16(const LinearF32Call&, std::int64_t row0,
+                                            std::int64_t rows) noexcept;
 
 // aarch64 only (kernels/neon, kernels/neon_dotprod): call them only when MXMOE_AARCH64_KERNELS.
-void linear_fp32_neon(const LinearF32Call&, std::int64_t row0, std::int64_t rows) noexcept;
-void linear_int8_neon_dotprod(const LinearCompactCall&, std::int64_t row0, std::int64_t rows) noexcept;
-void linear_int4_neon_dotprod(const LinearCompactCall&, std::int64_t row0, std::int64_t rows) noexcept;
+void dense_fp32_lanes16_linear__neon(const LinearF32Call&, std::int64_t row0,
+                                     std::int64_t rows) noexcept;
+void dense_int8_rows16_linear__neon_dotprod(const LinearCompactCall&, std::int64_t row0,
+                                            std::int64_t rows) noexcept;
+void dense_int4_rows16_linear__neon_dotprod(const LinearCompactCall&, std::int64_t row0,
+                                            std::int64_t rows) noexcept;
 
 }  // namespace mxmoe::dense

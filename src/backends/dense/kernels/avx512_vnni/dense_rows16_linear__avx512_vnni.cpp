@@ -4,13 +4,13 @@
 // the excess 128 * sum(x codes of the block) is removed by starting the sum there (computed
 // once per token and block: code_corrections, tiles.hpp). A block of 16 rows then costs 8
 // vpdpbusd per token, in two chains, and one conversion, one multiply and one FMA; each zmm of
-// weights serves up to 8 tokens. A token tile (up to 8 tokens, quantized by the avx2 set's quantizer) sweeps the
-// task's groups, each read from L1/L2 once per tile. Flags of the `avx512_vnni` set.
-// dense_int4_rows16 runs the same loop on its nibbles: the low and high nibbles of 64 code
-// bytes are two vpdpbusd operands (one vpand, one vpsrlw and one more vpand for the pair), the
-// excess is 8 * sum(x codes), and the 16 bf16 scales widen by a shift.
-// GCC 12's AVX-512 intrinsics build "undefined" vectors by self-initialization, which
-// -Wuninitialized reports inside the intrinsic headers; the values are never read.
+// weights serves up to 8 tokens. A token tile (up to 8 tokens, quantized by the avx2 set's
+// quantizer) sweeps the task's groups, each read from L1/L2 once per tile. Flags of the
+// `avx512_vnni` set. dense_int4_rows16 runs the same loop on its nibbles: the low and high nibbles
+// of 64 code bytes are two vpdpbusd operands (one vpand, one vpsrlw and one more vpand for the
+// pair), the excess is 8 * sum(x codes), and the 16 bf16 scales widen by a shift. GCC 12's AVX-512
+// intrinsics build "undefined" vectors by self-initialization, which -Wuninitialized reports inside
+// the intrinsic headers; the values are never read.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
@@ -49,7 +49,8 @@ struct Int4Codes {  // dense_int4_rows16
     w1 = _mm512_and_si512(_mm512_srli_epi16(w, 4), nibble);
   }
   static __m512 scales(const std::uint8_t* gb) noexcept {
-    const __m256i d = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb + kCompact4GroupCodeBytes));
+    const __m256i d =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb + kCompact4GroupCodeBytes));
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(d), 16));
   }
 };
@@ -91,8 +92,8 @@ void group_tile(const LinearCompactCall& c, const std::uint8_t* group, std::int6
     const __m512 dw = Codes::scales(gb);
     for (std::size_t t = 0; t < T; ++t) {
       const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(x.dx[(tt + I(t)) * blocks + b]));
-      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(even[t], odd[t])), scale,
-                               acc[t]);
+      acc[t] =
+          _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(even[t], odd[t])), scale, acc[t]);
     }
   }
   const auto rows = static_cast<__mmask16>((1u << valid) - 1u);
@@ -115,7 +116,7 @@ void group_tiles(const LinearCompactCall& c, const std::uint8_t* group, std::int
 template <class Codes>
 void linear_compact(const LinearCompactCall& c, std::int64_t row0, std::int64_t rows) noexcept {
   compact_token_tiles<Codes::kBias>(
-      c, &quantize_x_avx2,
+      c, &dense_rows16_quantize__avx2,
       [&](const std::int8_t* xq, const float* dx, const std::int32_t* corr, std::int64_t t0,
           std::int64_t n) {
         const Prepared x{xq, dx, corr, c.w.blocks};
@@ -128,13 +129,13 @@ void linear_compact(const LinearCompactCall& c, std::int64_t row0, std::int64_t 
 
 }  // namespace
 
-void linear_int8_avx512_vnni(const LinearCompactCall& c, std::int64_t row0,
-                             std::int64_t rows) noexcept {
+void dense_int8_rows16_linear__avx512_vnni(const LinearCompactCall& c, std::int64_t row0,
+                                           std::int64_t rows) noexcept {
   linear_compact<Int8Codes>(c, row0, rows);
 }
 
-void linear_int4_avx512_vnni(const LinearCompactCall& c, std::int64_t row0,
-                             std::int64_t rows) noexcept {
+void dense_int4_rows16_linear__avx512_vnni(const LinearCompactCall& c, std::int64_t row0,
+                                           std::int64_t rows) noexcept {
   linear_compact<Int4Codes>(c, row0, rows);
 }
 

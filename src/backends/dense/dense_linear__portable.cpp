@@ -59,7 +59,8 @@ std::uint16_t quantize_block32_int4(const float* v, int count, std::int8_t* code
   return d16;
 }
 
-void linear_fp32_portable(const LinearF32Call& c, std::int64_t row0, std::int64_t rows) noexcept {
+void dense_fp32_lanes16_linear__portable(const LinearF32Call& c, std::int64_t row0,
+                                         std::int64_t rows) noexcept {
   for (std::int64_t t = 0; t < c.tokens; ++t) {
     const float* x = c.x + t * c.in;
     for (std::int64_t o = row0; o < row0 + rows; ++o) {
@@ -86,7 +87,8 @@ float flush(float v) noexcept {
 
 }  // namespace
 
-void linear_bf16_portable(const LinearF32Call& c, std::int64_t row0, std::int64_t rows) noexcept {
+void dense_bf16_pairs16_linear__portable(const LinearF32Call& c, std::int64_t row0,
+                                         std::int64_t rows) noexcept {
   const auto* w = static_cast<const std::uint16_t*>(c.w);
   // Element k of a row, +0 past `in` (the kernels' zero-filled tail).
   const auto at = [&](const std::uint16_t* row, std::int64_t k) {
@@ -95,7 +97,8 @@ void linear_bf16_portable(const LinearF32Call& c, std::int64_t row0, std::int64_
   float xb[kBf16MaxIn];  // check() keeps in <= kBf16MaxIn
   for (std::int64_t t = 0; t < c.tokens; ++t) {
     for (std::int64_t k = 0; k < c.in; ++k)
-      xb[static_cast<std::size_t>(k)] = flush(bf16_to_f32(round_x_bf16_portable(c.x[t * c.in + k])));
+      xb[static_cast<std::size_t>(k)] =
+          flush(bf16_to_f32(round_x_bf16_portable(c.x[t * c.in + k])));
     const auto x_at = [&](std::int64_t k) {
       return k < c.in ? xb[static_cast<std::size_t>(k)] : 0.0f;
     };
@@ -149,7 +152,8 @@ void compact_portable(const LinearCompactCall& c, std::int64_t row0, std::int64_
 
 }  // namespace
 
-void linear_int8_portable(const LinearCompactCall& c, std::int64_t row0, std::int64_t rows) noexcept {
+void dense_int8_rows16_linear__portable(const LinearCompactCall& c, std::int64_t row0,
+                                        std::int64_t rows) noexcept {
   compact_portable(
       c, row0, rows,
       [](const std::uint8_t* gb, int i, int k) {
@@ -162,7 +166,8 @@ void linear_int8_portable(const LinearCompactCall& c, std::int64_t row0, std::in
       });
 }
 
-void linear_int4_portable(const LinearCompactCall& c, std::int64_t row0, std::int64_t rows) noexcept {
+void dense_int4_rows16_linear__portable(const LinearCompactCall& c, std::int64_t row0,
+                                        std::int64_t rows) noexcept {
   compact_portable(
       c, row0, rows,
       [](const std::uint8_t* gb, int i, int k) {

@@ -74,7 +74,8 @@ void sweep(const LinearF32Call& c, std::int64_t row0, std::int64_t rows, std::in
 
 }  // namespace
 
-void linear_fp32_neon(const LinearF32Call& c, std::int64_t row0, std::int64_t rows) noexcept {
+void dense_fp32_lanes16_linear__neon(const LinearF32Call& c, std::int64_t row0,
+                                     std::int64_t rows) noexcept {
   // 32 registers: 16 of sums (4 rows x 1 token, 2 x 2, 1 x 4), the rest for weights and x.
   for (std::int64_t t0 = 0; t0 < c.tokens; t0 += 4) {
     switch (std::min<std::int64_t>(4, c.tokens - t0)) {

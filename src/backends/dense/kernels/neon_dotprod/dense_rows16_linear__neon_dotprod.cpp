@@ -64,7 +64,8 @@ void dot_step(const int8x16_t (&xv)[2], int32x4_t (&dot)[4], const int8x16_t (&w
 struct Int8Codes {  // dense_int8_rows16 on signed rows16 codes
   static constexpr std::int64_t kBias = 0;
   static void operands(const std::uint8_t* gb, int c, std::size_t q, int8x16_t (&w)[2]) noexcept {
-    for (int p = 0; p < 2; ++p) w[p] = vreinterpretq_s8_u8(vld1q_u8(gb + 64 * (2 * c + p) + 16 * I(q)));
+    for (int p = 0; p < 2; ++p)
+      w[p] = vreinterpretq_s8_u8(vld1q_u8(gb + 64 * (2 * c + p) + 16 * I(q)));
   }
   static float32x4_t scales(const std::uint8_t* gb, std::size_t q) noexcept {
     return vld1q_f32(reinterpret_cast<const float*>(gb + kCompactGroupCodeBytes) + 4 * I(q));
@@ -78,7 +79,8 @@ struct Int4Codes {  // dense_int4_rows16: unsigned nibbles
     w[1] = vreinterpretq_s8_u8(vshrq_n_u8(v, 4));
   }
   static float32x4_t scales(const std::uint8_t* gb, std::size_t q) noexcept {
-    const uint16x4_t d = vld1_u16(reinterpret_cast<const std::uint16_t*>(gb + kCompact4GroupCodeBytes) + 4 * I(q));
+    const uint16x4_t d =
+        vld1_u16(reinterpret_cast<const std::uint16_t*>(gb + kCompact4GroupCodeBytes) + 4 * I(q));
     return vreinterpretq_f32_u32(vshll_n_u16(d, 16));
   }
 };
@@ -148,13 +150,13 @@ void linear_compact(const LinearCompactCall& c, std::int64_t row0, std::int64_t 
 
 }  // namespace
 
-void linear_int8_neon_dotprod(const LinearCompactCall& c, std::int64_t row0,
-                              std::int64_t rows) noexcept {
+void dense_int8_rows16_linear__neon_dotprod(const LinearCompactCall& c, std::int64_t row0,
+                                            std::int64_t rows) noexcept {
   linear_compact<Int8Codes>(c, row0, rows);
 }
 
-void linear_int4_neon_dotprod(const LinearCompactCall& c, std::int64_t row0,
-                              std::int64_t rows) noexcept {
+void dense_int4_rows16_linear__neon_dotprod(const LinearCompactCall& c, std::int64_t row0,
+                                            std::int64_t rows) noexcept {
   linear_compact<Int4Codes>(c, row0, rows);
 }
 

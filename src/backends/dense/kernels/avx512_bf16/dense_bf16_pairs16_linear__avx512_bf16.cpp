@@ -32,9 +32,11 @@ XTile round_tile(const LinearF32Call& c, std::int64_t t0, std::int64_t count,
     std::uint16_t* out = dst + t * stride;
     for (std::int64_t k = 0; k < stride; k += kBf16Step) {
       const std::int64_t left = c.in - k;
-      const auto lo = static_cast<__mmask16>(left >= 16 ? 0xFFFF : (1u << std::max<std::int64_t>(left, 0)) - 1);
-      const auto hi = static_cast<__mmask16>(
-          left >= 32 ? 0xFFFF : left <= 16 ? 0 : (1u << (left - 16)) - 1);
+      const auto lo =
+          static_cast<__mmask16>(left >= 16 ? 0xFFFF : (1u << std::max<std::int64_t>(left, 0)) - 1);
+      const auto hi = static_cast<__mmask16>(left >= 32   ? 0xFFFF
+                                             : left <= 16 ? 0
+                                                          : (1u << (left - 16)) - 1);
       const __m512 a = _mm512_maskz_loadu_ps(lo, x + k), b = _mm512_maskz_loadu_ps(hi, x + k + 16);
       _mm512_store_si512(out + k, __builtin_bit_cast(__m512i, _mm512_cvtne2ps_pbh(b, a)));
     }
@@ -80,13 +82,15 @@ void tile(const LinearF32Call& c, const XTile& xt, std::int64_t o, std::int64_t 
 void token_tile(const LinearF32Call& c, const XTile& xt, std::int64_t row0, std::int64_t rows,
                 std::int64_t t0, std::int64_t tokens) noexcept {
   zmm_sum_tiles(tokens, [&]<std::size_t R, std::size_t T>() {
-    sweep_rows<R>(row0, rows, [&](std::int64_t o, auto r) { tile<decltype(r)::value, T>(c, xt, o, t0); });
+    sweep_rows<R>(row0, rows,
+                  [&](std::int64_t o, auto r) { tile<decltype(r)::value, T>(c, xt, o, t0); });
   });
 }
 
 }  // namespace
 
-void linear_bf16_avx512_bf16(const LinearF32Call& c, std::int64_t row0, std::int64_t rows) noexcept {
+void dense_bf16_pairs16_linear__avx512_bf16(const LinearF32Call& c, std::int64_t row0,
+                                            std::int64_t rows) noexcept {
   alignas(64) std::uint16_t x[kBf16TokenTile * kBf16MaxIn];  // 256 KB; check() keeps in small
   static_assert(kBf16TokenTile >= 8);
   // Up to 8 tokens: one tile, so the weights are read once. More: tiles of 6 tokens (4 x 6

@@ -35,7 +35,7 @@ float attention_exp(float x) noexcept {
   return p * std::bit_cast<float>(bits);
 }
 
-void attention_softmax_portable(const AttentionSoftmaxCall& c) noexcept {
+void attention_dot8_softmax__portable(const AttentionSoftmaxCall& c) noexcept {
   for (int h = 0; h < c.heads; ++h) {
     float* s = c.s + h * c.stride;
     float m = c.sinks != nullptr ? c.sinks[h] : -std::numeric_limits<float>::infinity();
@@ -54,7 +54,7 @@ void attention_softmax_portable(const AttentionSoftmaxCall& c) noexcept {
   }
 }
 
-void attention_scores_portable(const AttentionScoresCall& c) noexcept {
+void attention_dot8_scores__portable(const AttentionScoresCall& c) noexcept {
   for (int h = 0; h < c.heads; ++h) {
     const float* q = c.q + static_cast<std::int64_t>(h) * c.head_dim;
     float* s = c.scores + h * c.scores_stride;
@@ -63,7 +63,7 @@ void attention_scores_portable(const AttentionScoresCall& c) noexcept {
   }
 }
 
-void attention_values_portable(const AttentionValuesCall& c) noexcept {
+void attention_dot8_values__portable(const AttentionValuesCall& c) noexcept {
   for (int h = 0; h < c.heads; ++h) {
     float* o = c.out + static_cast<std::int64_t>(h) * c.head_dim;
     const float* w = c.w + h * c.w_stride;

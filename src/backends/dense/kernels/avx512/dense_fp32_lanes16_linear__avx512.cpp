@@ -67,18 +67,21 @@ void tile(const LinearF32Call& c, std::int64_t o, std::int64_t t0) noexcept {
 void token_tile(const LinearF32Call& c, std::int64_t row0, std::int64_t rows, std::int64_t t0,
                 std::int64_t tokens) noexcept {
   zmm_sum_tiles(tokens, [&]<std::size_t R, std::size_t T>() {
-    sweep_rows<R>(row0, rows, [&](std::int64_t o, auto r) { tile<decltype(r)::value, T>(c, o, t0); });
+    sweep_rows<R>(row0, rows,
+                  [&](std::int64_t o, auto r) { tile<decltype(r)::value, T>(c, o, t0); });
   });
 }
 
 }  // namespace
 
-void linear_fp32_avx512(const LinearF32Call& c, std::int64_t row0, std::int64_t rows) noexcept {
+void dense_fp32_lanes16_linear__avx512(const LinearF32Call& c, std::int64_t row0,
+                                       std::int64_t rows) noexcept {
   // Up to 8 tokens: one tile, so the weights are read once. More: tiles of 6 tokens (4 x 6
   // registers of sums), every tile over a block of rows held in L2 before the next block.
   if (c.tokens <= 8) return token_tile(c, row0, rows, 0, c.tokens);
   row_blocks(row0, rows, c.in * (c.bf16 ? 2 : 4), [&](std::int64_t r0, std::int64_t n) {
-    for (std::int64_t t0 = 0; t0 < c.tokens; t0 += 6) token_tile(c, r0, n, t0, std::min<std::int64_t>(6, c.tokens - t0));
+    for (std::int64_t t0 = 0; t0 < c.tokens; t0 += 6)
+      token_tile(c, r0, n, t0, std::min<std::int64_t>(6, c.tokens - t0));
   });
 }
 

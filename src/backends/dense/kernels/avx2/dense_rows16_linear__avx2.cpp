@@ -98,10 +98,12 @@ struct Int4Codes {  // dense_int4_rows16: unsigned nibbles
     w[0] = _mm256_and_si256(v, nibble);
     w[1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble);
   }
-  static __m256i pairs(const Operand& w, __m256i xv) noexcept { return _mm256_maddubs_epi16(w, xv); }
+  static __m256i pairs(const Operand& w, __m256i xv) noexcept {
+    return _mm256_maddubs_epi16(w, xv);
+  }
   static __m256 scales(const std::uint8_t* gb, std::size_t h) noexcept {
-    const __m128i d = _mm_loadu_si128(
-        reinterpret_cast<const __m128i*>(gb + kCompact4GroupCodeBytes + 16 * I(h)));
+    const __m128i d =
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(gb + kCompact4GroupCodeBytes + 16 * I(h)));
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(d), 16));
   }
 };
@@ -122,9 +124,8 @@ void group_tile(const LinearCompactCall& c, const std::uint8_t* group, std::int6
     prefetch_group_block(gb, c.w.block_bytes);
     __m256i dot[T][2];
     for (std::size_t t = 0; t < T; ++t)
-      dot[t][0] = dot[t][1] = Codes::kBias == 0
-                                  ? _mm256_setzero_si256()
-                                  : _mm256_set1_epi32(corr[(tt + I(t)) * blocks + b]);
+      dot[t][0] = dot[t][1] = Codes::kBias == 0 ? _mm256_setzero_si256()
+                                                : _mm256_set1_epi32(corr[(tt + I(t)) * blocks + b]);
     for (int k8 = 0; k8 < 4; ++k8) {
       typename Codes::Operand w[2][2];  // [half][operand]
       for (std::size_t h = 0; h < 2; ++h) Codes::operands(gb, k8, h, w[h]);
@@ -132,8 +133,10 @@ void group_tile(const LinearCompactCall& c, const std::uint8_t* group, std::int6
         const std::int8_t* xb = xq + ((tt + I(t)) * blocks + b) * kBlock + 8 * k8;
         const __m256i x0 = broadcast_4_codes(xb), x1 = broadcast_4_codes(xb + 4);
         for (std::size_t h = 0; h < 2; ++h) {
-          dot[t][h] = _mm256_add_epi32(dot[t][h], _mm256_madd_epi16(Codes::pairs(w[h][0], x0), ones));
-          dot[t][h] = _mm256_add_epi32(dot[t][h], _mm256_madd_epi16(Codes::pairs(w[h][1], x1), ones));
+          dot[t][h] =
+              _mm256_add_epi32(dot[t][h], _mm256_madd_epi16(Codes::pairs(w[h][0], x0), ones));
+          dot[t][h] =
+              _mm256_add_epi32(dot[t][h], _mm256_madd_epi16(Codes::pairs(w[h][1], x1), ones));
         }
       }
     }
@@ -156,8 +159,8 @@ void group_tile(const LinearCompactCall& c, const std::uint8_t* group, std::int6
 
 }  // namespace
 
-void quantize_x_avx2(const float* x, std::int64_t in, std::int64_t blocks, std::int8_t* codes,
-                     float* scales) noexcept {
+void dense_rows16_quantize__avx2(const float* x, std::int64_t in, std::int64_t blocks,
+                                 std::int8_t* codes, float* scales) noexcept {
   for (std::int64_t b = 0; b < blocks; ++b)
     scales[b] = quantize_block(x + b * kBlock, in - b * kBlock, codes + b * kBlock);
 }
@@ -166,18 +169,20 @@ namespace {
 
 template <class Codes>
 void linear_compact(const LinearCompactCall& c, std::int64_t row0, std::int64_t rows) noexcept {
-  two_token_compact<Codes::kBias>(c, row0, rows, &quantize_x_avx2, [&](auto T, auto&&... tile) {
-    group_tile<Codes, decltype(T)::value>(c, tile...);
-  });
+  two_token_compact<Codes::kBias>(
+      c, row0, rows, &dense_rows16_quantize__avx2,
+      [&](auto T, auto&&... tile) { group_tile<Codes, decltype(T)::value>(c, tile...); });
 }
 
 }  // namespace
 
-void linear_int8_avx2(const LinearCompactCall& c, std::int64_t row0, std::int64_t rows) noexcept {
+void dense_int8_rows16_linear__avx2(const LinearCompactCall& c, std::int64_t row0,
+                                    std::int64_t rows) noexcept {
   linear_compact<Int8Codes>(c, row0, rows);
 }
 
-void linear_int4_avx2(const LinearCompactCall& c, std::int64_t row0, std::int64_t rows) noexcept {
+void dense_int4_rows16_linear__avx2(const LinearCompactCall& c, std::int64_t row0,
+                                    std::int64_t rows) noexcept {
   linear_compact<Int4Codes>(c, row0, rows);
 }
 

@@ -122,12 +122,12 @@ void softmax_row(float* s, std::int64_t keys, const float* sink) noexcept {
 
 }  // namespace
 
-void attention_softmax_avx2(const AttentionSoftmaxCall& c) noexcept {
+void attention_dot8_softmax__avx2(const AttentionSoftmaxCall& c) noexcept {
   for (int h = 0; h < c.heads; ++h)
     softmax_row(c.s + h * c.stride, c.keys, c.sinks != nullptr ? c.sinks + h : nullptr);
 }
 
-void attention_scores_avx2(const AttentionScoresCall& c) noexcept {
+void attention_dot8_scores__avx2(const AttentionScoresCall& c) noexcept {
   const __m256 scale = _mm256_set1_ps(c.scale);
   for (std::int64_t p = 0; p < c.keys; p += kKeys) {
     const std::int64_t n = std::min(kKeys, c.keys - p);
@@ -147,7 +147,7 @@ void attention_scores_avx2(const AttentionScoresCall& c) noexcept {
   }
 }
 
-void attention_values_avx2(const AttentionValuesCall& c) noexcept {
+void attention_dot8_values__avx2(const AttentionValuesCall& c) noexcept {
   values_in_blocks<2>(c, [&](auto heads, int h0, std::int64_t p0, std::int64_t p1) {
     values_heads<decltype(heads)::value>(c, h0, p0, p1);
   });

@@ -94,7 +94,8 @@ void sweep(const LinearF32Call& c, std::int64_t row0, std::int64_t rows, std::in
 
 }  // namespace
 
-void linear_fp32_avx2(const LinearF32Call& c, std::int64_t row0, std::int64_t rows) noexcept {
+void dense_fp32_lanes16_linear__avx2(const LinearF32Call& c, std::int64_t row0,
+                                     std::int64_t rows) noexcept {
   // 16 registers: 4 rows x 1 token, or 2 rows x 2-3 tokens (two sums each); more than 3
   // tokens: every tile over a block of rows held in L2 before the next block.
   const auto tiles = [&](std::int64_t r0, std::int64_t n) {

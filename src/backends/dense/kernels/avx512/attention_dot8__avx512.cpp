@@ -117,12 +117,12 @@ void softmax_row(float* s, std::int64_t keys, const float* sink) noexcept {
 
 }  // namespace
 
-void attention_softmax_avx512(const AttentionSoftmaxCall& c) noexcept {
+void attention_dot8_softmax__avx512(const AttentionSoftmaxCall& c) noexcept {
   for (int h = 0; h < c.heads; ++h)
     softmax_row(c.s + h * c.stride, c.keys, c.sinks != nullptr ? c.sinks + h : nullptr);
 }
 
-void attention_scores_avx512(const AttentionScoresCall& c) noexcept {
+void attention_dot8_scores__avx512(const AttentionScoresCall& c) noexcept {
   const __m512 scale = _mm512_set1_ps(c.scale);
   const int pairs = c.heads / 2;
   const std::int64_t full = c.keys / kKeys * kKeys;
@@ -142,18 +142,18 @@ void attention_scores_avx512(const AttentionScoresCall& c) noexcept {
     rest.k = c.k + full * c.k_stride;
     rest.keys = c.keys - full;
     rest.scores = c.scores + full;
-    attention_scores_avx2(rest);
+    attention_dot8_scores__avx2(rest);
   }
   if (c.heads % 2 != 0) {  // the odd head, every key
     AttentionScoresCall odd = c;
     odd.heads = 1;
     odd.q = c.q + static_cast<std::int64_t>(c.heads - 1) * c.head_dim;
     odd.scores = c.scores + (c.heads - 1) * c.scores_stride;
-    attention_scores_avx2(odd);
+    attention_dot8_scores__avx2(odd);
   }
 }
 
-void attention_values_avx512(const AttentionValuesCall& c) noexcept {
+void attention_dot8_values__avx512(const AttentionValuesCall& c) noexcept {
   values_in_blocks<4>(c, [&](auto heads, int h0, std::int64_t p0, std::int64_t p1) {
     values_heads<decltype(heads)::value>(c, h0, p0, p1);
   });

@@ -57,8 +57,8 @@ void rows_tile(const DenseRows& w, const float* const* x, int tokens, float* out
 
 }  // namespace
 
-void dense_dot_avx2(const DenseRows& w, int rows, const float* const* x, int tokens,
-                    float* out) noexcept {
+void dense_expert_dot_2x4__avx2(const DenseRows& w, int rows, const float* const* x, int tokens,
+                                float* out) noexcept {
   if (rows == 2)
     rows_tile<2>(w, x, tokens, out);
   else
