@@ -208,28 +208,34 @@ TEST(LayerRuntime, AnInterruptedCallThrowsSoonAndTheLayerStaysUsable) {
   });
   // A one-token call ends before the first poll: the check is not asked, the call completes.
   // On a loaded machine a descheduled thread can stretch one of the call's jobs past the poll
-  // interval; then the check is asked and the call rightly cut. So: a call that asked must
-  // have lasted the interval at least, and one that did not ask gives the uninterrupted bits.
-  // A few attempts, until one runs untouched (every attempt on a quiet machine).
-  const double interval = std::chrono::duration<double>(mxmoe::ThreadPool::kInterruptPoll).count();
+  // interval; then the check is asked (it says stop) and the call must be cut: it throws, and
+  // only after the interval. A call that did not throw must not have asked, and gives the
+  // uninterrupted bits. A few attempts, until one runs untouched (the first, when quiet).
+  const double interval =
+      std::chrono::duration<double>(mxmoe::ThreadPool::kInterruptPoll).count();
   bool untouched = false;
   for (int attempt = 0; attempt < 20 && !untouched; ++attempt) {
     asked.store(0);
+    bool threw = false;
     const auto t0 = Clock::now();
     try {
       layer.forward({.tokens = 1, .x = x.data(), .y = y.data()});
     } catch (const mxmoe::Interrupted&) {
-      EXPECT_GT(asked.load(), 0) << "cut short without asking the check";
+      threw = true;
     }
     const double took = seconds(t0);
-    if (asked.load() > 0) {
+    if (threw) {
+      EXPECT_GT(asked.load(), 0) << "cut short without asking the check";
       EXPECT_GE(took, interval) << "a one-token call asked the check before the poll interval";
     } else {
+      EXPECT_EQ(asked.load(), 0) << "the check said stop, yet the call returned";
+      EXPECT_EQ(std::memcmp(y.data(), expected.data(), static_cast<std::size_t>(spec.hidden) * 4),
+                0);
       untouched = true;
-      EXPECT_EQ(std::memcmp(y.data(), expected.data(), static_cast<std::size_t>(spec.hidden) * 4), 0);
     }
   }
-  if (!untouched) std::cerr << "note: every one-token call outlasted the poll interval (a loaded machine)\n";
+  if (!untouched)
+    std::cerr << "note: every one-token call outlasted the poll interval (a loaded machine)\n";
 
   stop.store(false);
   layer.forward({.tokens = tokens, .x = x.data(), .y = y.data()});

@@ -39,6 +39,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import weakref
 from typing import Any, Optional
 
 __all__ = ["TESTED_VLLM", "read_times", "register"]
@@ -115,37 +116,42 @@ def register() -> None:
 
 class _ApplyTimes:
     """The totals of the timed calls of this process, written to PATH.<pid>.json by a daemon
-    thread whenever they changed (at most every 0.1 s), so a benchmark in another process
-    reads them between its timed regions (:func:`read_times`) without stopping the engine.
-    VARIABLE names the environment variable that asked for them, in its error messages.
+    thread (started at the first call) whenever they changed (at most every 0.1 s), so a
+    benchmark in another process reads them between its timed regions (:func:`read_times`)
+    without stopping the engine. VARIABLE names the environment variable that asked for them,
+    in its error messages.
 
     A process forked after the timer was made (vLLM's engine processes, a multiprocessing
     worker) has none of the parent's threads and may hold a copy of its lock taken: the child
-    starts its own totals at zero, with a new lock, file (its own pid) and writer thread, so
-    read_times sums every process once."""
+    starts its own totals at zero, with a new lock, and its first timed call its own file (its
+    pid) and writer thread, so read_times sums every process once; a child that times nothing
+    writes nothing."""
 
     def __init__(self, path: str, variable: str):
         self._base = path
         self.variable = variable
         self.dropped = False
-        self._start()
-        os.register_at_fork(after_in_child=self._start)
+        self._reset()
+        _timers.add(self)
 
-    def _start(self) -> None:
+    def _reset(self) -> None:
         self.path = f"{self._base}.{os.getpid()}.json"
         self._lock = threading.Lock()
         self.calls = 0
         self.tokens = 0
         self.seconds = 0.0
         self._written = -1
-        if not self.dropped:
-            threading.Thread(target=self._write_loop, name="mxmoe-vllm-times", daemon=True).start()
+        self._writer: threading.Thread | None = None
 
     def add(self, tokens: int, seconds: float) -> None:
         with self._lock:
             self.calls += 1
             self.tokens += tokens
             self.seconds += seconds
+            if self._writer is None:
+                self._writer = threading.Thread(target=self._write_loop, name="mxmoe-vllm-times",
+                                                daemon=True)
+                self._writer.start()
 
     def drop(self, error: BaseException) -> None:
         """The timing stops (the engine goes on): a call whose rows could not be read."""
@@ -175,6 +181,19 @@ class _ApplyTimes:
                 self.dropped = True
                 logger.error("mxmoe-vllm: %s: cannot write %s (%s); these times are no longer "
                              "kept", self.variable, self.path, error)
+
+
+# Every live timer of this process, restarted in a forked child by one at-fork hook (a timer
+# that is gone leaves nothing behind).
+_timers: "weakref.WeakSet[_ApplyTimes]" = weakref.WeakSet()
+
+
+def _reset_timers_in_child() -> None:
+    for timer in list(_timers):
+        timer._reset()  # noqa: SLF001
+
+
+os.register_at_fork(after_in_child=_reset_timers_in_child)
 
 
 def _time_calls(variable: str, owner: Any, attribute: str, rows_name: str,

@@ -151,8 +151,8 @@ def test_a_timer_counts_rows_and_never_fails_the_call(tmp_path, monkeypatch):
 def test_a_timer_counts_the_calls_of_a_forked_process_once(tmp_path, monkeypatch):
     """vLLM runs its engine in processes forked after register(): a child's timed calls reach
     read_times through its own file and writer thread, counted from zero (the parent's calls
-    before the fork are the parent's only), while the lock was held in the parent at the fork
-    (the writer's or a caller's): the child's copy of a held lock would hang it."""
+    before the fork are the parent's only), though the lock was held in the parent at the fork
+    (the writer's or a caller's); a child that times nothing writes no file."""
     import os
     import signal
     import time
@@ -187,6 +187,13 @@ def test_a_timer_counts_the_calls_of_a_forked_process_once(tmp_path, monkeypatch
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
     totals = mxmoe_vllm.read_times(path)
     assert totals["calls"] == 4 and totals["tokens"] == 11, totals
+    idle = os.fork()  # a child that times nothing writes nothing
+    if idle == 0:
+        time.sleep(0.5)
+        os._exit(0)
+    os.waitpid(idle, 0)
+    files = sorted(p.name for p in tmp_path.glob("dense.*.json"))
+    assert files == sorted(f"dense.{p}.json" for p in (os.getpid(), pid)), files
 
 
 def test_a_timer_inside_torch_compile_is_left_out_of_the_graph(tmp_path, monkeypatch):
